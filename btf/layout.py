@@ -1,0 +1,81 @@
+"""Sizes, alignment and qualifier stripping: what C's layout rules say of a type."""
+
+from __future__ import annotations
+
+from . import types as T
+from .errors import BtfError
+from .kinds import Kind
+
+# Longest chain of typedefs/qualifiers/arrays we follow before calling the
+# BTF cyclic.  Real kernels stay under 10.
+MAX_CHAIN = 64
+POINTER_SIZE = 8
+
+_MODIFIERS = (Kind.TYPEDEF, Kind.CONST, Kind.VOLATILE, Kind.RESTRICT, Kind.TYPE_TAG)
+_QUALIFIERS = (Kind.CONST, Kind.VOLATILE, Kind.RESTRICT, Kind.TYPE_TAG)
+
+
+def skip(t: T.Type, kinds: tuple[Kind, ...] = _MODIFIERS) -> T.Type:
+    """Follow ``t`` through the given kinds (typedefs and qualifiers by default)."""
+    for _ in range(MAX_CHAIN):
+        if t.kind not in kinds:
+            return t
+        t = t.type  # type: ignore[attr-defined]
+    raise BtfError(f"type {t.id}: reference chain longer than {MAX_CHAIN} (cycle?)")
+
+
+def skip_qualifiers(t: T.Type) -> T.Type:
+    return skip(t, _QUALIFIERS)
+
+
+def sizeof(t: T.Type, _depth: int = 0) -> int:
+    """Size in bytes, as C's sizeof (0 for void and functions)."""
+    if _depth > MAX_CHAIN:
+        raise BtfError(f"type {t.id}: type nests deeper than {MAX_CHAIN} (cycle?)")
+    k = t.kind
+    if k in (Kind.INT, Kind.ENUM, Kind.ENUM64, Kind.FLOAT, Kind.STRUCT, Kind.UNION, Kind.DATASEC):
+        return t.size  # type: ignore[attr-defined]
+    if k == Kind.PTR:
+        return POINTER_SIZE
+    if k == Kind.ARRAY:
+        return t.nelems * sizeof(t.type, _depth + 1)  # type: ignore[attr-defined]
+    if k in _MODIFIERS or k == Kind.VAR:
+        return sizeof(t.type, _depth + 1)  # type: ignore[attr-defined]
+    return 0
+
+
+def alignof(t: T.Type, _depth: int = 0) -> int:
+    """Natural alignment in bytes, computed as libbpf's btf__align_of does."""
+    if _depth > MAX_CHAIN:
+        raise BtfError(f"type {t.id}: type nests deeper than {MAX_CHAIN} (cycle?)")
+    k = t.kind
+    if k in (Kind.INT, Kind.ENUM, Kind.ENUM64, Kind.FLOAT):
+        return max(1, min(POINTER_SIZE, t.size))  # type: ignore[attr-defined]
+    if k == Kind.PTR:
+        return POINTER_SIZE
+    if k in _MODIFIERS or k == Kind.ARRAY:
+        return alignof(t.type, _depth + 1)  # type: ignore[attr-defined]
+    if k in (Kind.STRUCT, Kind.UNION):
+        best = 1
+        for m in t.members:  # type: ignore[attr-defined]
+            a = alignof(m.type, _depth + 1)
+            best = max(best, a)
+            if not m.bitfield_size and m.bit_offset % (8 * a):
+                return 1  # a misaligned member: the struct is packed
+        if t.size % best:  # type: ignore[attr-defined]
+            return 1
+        return best
+    return 1
+
+
+def is_packed(t: T.Composite) -> bool:
+    """Whether a struct needs ``__attribute__((packed))`` to get its BTF layout."""
+    if t.kind != Kind.STRUCT:
+        return False
+    best = 1
+    for m in t.members:
+        a = alignof(m.type)
+        if not m.bitfield_size and m.bit_offset % (8 * a):
+            return True
+        best = max(best, a)
+    return t.size % best != 0

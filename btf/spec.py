@@ -1,0 +1,320 @@
+"""Spec: a parsed BTF blob, indexed in two passes and decoded lazily.
+
+Pass one walks the type section once and records where each type's record
+starts (an ``array`` of word offsets): no names, no objects.  Pass two is on
+demand: ``spec.type(id)`` decodes one record into a :mod:`btf.types` object
+and caches it; names come from the string table only then.  Name and kind
+columns, used for searches, are gathered in C from the word array the first
+time a search needs them.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import struct
+import sys
+from array import array
+from operator import itemgetter
+from typing import Iterable, Iterator
+
+from . import types as T
+from .errors import BtfError
+from .kinds import FIXED_WORDS, MAX_KIND, VLEN_WORDS, Kind
+from .strings import StringTable
+
+MAGIC = 0xEB9F
+_HEADER = struct.Struct("<HBBI")          # magic, version, flags, hdr_len
+_SECTIONS = struct.Struct("<IIII")        # type_off, type_len, str_off, str_len
+MIN_HEADER_LEN = _HEADER.size + _SECTIONS.size
+VMLINUX_PATH = "/sys/kernel/btf/vmlinux"
+
+
+def _to_signed(value: int, bits: int) -> int:
+    return value - (1 << bits) if value & (1 << (bits - 1)) else value
+
+
+class Spec:
+    """A BTF blob: types by id, by name and by kind.
+
+    ``base`` is the spec a split BTF (kernel module BTF) is layered on: ids
+    and string offsets continue from the base's.
+    """
+
+    def __init__(self, data: bytes, base: Spec | None = None) -> None:
+        self.base = base
+        self._first_id = len(base) if base is not None else 1
+        self._cache: dict[int, T.Type] = {}
+        self._names: tuple[int, ...] | None = None
+        self._kinds: tuple[int, ...] | None = None
+        self._parse(memoryview(data).cast("B") if not isinstance(data, bytes) else data)
+
+    # -- construction -------------------------------------------------
+
+    @classmethod
+    def from_file(cls, path: str | os.PathLike[str], base: Spec | None = None) -> Spec:
+        """Raw BTF (``/sys/kernel/btf/*``) or an ELF object's ``.BTF`` section."""
+        data = read_file(path)
+        if data[:4] == b"\x7fELF":
+            from .elf import btf_section  # pyelftools only when it is needed
+
+            data = btf_section(data, str(path))
+        return cls(data, base)
+
+    def _parse(self, data: bytes) -> None:
+        if len(data) < MIN_HEADER_LEN:
+            raise BtfError(f"BTF is {len(data)} bytes, shorter than its {MIN_HEADER_LEN}-byte header", 0)
+        magic, version, flags, hdr_len = _HEADER.unpack_from(data)
+        order = "<"
+        if magic != MAGIC:
+            magic, version, flags, hdr_len = struct.unpack_from(">HBBI", data)
+            if magic != MAGIC:
+                raise BtfError(f"bad BTF magic {data[:2].hex()}", 0)
+            order = ">"
+        if version != 1:
+            raise BtfError(f"unsupported BTF version {version}", 2)
+        if hdr_len < MIN_HEADER_LEN or hdr_len > len(data):
+            raise BtfError(f"bad header length {hdr_len}", 4)
+        # Newer kernels may append header fields; we size the header from hdr_len.
+        type_off, type_len, str_off, str_len = struct.unpack_from(order + "IIII", data, _HEADER.size)
+        self.byteorder = "little" if order == "<" else "big"
+        self.header_len = hdr_len
+        t_start, s_start = hdr_len + type_off, hdr_len + str_off
+        if t_start + type_len > len(data) or type_off % 4 or type_len % 4:
+            raise BtfError(f"type section {type_off}+{type_len} does not fit a {len(data)}-byte blob", 8)
+        if s_start + str_len > len(data):
+            raise BtfError(f"string section {str_off}+{str_len} does not fit a {len(data)}-byte blob", 16)
+        if str_len == 0 and self.base is None:
+            raise BtfError("empty string section", 16)
+        self._type_start = t_start
+        self.strings = StringTable(bytes(data[s_start:s_start + str_len]),
+                                   self.base.strings if self.base is not None else None, s_start)
+        words = array("I")
+        words.frombytes(data[t_start:t_start + type_len])
+        native = "<" if sys.byteorder == "little" else ">"
+        if order != native:
+            words.byteswap()
+        self._words = words
+        self._offsets = self._index(words)
+
+    def _index(self, words: array) -> array:
+        """Pass one: the word offset of every type record."""
+        offsets = array("I")
+        append = offsets.append
+        fixed, per_vlen = FIXED_WORDS, VLEN_WORDS
+        n = len(words)
+        i = 0
+        try:
+            while i < n:
+                append(i)
+                info = words[i + 1]
+                kind = (info >> 24) & 0x1F
+                i += 3 + fixed[kind] + (info & 0xFFFF) * per_vlen[kind]
+        except IndexError:
+            pass
+        if i != n:
+            last = offsets[-1]
+            type_id = self._first_id + len(offsets) - 1
+            where = self._type_start + last * 4
+            if last + 1 < n:
+                kind = (words[last + 1] >> 24) & 0x1F
+                if kind == 0 or kind > MAX_KIND:
+                    raise BtfError(f"type {type_id} has unknown kind {kind}", where)
+            raise BtfError(f"type {type_id} runs past the end of the type section", where)
+        return offsets
+
+    # -- lookups ------------------------------------------------------
+
+    def __len__(self) -> int:
+        """Number of type ids, void (id 0) included."""
+        return self._first_id + len(self._offsets)
+
+    def type(self, type_id: int) -> T.Type:
+        """The type with this id, decoded on first use."""
+        cached = self._cache.get(type_id)
+        if cached is not None:
+            return cached
+        if type_id < self._first_id:
+            if self.base is not None:
+                return self.base.type(type_id)
+            if type_id == 0:
+                t: T.Type = T.Void(self, 0, "void")
+                self._cache[0] = t
+                return t
+        if not 0 <= type_id - self._first_id < len(self._offsets):
+            raise BtfError(f"no type with id {type_id} (have {len(self)})")
+        t = self._decode(type_id)
+        self._cache[type_id] = t
+        return t
+
+    __getitem__ = type
+
+    def __iter__(self) -> Iterator[T.Type]:
+        """This spec's own types, in id order (void and base types excluded)."""
+        for type_id in range(self._first_id, len(self)):
+            yield self.type(type_id)
+
+    @property
+    def first_id(self) -> int:
+        return self._first_id
+
+    def kind(self, type_id: int) -> Kind:
+        """A type's kind, without decoding it."""
+        if type_id < self._first_id:
+            return self.base.kind(type_id) if self.base is not None else Kind.UNKN
+        return Kind(self._kinds_column()[type_id - self._first_id] >> 24 & 0x1F)
+
+    def name(self, type_id: int) -> str:
+        """A type's name, without decoding the rest of it."""
+        if type_id < self._first_id:
+            return self.base.name(type_id) if self.base is not None else ""
+        return self.strings.lookup(self._names_column()[type_id - self._first_id])
+
+    def ids_named(self, name: str, kinds: Iterable[Kind] | None = None) -> list[int]:
+        """Ids of every type called ``name`` (optionally of the given kinds)."""
+        return self.ids_matching(re.escape(name.encode()), kinds)
+
+    def ids_matching(self, pattern: bytes, kinds: Iterable[Kind] | None = None) -> list[int]:
+        """Ids of the types whose whole name matches a bytes regular expression."""
+        found: list[int] = []
+        if self.base is not None:
+            found = self.base.ids_matching(pattern, kinds)
+        wanted = set(self.strings.offsets_matching(pattern))
+        if not wanted:
+            return found
+        names = self._names_column()
+        first = self._first_id
+        ids = [first + i for i, off in enumerate(names) if off in wanted]
+        if kinds is not None:
+            kinds = set(kinds)
+            infos = self._kinds_column()
+            ids = [i for i in ids if (infos[i - first] >> 24) & 0x1F in kinds]
+        found.extend(ids)
+        return found
+
+    def ids_of_kind(self, *kinds: Kind) -> list[int]:
+        """Ids of this spec's own types of the given kinds."""
+        wanted = set(kinds)
+        first = self._first_id
+        return [first + i for i, info in enumerate(self._kinds_column()) if (info >> 24) & 0x1F in wanted]
+
+    def find(self, name: str, kind: Kind | None = None) -> T.Type:
+        """The first type called ``name`` (of ``kind``); KeyError if none."""
+        ids = self.ids_named(name, None if kind is None else (kind,))
+        if not ids:
+            what = f"{kind.name.lower()} {name}" if kind is not None else name
+            raise KeyError(f"no BTF type {what!r}")
+        return self.type(ids[0])
+
+    # -- columns for searches -----------------------------------------
+
+    def _gather(self, shift: int) -> tuple[int, ...]:
+        offsets = self._offsets
+        if not offsets:
+            return ()
+        words = self._words if shift == 0 else self._words[shift:]
+        got = itemgetter(*offsets)(words)
+        return got if isinstance(got, tuple) else (got,)
+
+    def _names_column(self) -> tuple[int, ...]:
+        if self._names is None:
+            self._names = self._gather(0)
+        return self._names
+
+    def _kinds_column(self) -> tuple[int, ...]:
+        if self._kinds is None:
+            self._kinds = self._gather(1)
+        return self._kinds
+
+    # -- pass two: decoding one record --------------------------------
+
+    def _decode(self, type_id: int) -> T.Type:
+        w = self._words
+        off = self._offsets[type_id - self._first_id]
+        name_off, info, size_or_type = w[off], w[off + 1], w[off + 2]
+        kind = (info >> 24) & 0x1F
+        vlen = info & 0xFFFF
+        kflag = info >> 31
+        lookup = self.strings.lookup
+        name = lookup(name_off)
+        p = off + 3
+        if kind == Kind.INT:
+            return T.Int(self, type_id, name, size_or_type, w[p])
+        if kind == Kind.PTR:
+            return T.Pointer(self, type_id, name, size_or_type)
+        if kind == Kind.ARRAY:
+            return T.Array(self, type_id, w[p], w[p + 1], w[p + 2])
+        if kind in (Kind.STRUCT, Kind.UNION):
+            members = []
+            for q in range(p, p + 3 * vlen, 3):
+                moff = w[q + 2]
+                if kflag:
+                    members.append(T.Member(self, lookup(w[q]), w[q + 1], moff & 0xFFFFFF, moff >> 24))
+                else:
+                    members.append(T.Member(self, lookup(w[q]), w[q + 1], moff, 0))
+            cls = T.Struct if kind == Kind.STRUCT else T.Union
+            return cls(self, type_id, name, size_or_type, members)
+        if kind == Kind.ENUM:
+            values = [T.EnumValue(lookup(w[q]), _to_signed(w[q + 1], 32) if kflag else w[q + 1])
+                      for q in range(p, p + 2 * vlen, 2)]
+            return T.Enum(self, type_id, name, size_or_type, bool(kflag), values)
+        if kind == Kind.ENUM64:
+            values = []
+            for q in range(p, p + 3 * vlen, 3):
+                v = w[q + 1] | (w[q + 2] << 32)
+                values.append(T.EnumValue(lookup(w[q]), _to_signed(v, 64) if kflag else v))
+            return T.Enum64(self, type_id, name, size_or_type, bool(kflag), values)
+        if kind == Kind.FWD:
+            return T.Fwd(self, type_id, name, bool(kflag))
+        if kind == Kind.TYPEDEF:
+            return T.Typedef(self, type_id, name, size_or_type)
+        if kind == Kind.VOLATILE:
+            return T.Volatile(self, type_id, name, size_or_type)
+        if kind == Kind.CONST:
+            return T.Const(self, type_id, name, size_or_type)
+        if kind == Kind.RESTRICT:
+            return T.Restrict(self, type_id, name, size_or_type)
+        if kind == Kind.TYPE_TAG:
+            return T.TypeTag(self, type_id, name, size_or_type)
+        if kind == Kind.FUNC:
+            return T.Func(self, type_id, name, size_or_type, vlen)
+        if kind == Kind.FUNC_PROTO:
+            params = [T.Param(self, lookup(w[q]), w[q + 1]) for q in range(p, p + 2 * vlen, 2)]
+            return T.FuncProto(self, type_id, size_or_type, params)
+        if kind == Kind.VAR:
+            return T.Var(self, type_id, name, size_or_type, w[p])
+        if kind == Kind.DATASEC:
+            secinfo = [T.VarSecinfo(self, w[q], w[q + 1], w[q + 2]) for q in range(p, p + 3 * vlen, 3)]
+            return T.Datasec(self, type_id, name, size_or_type, secinfo)
+        if kind == Kind.FLOAT:
+            return T.Float(self, type_id, name, size_or_type)
+        if kind == Kind.DECL_TAG:
+            return T.DeclTag(self, type_id, name, size_or_type, _to_signed(w[p], 32))
+        raise BtfError(f"type {type_id} has unknown kind {kind}", self._type_start + off * 4)
+
+
+def read_file(path: str | os.PathLike[str]) -> bytes:
+    """Read a whole file in large chunks (sysfs BTF has no mmap and small reads are slow)."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        chunks = []
+        while True:
+            chunk = os.read(fd, 1 << 23)
+            if not chunk:
+                break
+            chunks.append(chunk)
+    finally:
+        os.close(fd)
+    return b"".join(chunks)
+
+
+def load_kernel_spec(path: str = VMLINUX_PATH) -> Spec:
+    """The running kernel's BTF; the caller keeps it (there is no global cache)."""
+    if not os.path.exists(path):
+        raise BtfError(f"{path} is missing: this kernel was built without CONFIG_DEBUG_INFO_BTF")
+    return Spec.from_file(path)
+
+
+def load_module_spec(module: str, base: Spec | None = None) -> Spec:
+    """A kernel module's split BTF from /sys/kernel/btf/MODULE, on top of vmlinux."""
+    return Spec.from_file(os.path.join("/sys/kernel/btf", module), base or load_kernel_spec())
