@@ -8,8 +8,6 @@ names as they are.
 
 from __future__ import annotations
 
-from typing import Callable
-
 from . import types as T
 from .errors import BtfError
 from .kinds import Kind
@@ -17,8 +15,12 @@ from .layout import MAX_CHAIN, alignof, is_packed, sizeof
 
 INDENT = "\t"
 
-# name_for(type) -> the identifier to print for a named type.
-Namer = Callable[[T.Type], str]
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    # name_for(type) -> the identifier to print for a named type.
+    Namer = Callable[[T.Type], str]
 
 
 def _plain_name(t: T.Type) -> str:

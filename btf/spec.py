@@ -11,23 +11,42 @@ time a search needs them.
 from __future__ import annotations
 
 import os
-import re
 import struct
 import sys
 from array import array
+from bisect import bisect_left
 from operator import itemgetter
-from typing import Iterable, Iterator
 
+from . import indexcache
 from . import types as T
 from .errors import BtfError
 from .kinds import FIXED_WORDS, MAX_KIND, VLEN_WORDS, Kind
 from .strings import StringTable
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Iterator, Sequence
 
 MAGIC = 0xEB9F
 _HEADER = struct.Struct("<HBBI")          # magic, version, flags, hdr_len
 _SECTIONS = struct.Struct("<IIII")        # type_off, type_len, str_off, str_len
 MIN_HEADER_LEN = _HEADER.size + _SECTIONS.size
 VMLINUX_PATH = "/sys/kernel/btf/vmlinux"
+
+
+def glob_pattern(glob: str) -> bytes:
+    """A shell-style wildcard (``*``, ``?``) as a pattern for :meth:`Spec.ids_matching`."""
+    import re
+
+    parts = []
+    for ch in glob:
+        if ch == "*":
+            parts.append(b"[^\x00]*")
+        elif ch == "?":
+            parts.append(b"[^\x00]")
+        else:
+            parts.append(re.escape(ch.encode()))
+    return b"".join(parts)
 
 
 def _to_signed(value: int, bits: int) -> int:
@@ -41,27 +60,30 @@ class Spec:
     and string offsets continue from the base's.
     """
 
-    def __init__(self, data: bytes, base: Spec | None = None) -> None:
+    def __init__(self, data: bytes, base: Spec | None = None, cache: bool = False) -> None:
+        """Parse ``data``; with ``cache``, pass one's result is kept on disk
+        (see :mod:`btf.indexcache`) for blobs big enough to be worth it."""
         self.base = base
         self._first_id = len(base) if base is not None else 1
         self._cache: dict[int, T.Type] = {}
-        self._names: tuple[int, ...] | None = None
-        self._kinds: tuple[int, ...] | None = None
-        self._parse(memoryview(data).cast("B") if not isinstance(data, bytes) else data)
+        self._names: Sequence[int] | None = None
+        self._kinds: Sequence[int] | None = None
+        self._raw_types: bytes | None = None
+        self._parse(bytes(data), cache)
 
     # -- construction -------------------------------------------------
 
     @classmethod
-    def from_file(cls, path: str | os.PathLike[str], base: Spec | None = None) -> Spec:
+    def from_file(cls, path: str | os.PathLike[str], base: Spec | None = None, cache: bool = True) -> Spec:
         """Raw BTF (``/sys/kernel/btf/*``) or an ELF object's ``.BTF`` section."""
         data = read_file(path)
         if data[:4] == b"\x7fELF":
             from .elf import btf_section  # pyelftools only when it is needed
 
             data = btf_section(data, str(path))
-        return cls(data, base)
+        return cls(data, base, cache)
 
-    def _parse(self, data: bytes) -> None:
+    def _parse(self, data: bytes, cache: bool) -> None:
         if len(data) < MIN_HEADER_LEN:
             raise BtfError(f"BTF is {len(data)} bytes, shorter than its {MIN_HEADER_LEN}-byte header", 0)
         magic, version, flags, hdr_len = _HEADER.unpack_from(data)
@@ -95,21 +117,41 @@ class Spec:
         if order != native:
             words.byteswap()
         self._words = words
+        key = None
+        if cache and len(data) >= indexcache.MIN_BLOB:
+            key = indexcache.digest(data)
+            cached = indexcache.load(key, words)
+            if cached is not None:
+                self._offsets, self._names, self._kinds = cached
+                return
         self._offsets = self._index(words)
+        if key is not None:
+            indexcache.store(key, self._offsets, array("I", self._names_column()),
+                             array("I", self._kinds_column()))
 
     def _index(self, words: array) -> array:
-        """Pass one: the word offset of every type record."""
+        """Pass one: the word offset of every type record.
+
+        A record's length depends only on its info word, and vmlinux has a
+        few hundred distinct info words among 126k types, so the step is
+        memoised per info word: this loop is the whole cost of opening BTF.
+        """
         offsets = array("I")
         append = offsets.append
         fixed, per_vlen = FIXED_WORDS, VLEN_WORDS
+        steps: dict[int, int] = {}
         n = len(words)
         i = 0
         try:
             while i < n:
                 append(i)
                 info = words[i + 1]
-                kind = (info >> 24) & 0x1F
-                i += 3 + fixed[kind] + (info & 0xFFFF) * per_vlen[kind]
+                try:
+                    i += steps[info]
+                except KeyError:
+                    kind = (info >> 24) & 0x1F
+                    step = steps[info] = 3 + fixed[kind] + (info & 0xFFFF) * per_vlen[kind]
+                    i += step
         except IndexError:
             pass
         if i != n:
@@ -162,35 +204,82 @@ class Spec:
         """A type's kind, without decoding it."""
         if type_id < self._first_id:
             return self.base.kind(type_id) if self.base is not None else Kind.UNKN
-        return Kind(self._kinds_column()[type_id - self._first_id] >> 24 & 0x1F)
+        try:
+            info = self._words[self._offsets[type_id - self._first_id] + 1]
+        except IndexError:
+            raise BtfError(f"no type with id {type_id} (have {len(self)})") from None
+        return Kind((info >> 24) & 0x1F)
 
     def name(self, type_id: int) -> str:
         """A type's name, without decoding the rest of it."""
         if type_id < self._first_id:
             return self.base.name(type_id) if self.base is not None else ""
-        return self.strings.lookup(self._names_column()[type_id - self._first_id])
+        try:
+            name_off = self._words[self._offsets[type_id - self._first_id]]
+        except IndexError:
+            raise BtfError(f"no type with id {type_id} (have {len(self)})") from None
+        return self.strings.lookup(name_off)
 
     def ids_named(self, name: str, kinds: Iterable[Kind] | None = None) -> list[int]:
         """Ids of every type called ``name`` (optionally of the given kinds)."""
-        return self.ids_matching(re.escape(name.encode()), kinds)
+        found = self.base.ids_named(name, kinds) if self.base is not None else []
+        found.extend(self._ids_with_names(self.strings.offsets_of(name, local=True), kinds))
+        return found
 
     def ids_matching(self, pattern: bytes, kinds: Iterable[Kind] | None = None) -> list[int]:
-        """Ids of the types whose whole name matches a bytes regular expression."""
-        found: list[int] = []
-        if self.base is not None:
-            found = self.base.ids_matching(pattern, kinds)
-        wanted = set(self.strings.offsets_matching(pattern))
+        """Ids of the types whose whole name matches a bytes regular expression.
+
+        The pattern must not match NUL (use ``[^\\x00]`` where ``.`` is meant;
+        :func:`glob_pattern` translates shell wildcards).
+        """
+        found = self.base.ids_matching(pattern, kinds) if self.base is not None else []
+        found.extend(self._ids_with_names(self.strings.offsets_matching(pattern, local=True), kinds))
+        return found
+
+    def _ids_with_names(self, wanted: list[int], kinds: Iterable[Kind] | None) -> list[int]:
+        """This spec's own ids whose name_off is in ``wanted``."""
         if not wanted:
-            return found
-        names = self._names_column()
+            return []
         first = self._first_id
-        ids = [first + i for i, off in enumerate(names) if off in wanted]
+        if len(wanted) <= 16 and self._names is not None:
+            names = self._names
+            ids = []
+            for off in wanted:
+                idx = -1
+                while True:
+                    try:
+                        idx = names.index(off, idx + 1)
+                    except ValueError:
+                        break
+                    ids.append(first + idx)
+            ids.sort()
+        elif len(wanted) <= 16:
+            # Few names: find each name_off's bytes in the type section (memmem
+            # speed) and keep hits that start a record.  Members and params
+            # with the same name are hits too; bisect tells them apart.
+            offsets = self._offsets
+            haystack = self._type_bytes()
+            ids = []
+            for off in wanted:
+                needle = off.to_bytes(4, sys.byteorder)
+                pos = haystack.find(needle)
+                while pos >= 0:
+                    if pos % 4 == 0:
+                        word = pos // 4
+                        idx = bisect_left(offsets, word)
+                        if idx < len(offsets) and offsets[idx] == word:
+                            ids.append(first + idx)
+                    pos = haystack.find(needle, pos + 1)
+            ids.sort()
+        else:
+            names = self._names_column()
+            wanted_set = set(wanted)
+            ids = [first + i for i, off in enumerate(names) if off in wanted_set]
         if kinds is not None:
             kinds = set(kinds)
-            infos = self._kinds_column()
-            ids = [i for i in ids if (infos[i - first] >> 24) & 0x1F in kinds]
-        found.extend(ids)
-        return found
+            words, offsets = self._words, self._offsets
+            ids = [i for i in ids if (words[offsets[i - first] + 1] >> 24) & 0x1F in kinds]
+        return ids
 
     def ids_of_kind(self, *kinds: Kind) -> list[int]:
         """Ids of this spec's own types of the given kinds."""
@@ -208,7 +297,7 @@ class Spec:
 
     # -- columns for searches -----------------------------------------
 
-    def _gather(self, shift: int) -> tuple[int, ...]:
+    def _gather(self, shift: int) -> Sequence[int]:
         offsets = self._offsets
         if not offsets:
             return ()
@@ -216,12 +305,17 @@ class Spec:
         got = itemgetter(*offsets)(words)
         return got if isinstance(got, tuple) else (got,)
 
-    def _names_column(self) -> tuple[int, ...]:
+    def _type_bytes(self) -> bytes:
+        if self._raw_types is None:
+            self._raw_types = self._words.tobytes()
+        return self._raw_types
+
+    def _names_column(self) -> Sequence[int]:
         if self._names is None:
             self._names = self._gather(0)
         return self._names
 
-    def _kinds_column(self) -> tuple[int, ...]:
+    def _kinds_column(self) -> Sequence[int]:
         if self._kinds is None:
             self._kinds = self._gather(1)
         return self._kinds
@@ -294,18 +388,30 @@ class Spec:
 
 
 def read_file(path: str | os.PathLike[str]) -> bytes:
-    """Read a whole file in large chunks (sysfs BTF has no mmap and small reads are slow)."""
+    """Read a whole file into one preallocated buffer.
+
+    sysfs BTF cannot be mmapped and hands out a page or so per read; growing
+    and joining chunks costs five times more than reading into place.
+    """
     fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     try:
-        chunks = []
+        size = os.fstat(fd).st_size
+        buf = bytearray(size + 1)
+        view = memoryview(buf)
+        n = 0
         while True:
-            chunk = os.read(fd, 1 << 23)
-            if not chunk:
+            if n == len(buf):
+                buf.extend(bytes(len(buf)))  # the file grew or st_size lied
+                view = memoryview(buf)
+            got = os.readv(fd, [view[n:]])
+            if not got:
                 break
-            chunks.append(chunk)
+            n += got
+        view.release()
+        del buf[n:]
+        return bytes(buf)
     finally:
         os.close(fd)
-    return b"".join(chunks)
 
 
 def load_kernel_spec(path: str = VMLINUX_PATH) -> Spec:

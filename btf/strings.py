@@ -6,8 +6,6 @@ Names are looked up by offset only when a type is decoded, so indexing a
 
 from __future__ import annotations
 
-import re
-
 from .errors import BtfError
 
 
@@ -48,21 +46,38 @@ class StringTable:
         self._cache[offset] = s
         return s
 
-    def offsets_of(self, name: str) -> list[int]:
-        """Every offset whose string is exactly ``name`` (base table included)."""
-        return self.offsets_matching(re.escape(name.encode()))
+    def offsets_of(self, name: str, local: bool = False) -> list[int]:
+        """Every offset whose string is exactly ``name``; ``local`` leaves out the base table."""
+        found = self._base.offsets_of(name) if self._base is not None and not local else []
+        needle = b"\x00" + name.encode() + b"\x00"
+        data = self._data
+        if not name:
+            return found
+        # The first string of a table starts at 0 with no NUL before it.
+        if data.startswith(needle[1:]):
+            found.append(self._start)
+        pos = data.find(needle)
+        while pos >= 0:
+            found.append(self._start + pos + 1)
+            pos = data.find(needle, pos + 1)
+        return found
 
-    def offsets_matching(self, pattern: bytes | re.Pattern[bytes]) -> list[int]:
+    def offsets_matching(self, pattern: bytes, local: bool = False) -> list[int]:
         """Offsets of whole strings that fully match a regular expression on bytes.
 
-        The search runs in C over the raw table: no string is decoded.
+        The search runs in C over the raw table, anchored on the NUL that
+        ends the previous string, and decodes nothing.
         """
-        if isinstance(pattern, re.Pattern):
-            pattern = pattern.pattern
-        rx = re.compile(rb"(?<![^\x00])(?:" + pattern + rb")(?=\x00)")
-        found = self._base.offsets_matching(pattern) if self._base is not None else []
-        if pattern == b"":
+        found = self._base.offsets_matching(pattern) if self._base is not None and not local else []
+        if not pattern:
             return found
-        start = self._start
-        found.extend(start + m.start() for m in rx.finditer(self._data))
+        import re  # only searches need it; listing one type does not
+
+        rx = re.compile(b"\x00(?:" + pattern + b")(?=\x00)")
+        start = self._start + 1
+        # Prefix a NUL so a name at the very start of the table matches too.
+        data = self._data if self._data[:1] == b"\x00" else b"\x00" + self._data
+        if data is not self._data:
+            start -= 1
+        found.extend(start + m.start() for m in rx.finditer(data))
         return found
