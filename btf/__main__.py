@@ -1,0 +1,104 @@
+"""``python -m btf``: dump BTF as C or as bpftool's raw listing, or show one type.
+
+    python -m btf dump FILE [--format c|raw] [--base BASE_FILE] [-o OUT]
+    python -m btf show FILE NAME
+
+FILE is raw BTF (``/sys/kernel/btf/vmlinux``) or an ELF object with a
+``.BTF`` section.  Bad input is reported in one line and exits with 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Sequence, TextIO
+
+from .errors import BtfError
+
+EXIT_BAD_INPUT = 2
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m btf", description="Read BTF, the BPF Type Format.")
+    sub = p.add_subparsers(dest="command", required=True)
+    d = sub.add_parser("dump", help="dump every type, as a C header or in bpftool's raw format")
+    d.add_argument("file", help="raw BTF or an ELF object with a .BTF section")
+    d.add_argument("--format", choices=("c", "raw"), default="raw",
+                   help="c: a compilable vmlinux.h; raw: bpftool's listing (default)")
+    d.add_argument("--base", metavar="BASE_FILE", help="base BTF of split BTF (kernel modules)")
+    d.add_argument("-o", "--output", metavar="OUT", help="write here instead of stdout")
+    s = sub.add_parser("show", help="print one type's C definition")
+    s.add_argument("file", help="raw BTF or an ELF object with a .BTF section")
+    s.add_argument("name", help="type name, optionally with its keyword: 'struct dentry'")
+    s.add_argument("--base", metavar="BASE_FILE", help="base BTF of split BTF (kernel modules)")
+    return p
+
+
+def _load(path: str, base_path: str | None):
+    from .spec import Spec
+
+    base = Spec.from_file(base_path) if base_path else None
+    return Spec.from_file(path, base)
+
+
+def _dump(args: argparse.Namespace, out: TextIO) -> None:
+    spec = _load(args.file, args.base)
+    if args.format == "c":
+        from .cdump import write_header
+
+        write_header(spec, out)
+    else:
+        from .raw import dump_raw  # written separately; only needed for this format
+
+        dump_raw(spec, out)
+
+
+_KEYWORDS = {"struct": "STRUCT", "union": "UNION", "enum": "ENUM", "typedef": "TYPEDEF"}
+
+
+def _show(args: argparse.Namespace, out: TextIO) -> int:
+    from .cformat import CFormatter
+    from .kinds import Kind
+
+    spec = _load(args.file, args.base)
+    words = args.name.split()
+    name = words[-1]
+    kinds = None
+    if len(words) == 2 and words[0] in _KEYWORDS:
+        kinds = (Kind[_KEYWORDS[words[0]]],) + ((Kind.ENUM64,) if words[0] == "enum" else ())
+    ids = spec.ids_named(name, kinds)
+    ids = [i for i in ids if spec.kind(i) not in (Kind.FUNC, Kind.VAR, Kind.DECL_TAG, Kind.DATASEC)] or ids
+    if not ids:
+        print(f"error: no type named {args.name!r}", file=sys.stderr)
+        return 1
+    fmt = CFormatter()
+    for type_id in ids:
+        out.write(fmt.definition(spec.type(type_id)) + ";\n")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    out: TextIO = sys.stdout
+    try:
+        if getattr(args, "output", None):
+            out = open(args.output, "w", encoding="utf-8")
+        try:
+            if args.command == "dump":
+                _dump(args, out)
+                return 0
+            return _show(args, out)
+        finally:
+            if out is not sys.stdout:
+                out.close()
+    except (BtfError, OSError) as exc:
+        msg = str(exc) if not isinstance(exc, OSError) or not exc.filename else \
+            f"{exc.filename}: {exc.strerror or exc}"
+        print(f"error: {msg}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
