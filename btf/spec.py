@@ -223,7 +223,8 @@ class Spec:
     def ids_named(self, name: str, kinds: Iterable[Kind] | None = None) -> list[int]:
         """Ids of every type called ``name`` (optionally of the given kinds)."""
         found = self.base.ids_named(name, kinds) if self.base is not None else []
-        found.extend(self._ids_with_names(self.strings.offsets_of(name, local=True), kinds))
+        # Not local=True: split BTF names its types with the base's strings too.
+        found.extend(self._ids_with_names(self.strings.offsets_of(name), kinds))
         return found
 
     def ids_matching(self, pattern: bytes, kinds: Iterable[Kind] | None = None) -> list[int]:
@@ -233,7 +234,7 @@ class Spec:
         :func:`glob_pattern` translates shell wildcards).
         """
         found = self.base.ids_matching(pattern, kinds) if self.base is not None else []
-        found.extend(self._ids_with_names(self.strings.offsets_matching(pattern, local=True), kinds))
+        found.extend(self._ids_with_names(self.strings.offsets_matching(pattern), kinds))
         return found
 
     def _ids_with_names(self, wanted: list[int], kinds: Iterable[Kind] | None) -> list[int]:
