@@ -1,0 +1,48 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * pycore.bpf.h - shared header for pycore's BPF programs.
+ *
+ * Every bpf_src/NAME.bpf.c includes this first. It pulls in the kernel types
+ * (bpf_src/vmlinux.h, generated from /sys/kernel/btf/vmlinux) and libbpf's
+ * helper headers (Debian's libbpf-dev, /usr/include/bpf), and defines the
+ * project's lost-event convention.
+ *
+ * Lost events
+ * -----------
+ * Programs must not call bpf_ringbuf_reserve() directly; they call
+ * pycore_reserve(&ringbuf_map, size) instead. When the ring buffer is full
+ * the reservation fails and the global counter `pycore_dropped` (in the
+ * object's .bss map) is incremented atomically. User space reads it from the
+ * .bss map to report how many events were lost. The counter is a single
+ * shared __u64 updated with an atomic add, so it is exact across CPUs.
+ */
+#ifndef PYCORE_BPF_H
+#define PYCORE_BPF_H
+
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+
+#ifndef TASK_COMM_LEN
+#define TASK_COMM_LEN 16
+#endif
+
+/* Number of ring-buffer reservations that failed (events lost). */
+__u64 pycore_dropped SEC(".bss");
+
+/*
+ * Reserve `size` bytes in `ringbuf` (a BPF_MAP_TYPE_RINGBUF map). Returns the
+ * sample, to be finished with bpf_ringbuf_submit()/bpf_ringbuf_discard(), or
+ * NULL after counting the loss in pycore_dropped.
+ */
+static __always_inline void *pycore_reserve(void *ringbuf, __u64 size)
+{
+	void *sample = bpf_ringbuf_reserve(ringbuf, size, 0);
+
+	if (!sample)
+		__sync_fetch_and_add(&pycore_dropped, 1);
+	return sample;
+}
+
+#endif /* PYCORE_BPF_H */
