@@ -1,0 +1,11 @@
+"""pycore: a Linux tracer in Python built on libbpf CO-RE.
+
+BPF programs (bpf_src/) are compiled ahead of time with clang and shipped in
+this package as ``pycore/bpf/NAME.bpf.o`` (see :mod:`pycore.objects`); they
+are loaded through cffi bindings to the system libbpf. Kernel types come from
+BTF, read by the pure-Python :mod:`btf` package.
+"""
+
+__version__ = "0.1.0"
+
+__all__ = ["__version__"]
