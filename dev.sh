@@ -1,0 +1,160 @@
+#!/usr/bin/env bash
+# pycore developer entry point. Run as root on Debian 12.
+#
+#   ./dev.sh demo    set up, then run the main job: pycore list -v 'kfunc:vfs_*'
+#   ./dev.sh test    set up, then run the test suite (exit code is pytest's);
+#                    extra arguments are passed to pytest
+#   ./dev.sh setup   set up only
+#
+# Setup is idempotent and quick when already done:
+#   - apt-get install the Debian packages below that are missing (apt-get update
+#     first only when the package lists are missing or stale);
+#   - create .venv with the machine's python3 (python3-venv installed if needed);
+#   - pip install -e '.[test]' (scikit-build-core compiles bpf_src/ into
+#     pycore/bpf/*.bpf.o); skipped when the build inputs have not changed since
+#     the last install (stamp in .venv/.pycore-build-stamp);
+#   - mount tracefs on /sys/kernel/tracing if it is not mounted.
+# Environment: PYTHON=/path/to/python3 to choose the interpreter for .venv.
+set -euo pipefail
+
+cd "$(dirname "$(readlink -f "$0")")"
+ROOT=$PWD
+VENV=$ROOT/.venv
+STAMP=$VENV/.pycore-build-stamp
+APT_PACKAGES=(clang llvm libbpf-dev libbpf1 bpftool bpftrace pkg-config cmake make)
+export DEBIAN_FRONTEND=noninteractive PIP_DISABLE_PIP_VERSION_CHECK=1
+
+say() { printf '[dev.sh] %s\n' "$*" >&2; }
+die() { say "error: $*"; exit 1; }
+
+usage() {
+    sed -n '2,8s/^# \{0,1\}//p' "$0" >&2
+    exit 2
+}
+
+as_root() {
+    if [ "$(id -u)" -eq 0 ]; then "$@";
+    elif command -v sudo >/dev/null; then sudo "$@";
+    else die "need root to run: $*"; fi
+}
+
+is_installed() {
+    [ "$(dpkg-query -W -f='${db:Status-Status}' "$1" 2>/dev/null)" = installed ]
+}
+
+apt_lists_fresh() {
+    # package lists exist and were refreshed less than a day ago
+    [ -n "$(find /var/lib/apt/lists -maxdepth 1 -name '*_Packages*' -mmin -1440 2>/dev/null | head -n1)" ]
+}
+
+apt_install() {
+    local missing=() p
+    for p in "$@"; do is_installed "$p" || missing+=("$p"); done
+    [ ${#missing[@]} -eq 0 ] && return 0
+    say "apt-get install: ${missing[*]}"
+    if ! apt_lists_fresh; then
+        say "apt-get update"
+        as_root apt-get update -q </dev/null
+    fi
+    if ! as_root apt-get install -y -q --no-install-recommends "${missing[@]}" </dev/null; then
+        say "install failed; refreshing package lists and retrying"
+        as_root apt-get update -q </dev/null
+        as_root apt-get install -y -q --no-install-recommends "${missing[@]}" </dev/null
+    fi
+}
+
+pick_python() {
+    if [ -n "${PYTHON:-}" ]; then echo "$PYTHON"; return; fi
+    # Debian's own interpreter first (python3-venv can fix its venv module),
+    # then whatever python3 is on PATH.
+    if [ -x /usr/bin/python3 ]; then echo /usr/bin/python3; return; fi
+    command -v python3 || die "python3 not found"
+}
+
+python_ok() {  # python >= 3.11
+    "$1" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null
+}
+
+build_inputs_hash() {
+    # everything that changes what pip/CMake build: metadata, build script, BPF sources
+    { sha256sum pyproject.toml CMakeLists.txt
+      find bpf_src -type f \( -name '*.c' -o -name '*.h' \) -print0 | sort -z | xargs -0 -r sha256sum
+      "$VENV/bin/python" -c 'import sys; print(sys.version)'
+    } | sha256sum | cut -d' ' -f1
+}
+
+ensure_vmlinux_h() {
+    [ -s bpf_src/vmlinux.h ] && return 0
+    say "bpf_src/vmlinux.h missing: generating it from /sys/kernel/btf/vmlinux with our BTF reader"
+    local tmp
+    tmp=$(mktemp bpf_src/.vmlinux.h.XXXXXX)
+    if "$PY" -m btf dump /sys/kernel/btf/vmlinux --format c >"$tmp"; then
+        mv "$tmp" bpf_src/vmlinux.h
+    else
+        rm -f "$tmp"
+        die "could not generate bpf_src/vmlinux.h (python -m btf dump ... --format c)"
+    fi
+}
+
+setup() {
+    local t0=$SECONDS
+    apt_install "${APT_PACKAGES[@]}"
+
+    PY=$(pick_python)
+    python_ok "$PY" || die "$PY is older than Python 3.11"
+
+    if [ -x "$VENV/bin/python" ] && ! python_ok "$VENV/bin/python"; then
+        say "removing broken .venv"
+        rm -rf "$VENV"
+    fi
+    if [ ! -x "$VENV/bin/python" ]; then
+        if ! "$PY" -c 'import ensurepip, venv' 2>/dev/null; then
+            [ "$PY" = /usr/bin/python3 ] || die "$PY lacks the venv/ensurepip modules"
+            apt_install python3-venv
+        fi
+        say "creating .venv with $PY ($("$PY" -V 2>&1))"
+        rm -rf "$VENV"
+        "$PY" -m venv "$VENV"
+    fi
+
+    ensure_vmlinux_h
+
+    local want have=""
+    want=$(build_inputs_hash)
+    [ -f "$STAMP" ] && have=$(cat "$STAMP")
+    if [ "$want" != "$have" ] || ! "$VENV/bin/python" -c \
+            'import pycore.objects as o; o.object_path("selftest")' >/dev/null 2>&1; then
+        say "pip install -e '.[test]' (builds bpf_src/ into pycore/bpf/)"
+        rm -f "$STAMP"
+        "$VENV/bin/python" -m pip install --progress-bar off -e '.[test]' </dev/null
+        echo "$want" >"$STAMP"
+        "$VENV/bin/python" -c 'import pycore.objects as o; print("[dev.sh] BPF objects:", ", ".join(str(o.object_path(n)) for n in o.available_objects()))' >&2
+    fi
+
+    if ! grep -qs ' /sys/kernel/tracing tracefs ' /proc/mounts; then
+        say "mounting tracefs on /sys/kernel/tracing"
+        as_root mount -t tracefs nodev /sys/kernel/tracing
+    fi
+    say "setup done in $((SECONDS - t0)) s"
+}
+
+cmd=${1:-}
+[ $# -gt 0 ] && shift
+case "$cmd" in
+    setup)
+        setup ;;
+    demo)
+        setup
+        say "pycore list -v 'kfunc:vfs_*'"
+        exec "$VENV/bin/pycore" list -v 'kfunc:vfs_*' "$@" ;;
+    test)
+        setup
+        say "pytest -m 'not kernel'"
+        set +e
+        "$VENV/bin/python" -m pytest -p no:cacheprovider -m "not kernel" "$@" </dev/null
+        rc=$?
+        say "pytest exit code: $rc"
+        exit $rc ;;
+    *)
+        usage ;;
+esac
