@@ -1,0 +1,78 @@
+"""pycore's exceptions: what failed, on which object/program, and why."""
+
+from __future__ import annotations
+
+import errno as _errno
+import os
+
+
+# libbpf's own error numbers (libbpf.h, enum libbpf_errno).
+LIBBPF_ERRORS = {
+    4000: ("LIBBPF_ERRNO__LIBELF", "something wrong in libelf"),
+    4001: ("LIBBPF_ERRNO__FORMAT", "not a valid BPF ELF object"),
+    4002: ("LIBBPF_ERRNO__KVERSION", "kernel version section missing or wrong"),
+    4003: ("LIBBPF_ERRNO__ENDIAN", "object's byte order does not match the host"),
+    4004: ("LIBBPF_ERRNO__INTERNAL", "libbpf internal error"),
+    4005: ("LIBBPF_ERRNO__RELOC", "relocation failed"),
+    4006: ("LIBBPF_ERRNO__LOAD", "program load failed"),
+    4007: ("LIBBPF_ERRNO__VERIFY", "rejected by the kernel verifier"),
+    4008: ("LIBBPF_ERRNO__PROG2BIG", "program too big"),
+    4009: ("LIBBPF_ERRNO__KVER", "incorrect kernel version"),
+    4010: ("LIBBPF_ERRNO__PROGTYPE", "kernel does not support this program type"),
+    4011: ("LIBBPF_ERRNO__WRNGPID", "wrong pid in netlink message"),
+    4012: ("LIBBPF_ERRNO__INVSEQ", "invalid netlink sequence"),
+    4013: ("LIBBPF_ERRNO__NLPARSE", "netlink parse error"),
+}
+
+
+def describe_errno(err: int) -> tuple[str, str]:
+    """(symbolic name, text) for a kernel or libbpf error number."""
+    err = abs(err)
+    if err in LIBBPF_ERRORS:
+        return LIBBPF_ERRORS[err]
+    return _errno.errorcode.get(err, f"errno {err}"), os.strerror(err)
+
+
+class PycoreError(Exception):
+    """Base of pycore's errors; ``str()`` is a one-line message fit for users."""
+
+
+class BpfError(PycoreError, OSError):
+    """A libbpf or kernel call failed.
+
+    ``errno`` is the positive error number; ``log`` the tail of libbpf's and
+    the verifier's output captured during the call, if any.
+    """
+
+    def __init__(self, what: str, err: int, log: list[str] | None = None, hint: str = "") -> None:
+        err = abs(err) or _errno.EINVAL
+        name, text = describe_errno(err)
+        message = f"{what}: {name}: {text}"
+        if hint:
+            message += f" ({hint})"
+        OSError.__init__(self, err, message)
+        self.what = what
+        self.log = log or []
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+    def verifier_tail(self, lines: int = 20) -> str:
+        """The last lines of the verifier log, if the failure produced one."""
+        log = self.log
+        for i, line in enumerate(log):
+            if "BEGIN PROG LOAD LOG" in line:
+                end = next((j for j in range(i, len(log)) if "END PROG LOAD LOG" in log[j]), len(log))
+                body = "\n".join(log[i + 1:end]).splitlines()
+                return "\n".join(body[-lines:])
+        return "\n".join(log[-lines:])
+
+
+class FeatureMissing(PycoreError):
+    """The running kernel lacks something a probe or tool needs."""
+
+    def __init__(self, feature: str, advice: str) -> None:
+        super().__init__(f"this kernel cannot {feature}: {advice}")
+        self.feature = feature
+        self.advice = advice
