@@ -1,0 +1,139 @@
+"""tracefs: the kernel's tracing filesystem, found or mounted on demand.
+
+Tracepoint names (``available_events``), their fields (``events/CAT/NAME/
+format``) and the functions ftrace can hook (``available_filter_functions``)
+live here.  Many machines (this project's sandbox included) do not mount
+tracefs at boot; as root we mount it at its standard place rather than make
+every user learn the ``mount`` incantation.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+__all__ = ["TRACEFS", "DEBUGFS_TRACING", "Tracefs", "Field", "find_tracefs", "parse_format"]
+
+TRACEFS = "/sys/kernel/tracing"
+DEBUGFS_TRACING = "/sys/kernel/debug/tracing"
+
+_FIELD = re.compile(r"^\s*field:(.*?);\s*offset:(\d+);\s*size:(\d+);\s*signed:(-?\d+);", re.M)
+# The field's name is the last identifier before an optional [N] suffix.
+_FIELD_NAME = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\s*(?:\[[^\]]*\]\s*)*$")
+
+
+class Field:
+    """One line of a tracepoint's ``format`` file.  ``decl`` is as the kernel
+    wrote it: ``const char * filename``, ``char comm[16]``."""
+
+    __slots__ = ("decl", "name", "offset", "size", "signed")
+
+    def __init__(self, decl: str, name: str, offset: int, size: int, signed: bool) -> None:
+        self.decl = decl
+        self.name = name
+        self.offset = offset
+        self.size = size
+        self.signed = signed
+
+    def __repr__(self) -> str:
+        return f"<Field {self.decl!r} offset={self.offset} size={self.size}>"
+
+    @property
+    def is_common(self) -> bool:
+        """Fields every event shares (bpftrace does not list them)."""
+        return self.name.startswith("common_")
+
+
+def parse_format(text: str) -> list[Field]:
+    """The fields of an ``events/CAT/NAME/format`` file, in order."""
+    fields = []
+    for decl, offset, size, signed in _FIELD.findall(text):
+        m = _FIELD_NAME.search(decl)
+        fields.append(Field(decl.strip(), m.group(1) if m else decl.strip(), int(offset), int(size),
+                            signed.strip() == "1"))
+    return fields
+
+
+class Tracefs:
+    """A mounted tracefs at ``root``."""
+
+    def __init__(self, root: str) -> None:
+        self.root = root
+
+    def path(self, *parts: str) -> str:
+        return os.path.join(self.root, *parts)
+
+    def read_bytes(self, *parts: str) -> bytes:
+        """A whole tracefs file (OSError, e.g. EPERM, if unreadable)."""
+        fd = os.open(self.path(*parts), os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            chunks = []
+            while chunk := os.read(fd, 1 << 20):
+                chunks.append(chunk)
+        finally:
+            os.close(fd)
+        return b"".join(chunks)
+
+    def available_events(self) -> list[str]:
+        """``CATEGORY:NAME`` of every tracepoint, from ``available_events``
+        (falling back to the ``events/`` directory tree)."""
+        try:
+            return self.read_bytes("available_events").decode().split()
+        except OSError:
+            pass
+        events = []
+        base = self.path("events")
+        for cat in os.listdir(base):
+            catdir = os.path.join(base, cat)
+            if os.path.isdir(catdir):
+                events.extend(f"{cat}:{name}" for name in os.listdir(catdir)
+                              if os.path.isdir(os.path.join(catdir, name)))
+        return events
+
+    def format(self, category: str, name: str) -> list[Field]:
+        """A tracepoint's fields (OSError if its format file is unreadable)."""
+        return parse_format(self.read_bytes("events", category, name, "format").decode("utf-8", "replace"))
+
+    def available_filter_functions(self) -> bytes:
+        """The functions ftrace can hook, one per line, ``name`` or ``name [module]``."""
+        return self.read_bytes("available_filter_functions")
+
+
+def _is_tracefs(root: str) -> bool:
+    return os.path.exists(os.path.join(root, "events"))
+
+
+def _mount_tracefs(target: str) -> str | None:
+    """mount -t tracefs nodev TARGET; an error message, or None on success."""
+    import ctypes  # only on this rare path
+    import ctypes.util
+
+    libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+    if libc.mount(b"nodev", target.encode(), b"tracefs", 0, None) != 0:
+        err = ctypes.get_errno()
+        return f"mount -t tracefs {target}: {os.strerror(err)}"
+    return None
+
+
+def find_tracefs(mount: bool = True) -> tuple[Tracefs | None, str]:
+    """The tracefs to use and, if none, why not (one line for the user).
+
+    Order: /sys/kernel/tracing if mounted; mount it there if we are root;
+    /sys/kernel/debug/tracing (where debugfs automounts tracefs).
+    """
+    if _is_tracefs(TRACEFS):
+        return Tracefs(TRACEFS), ""
+    why = f"{TRACEFS} is not mounted"
+    if mount and os.geteuid() == 0 and os.path.isdir(TRACEFS):
+        error = _mount_tracefs(TRACEFS)
+        if error is None and _is_tracefs(TRACEFS):
+            return Tracefs(TRACEFS), ""
+        why = error or why
+    try:
+        if _is_tracefs(DEBUGFS_TRACING):
+            return Tracefs(DEBUGFS_TRACING), ""
+    except OSError:
+        pass
+    if os.geteuid() != 0:
+        why += " (and we are not root)"
+    return None, why
