@@ -1,0 +1,73 @@
+"""The ``pycore`` command line: a thin dispatcher over subcommand modules.
+
+Start-up time matters (``pycore list`` is meant to beat bpftrace), so this
+module imports nothing heavy: each subcommand lives in its own module under
+:mod:`pycore.commands`, named in :data:`COMMANDS`, and is imported only when
+it runs.  A subcommand module provides ``add_arguments(parser)`` and
+``run(args) -> int``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+
+__all__ = ["COMMANDS", "main"]
+
+# name -> (module, one-line summary shown by `pycore --help`)
+COMMANDS: dict[str, tuple[str, str]] = {
+    "list": ("pycore.commands.list", "list probes (kfunc, tracepoint, ...) and kernel types"),
+}
+
+
+def _top_parser() -> argparse.ArgumentParser:
+    from pycore import __version__
+
+    summary = "\n".join(f"  {name:<10} {help_}" for name, (_, help_) in COMMANDS.items())
+    parser = argparse.ArgumentParser(
+        prog="pycore",
+        description="A Linux tracer in Python on libbpf CO-RE.",
+        epilog=f"commands:\n{summary}\n\n'pycore COMMAND --help' describes a command.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"pycore {__version__}")
+    parser.add_argument("command", metavar="COMMAND", choices=list(COMMANDS),
+                        help="one of: " + ", ".join(COMMANDS))
+    parser.add_argument("args", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run ``pycore``; returns the exit status (0 ok, 1 nothing found, 2 usage or error)."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    try:
+        top = _top_parser().parse_args(argv)
+        module = importlib.import_module(COMMANDS[top.command][0])
+        parser = argparse.ArgumentParser(prog=f"pycore {top.command}",
+                                         description=module.__doc__.split("\n\n")[0] if module.__doc__ else None,
+                                         formatter_class=argparse.RawDescriptionHelpFormatter)
+        module.add_arguments(parser)
+        return int(module.run(parser.parse_args(top.args)) or 0)
+    except SystemExit as e:  # argparse: --help, --version, usage errors
+        return e.code if isinstance(e.code, int) else (0 if e.code is None else 2)
+    except BrokenPipeError:
+        _silence_stdout()
+        return 141  # as if killed by SIGPIPE, like C tools piped into head
+    except KeyboardInterrupt:
+        return 130
+    except (OSError, ValueError) as e:  # BtfError is a ValueError
+        print(f"pycore: error: {e}", file=sys.stderr)
+        return 2
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null so the interpreter's final flush of a broken
+    pipe does not print a traceback."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass

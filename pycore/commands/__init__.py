@@ -1,0 +1,1 @@
+"""One module per ``pycore`` subcommand; :mod:`pycore.cli` imports them on demand."""

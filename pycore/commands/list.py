@@ -1,0 +1,67 @@
+"""List what can be traced: probes and kernel types, as bpftrace -l does.
+
+patterns (bpftrace syntax; * and ? are wildcards anywhere):
+  kfunc:vfs_*            kernel functions (fentry); also kfunc:MODULE:FUNC
+  kretfunc:vfs_read      function returns (fexit)
+  tracepoint:sched:*     static tracepoints, tracepoint:CATEGORY:NAME
+  rawtracepoint:sched_*  raw / BTF tracepoints (tp_btf)
+  kprobe:vfs_*           kprobes, where the kernel has them
+  'struct dentry'        kernel types: struct, union, enum, typedef NAME
+
+With no pattern, every probe of every type is listed.  -v adds each probe's
+arguments (and return value), or prints a type's C definition.
+
+exit status: 0 something listed, 1 nothing matched, 2 bad pattern or error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.epilog = __doc__.split("\n\n", 1)[1]
+    parser.add_argument("-v", "--verbose", action="store_true",
+                        help="show probe arguments and types' definitions")
+    parser.add_argument("pattern", nargs="?", help="what to list, e.g. 'kfunc:vfs_*' or 'struct dentry'")
+
+
+def _warn(message: str) -> None:
+    sys.stdout.flush()  # keep notes in order with what was already listed
+    print(f"pycore: {message}", file=sys.stderr, flush=True)
+
+
+def run(args: argparse.Namespace) -> int:
+    from pycore.probes import PatternError, all_patterns, parse_pattern
+
+    if args.pattern is None:
+        patterns = all_patterns()
+    else:
+        try:
+            patterns = parse_pattern(args.pattern)
+        except PatternError as e:
+            print(f"pycore list: {e}", file=sys.stderr)
+            return 2
+
+    from pycore.listing import Lister
+
+    lister = Lister(verbose=args.verbose, warn=_warn)
+    write = sys.stdout.write
+    found = 0
+    for pattern in patterns:
+        batch: list[str] = []
+        for entry in lister.entries(pattern):
+            found += 1
+            batch.extend(entry.lines())
+            if len(batch) >= 4096:
+                write("\n".join(batch) + "\n")
+                batch.clear()
+        if batch:
+            write("\n".join(batch) + "\n")
+    sys.stdout.flush()
+    if not found:
+        what = repr(args.pattern) if args.pattern is not None else "anything"
+        print(f"pycore list: nothing matches {what}", file=sys.stderr)
+        return 1
+    return 0

@@ -1,0 +1,417 @@
+"""What can be traced on this kernel: the engine behind ``pycore list``.
+
+A :class:`Lister` answers one :class:`~pycore.probes.ProbePattern` at a time
+with :class:`Entry` objects (a probe line and, with ``-v``, its arguments or
+a type's C body).  Every source is opened lazily, so ``list 'struct dentry'``
+reads BTF and nothing else, and ``list 'kfunc:vfs_*'`` decodes only the
+matching functions: names are found by regex over BTF's string table and
+over /proc/kallsyms, never by decoding everything.
+
+Sources, by probe type:
+
+* kfunc/kretfunc: BTF FUNCs (vmlinux, and modules' split BTF) that ftrace
+  can hook: ``available_filter_functions`` when readable, else text symbols
+  in /proc/kallsyms (a superset: inlined-elsewhere and notrace functions
+  slip through; we say so once on stderr).
+* tracepoint: tracefs ``available_events`` and ``events/CAT/NAME/format``;
+  without tracefs, BTF ``btf_trace_*`` names and ``trace_event_raw_*`` structs.
+* rawtracepoint (tp_btf): BTF ``btf_trace_NAME`` typedefs, parameter names
+  from the ``__bpf_trace_CLASS`` functions the kernel generates.
+* kprobe/kretprobe: only where the kernel was built with CONFIG_KPROBES.
+* struct/union/enum/typedef: vmlinux BTF.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Callable, Iterator
+
+from btf import Kind, Spec, load_kernel_spec
+from btf.cformat import CFormatter, definition
+from btf.layout import sizeof, skip
+
+from .kallsyms import VMLINUX, Kallsyms
+from .probes import ProbePattern, glob_to_regex
+from .tracefs import Tracefs, find_tracefs
+
+__all__ = ["Entry", "Lister", "fentry_max_args", "kprobes_unavailable_reason", "BTF_DIR"]
+
+BTF_DIR = "/sys/kernel/btf"
+INDENT = "    "
+# Struct arguments passed by value: trampolines copy at most two registers' worth.
+MAX_STRUCT_ARG_SIZE = 16
+
+Warn = Callable[[str], None]
+
+_TYPE_KINDS = {
+    "struct": (Kind.STRUCT,),
+    "union": (Kind.UNION,),
+    "enum": (Kind.ENUM, Kind.ENUM64),
+    "typedef": (Kind.TYPEDEF,),
+}
+
+
+class Entry:
+    """One listed probe or type: ``head`` (probe line or first line of a C
+    body), an optional ``note`` shown as a trailing comment, and ``details``
+    (argument lines, or the rest of the body)."""
+
+    __slots__ = ("head", "details", "note")
+
+    def __init__(self, head: str, details: list[str] | None = None, note: str = "") -> None:
+        self.head = head
+        self.details = details if details is not None else []
+        self.note = note
+
+    def __repr__(self) -> str:
+        return f"<Entry {self.head!r}>"
+
+    def lines(self) -> list[str]:
+        head = f"{self.head}  # {self.note}" if self.note else self.head
+        return [head, *self.details]
+
+
+def _kernel_version(release: str | None = None) -> tuple[int, int]:
+    m = re.match(r"(\d+)\.(\d+)", release or os.uname().release)
+    return (int(m.group(1)), int(m.group(2))) if m else (0, 0)
+
+
+def fentry_max_args(machine: str | None = None, release: str | None = None) -> int:
+    """How many argument registers a BPF trampoline can pass on this kernel.
+
+    x86-64 trampolines take 6 register arguments until 6.5, 12 since (args 7
+    to 12 from the stack; MAX_BPF_FUNC_ARGS).  arm64 trampolines take the 8
+    argument registers (12 in the newest kernels; we stay conservative);
+    other architectures are assumed to take 6.
+    """
+    machine = machine or os.uname().machine
+    version = _kernel_version(release)
+    if machine == "x86_64":
+        return 12 if version >= (6, 5) else 6
+    if machine == "aarch64":
+        return 8
+    return 6
+
+
+def kprobes_unavailable_reason(kallsyms: Kallsyms, tracefs: Tracefs | None) -> str:
+    """Empty if kprobes exist on this kernel, else why not (one line).
+
+    CONFIG_KPROBES leaves two traces we can see without privileges beyond
+    reading /proc/kallsyms: the ``register_kprobe`` function, and tracefs'
+    ``kprobe_events`` file.  /proc/config.gz is optional, so it is not used.
+    """
+    if tracefs is not None and os.path.exists(tracefs.path("kprobe_events")):
+        return ""
+    try:
+        if kallsyms.has_text_symbol("register_kprobe"):
+            return ""
+    except OSError as e:
+        return f"cannot tell: {kallsyms.path}: {e.strerror}"
+    return "kprobes are not available: this kernel is built without CONFIG_KPROBES"
+
+
+class Lister:
+    """Answers probe patterns for the running kernel; sources load on first use.
+
+    ``warn`` receives one-line notes for stderr; each distinct note is
+    passed on only once per Lister.
+    """
+
+    def __init__(self, verbose: bool = False, warn: Warn | None = None, *,
+                 spec: Spec | None = None, kallsyms: Kallsyms | None = None,
+                 btf_dir: str = BTF_DIR, mount_tracefs: bool = True) -> None:
+        self.verbose = verbose
+        self._warn_sink = warn or (lambda message: None)
+        self._warned: set[str] = set()
+        self._spec = spec
+        self._kallsyms = kallsyms or Kallsyms()
+        self._btf_dir = btf_dir
+        self._mount_tracefs = mount_tracefs
+        self._tracefs: Tracefs | None = None
+        self._tracefs_why: str | None = None
+        self._module_specs: dict[str, Spec] = {}
+        self._traceable_cache: dict[bytes, dict[str, set[str]]] = {}
+        self._bpf_trace_by_signature: dict[tuple[int, ...], list[str] | None] | None = None
+        self._fmt = CFormatter()
+
+    # -- sources --------------------------------------------------------
+
+    def warn(self, message: str) -> None:
+        if message not in self._warned:
+            self._warned.add(message)
+            self._warn_sink(message)
+
+    @property
+    def spec(self) -> Spec:
+        if self._spec is None:
+            self._spec = load_kernel_spec()
+        return self._spec
+
+    def tracefs(self) -> Tracefs | None:
+        if self._tracefs_why is None:
+            self._tracefs, self._tracefs_why = find_tracefs(self._mount_tracefs)
+        return self._tracefs
+
+    def btf_modules(self, module_glob: str | None) -> Iterator[tuple[str, Spec]]:
+        """(module, spec) for vmlinux and every module with BTF, matching the glob."""
+        pat = ProbePattern("kfunc", "*", module_glob)
+        if pat.matches_module(VMLINUX):
+            yield VMLINUX, self.spec
+        try:
+            names = sorted(os.listdir(self._btf_dir))
+        except OSError:
+            return
+        for name in names:
+            if name == VMLINUX or not pat.matches_module(name):
+                continue
+            spec = self._module_specs.get(name)
+            if spec is None:
+                spec = Spec.from_file(os.path.join(self._btf_dir, name), base=self.spec)
+                self._module_specs[name] = spec
+            yield name, spec
+
+    def traceable_functions(self, name_regex: bytes) -> dict[str, set[str]]:
+        """Functions ftrace can hook whose names match, by module.
+
+        ``available_filter_functions`` hides inlined and notrace functions;
+        where it cannot be read, kallsyms' text symbols stand in.
+        """
+        cached = self._traceable_cache.get(name_regex)
+        if cached is not None:
+            return cached
+        tracefs = self.tracefs()
+        found: dict[str, set[str]] | None = None
+        if tracefs is None:
+            why = f"tracefs unavailable ({self._tracefs_why})"
+        else:
+            try:
+                data = tracefs.available_filter_functions()
+            except OSError as e:
+                why = f"available_filter_functions unreadable ({_errno_name(e)})"
+            else:
+                found = {}
+                rx = re.compile(rb"(?m)^(" + name_regex + rb")(?: \[([^\]\n]+)\])?$")
+                for name, module in rx.findall(data):
+                    found.setdefault(module.decode() if module else VMLINUX, set()).add(name.decode())
+        if found is None:
+            self.warn(f"{why}; listing BTF functions found in /proc/kallsyms")
+            found = self._kallsyms.text_symbols(name_regex)
+        self._traceable_cache[name_regex] = found
+        return found
+
+    # -- answering patterns ---------------------------------------------
+
+    def entries(self, pattern: ProbePattern) -> Iterator[Entry]:
+        """Everything ``pattern`` matches, sorted as bpftrace sorts it."""
+        kind = pattern.kind
+        if kind in _TYPE_KINDS:
+            return self._types(pattern)
+        if kind in ("kfunc", "kretfunc"):
+            return self._functions(pattern)
+        if kind == "tracepoint":
+            return self._tracepoints(pattern)
+        if kind == "rawtracepoint":
+            return self._raw_tracepoints(pattern)
+        if kind in ("kprobe", "kretprobe"):
+            return self._kprobes(pattern)
+        raise ValueError(f"unknown probe kind {kind!r}")
+
+    # types
+
+    def _types(self, pattern: ProbePattern) -> Iterator[Entry]:
+        spec = self.spec
+        by_name: dict[str, int] = {}
+        for type_id in spec.ids_matching(pattern.name_regex(), _TYPE_KINDS[pattern.kind]):
+            by_name.setdefault(spec.name(type_id), type_id)
+        by_name.pop("", None)
+        for name in sorted(by_name):
+            if not self.verbose:
+                yield Entry(f"{pattern.kind} {name}")
+                continue
+            body = definition(spec.type(by_name[name])).split("\n")
+            yield Entry(body[0], body[1:] + [""])
+
+    # kfunc / kretfunc
+
+    def _functions(self, pattern: ProbePattern) -> Iterator[Entry]:
+        traceable = self.traceable_functions(glob_to_regex(pattern.target, rb"[^\s]"))
+        name_rx = pattern.name_regex()
+        max_args = fentry_max_args()
+        for module, spec in self.btf_modules(pattern.module):
+            allowed = traceable.get(module)
+            if not allowed:
+                continue
+            if spec is self._spec:
+                ids = spec.ids_matching(name_rx, (Kind.FUNC,))
+            else:  # split BTF: search the module's own (small) part only
+                rx = re.compile(name_rx)
+                ids = [i for i in spec.ids_of_kind(Kind.FUNC) if rx.fullmatch(spec.name(i).encode())]
+            by_name: dict[str, int] = {}
+            for type_id in ids:
+                name = spec.name(type_id)
+                if name in allowed:
+                    by_name.setdefault(name, type_id)
+            for name in sorted(by_name):
+                yield self._function_entry(pattern.kind, module, spec, by_name[name], max_args)
+
+    def _function_entry(self, kind: str, module: str, spec: Spec, func_id: int, max_args: int) -> Entry:
+        func = spec.type(func_id)
+        proto = func.type  # type: ignore[attr-defined]
+        entry = Entry(f"{kind}:{module}:{func.name}")
+        entry.note = self._fentry_problem(proto, max_args)
+        if self.verbose:
+            type_name = self._fmt.type_name
+            for i, p in enumerate(proto.params):
+                if p.type_id == 0:  # the "..." of a variadic function
+                    entry.details.append(f"{INDENT}...")
+                    continue
+                entry.details.append(f"{INDENT}{type_name(p.type)} {p.name or f'arg{i}'}")
+            if proto.return_type_id != 0:
+                entry.details.append(f"{INDENT}{type_name(proto.return_type)} retval")
+        return entry
+
+    @staticmethod
+    def _fentry_problem(proto, max_args: int) -> str:  # noqa: ANN001 (a btf FuncProto)
+        """Why a trampoline would refuse this function, or ''."""
+        if proto.variadic:
+            return "fentry cannot attach: variadic"
+        regs = 0
+        for p in proto.params:
+            t = skip(p.type)
+            if t.kind in (Kind.STRUCT, Kind.UNION):
+                size = sizeof(t)
+                if size > MAX_STRUCT_ARG_SIZE:
+                    return f"fentry cannot attach: {p.name or 'an argument'} is a {size}-byte struct by value"
+                regs += max(1, -(-size // 8))
+            else:
+                regs += 1
+        if regs > max_args:
+            return f"fentry cannot attach: {regs} argument registers > {max_args}"
+        if proto.return_type_id and skip(proto.return_type).kind in (Kind.STRUCT, Kind.UNION):
+            return "fentry cannot attach: returns a struct by value"
+        return ""
+
+    # rawtracepoint / tp_btf
+
+    def _raw_tracepoints(self, pattern: ProbePattern) -> Iterator[Entry]:
+        name_rx = b"btf_trace_" + pattern.name_regex()
+        for module, spec in self.btf_modules(pattern.module):
+            if spec is self._spec:
+                ids = spec.ids_matching(name_rx, (Kind.TYPEDEF,))
+            else:
+                rx = re.compile(name_rx)
+                ids = [i for i in spec.ids_of_kind(Kind.TYPEDEF) if rx.fullmatch(spec.name(i).encode())]
+            by_name = {spec.name(i)[len("btf_trace_"):]: i for i in reversed(ids)}
+            prefix = "rawtracepoint:" if module == VMLINUX else f"rawtracepoint:{module}:"
+            for name in sorted(by_name):
+                entry = Entry(prefix + name)
+                if self.verbose:
+                    entry.details = self._raw_tracepoint_args(spec, name, by_name[name])
+                yield entry
+
+    def _raw_tracepoint_args(self, spec: Spec, name: str, typedef_id: int) -> list[str]:
+        """``btf_trace_NAME`` is ``void (*)(void *__data, ARGS)``: ARGS's types,
+        with names from ``__bpf_trace_CLASS(void *__data, ARGS)``."""
+        proto = skip(spec.type(typedef_id).type, (Kind.TYPEDEF, Kind.PTR))  # type: ignore[attr-defined]
+        if proto.kind != Kind.FUNC_PROTO:
+            return []
+        params = proto.params[1:]  # type: ignore[attr-defined]
+        names = self._bpf_trace_names(spec, name, tuple(p.type_id for p in params))
+        type_name = self._fmt.type_name
+        return [f"{INDENT}{type_name(p.type)} {names[i] if names else f'arg{i}'}"
+                for i, p in enumerate(params)]
+
+    def _bpf_trace_names(self, spec: Spec, name: str, signature: tuple[int, ...]) -> list[str] | None:
+        """Parameter names for a raw tracepoint: from ``__bpf_trace_NAME`` when
+        the event is its own class, else from the one class whose parameter
+        types are exactly these (None when there is no such single answer)."""
+        for func_id in spec.ids_named("__bpf_trace_" + name, (Kind.FUNC,)):
+            params = spec.type(func_id).type.params[1:]  # type: ignore[attr-defined]
+            if tuple(p.type_id for p in params) == signature:
+                return [p.name for p in params]
+        if self._bpf_trace_by_signature is None:
+            index: dict[tuple[int, ...], list[str] | None] = {}
+            for func_id in self.spec.ids_matching(rb"__bpf_trace_[^\x00]*", (Kind.FUNC,)):
+                params = self.spec.type(func_id).type.params[1:]  # type: ignore[attr-defined]
+                key = tuple(p.type_id for p in params)
+                names = [p.name for p in params]
+                index[key] = names if index.get(key, names) == names else None
+            self._bpf_trace_by_signature = index
+        return self._bpf_trace_by_signature.get(signature)
+
+    # tracepoint
+
+    def _tracepoints(self, pattern: ProbePattern) -> Iterator[Entry]:
+        tracefs = self.tracefs()
+        if tracefs is None:
+            yield from self._tracepoints_from_btf(pattern)
+            return
+        events = sorted(e for e in tracefs.available_events() if pattern.matches(e))
+        for event in events:
+            entry = Entry(f"tracepoint:{event}")
+            if self.verbose:
+                category, _, name = event.partition(":")
+                try:
+                    fields = tracefs.format(category, name)
+                except OSError as e:
+                    self.warn(f"{tracefs.path('events', '*', '*', 'format')} unreadable "
+                              f"({_errno_name(e)}); tracepoint fields from BTF trace_event_raw_* structs")
+                    entry.details = self._tracepoint_fields_from_btf(name)
+                else:
+                    entry.details = [f"{INDENT}{f.decl}" for f in fields if not f.is_common]
+            yield entry
+
+    def _tracepoints_from_btf(self, pattern: ProbePattern) -> Iterator[Entry]:
+        """Without tracefs, categories are unknown: BTF knows each event's name
+        (``btf_trace_NAME``) and, for events that are their own class, the
+        record layout (``trace_event_raw_NAME``).  ``tracepoint:*:NAME`` is a
+        valid probe, so that is what we print."""
+        self.warn(f"tracefs unavailable ({self._tracefs_why}); tracepoint names from BTF "
+                  "(categories unknown, shown as '*'), fields from trace_event_raw_* structs")
+        cat_glob, _, name_glob = pattern.target.rpartition(":")
+        name_pat = ProbePattern("tracepoint", name_glob)
+        spec = self.spec
+        ids = spec.ids_matching(b"btf_trace_" + name_pat.name_regex(), (Kind.TYPEDEF,))
+        for name in sorted({spec.name(i)[len("btf_trace_"):] for i in ids}):
+            entry = Entry(f"tracepoint:*:{name}")
+            if self.verbose:
+                entry.details = self._tracepoint_fields_from_btf(name)
+            yield entry
+
+    def _tracepoint_fields_from_btf(self, name: str) -> list[str]:
+        spec = self.spec
+        ids = spec.ids_named("trace_event_raw_" + name, (Kind.STRUCT,))
+        if not ids:
+            return [f"{INDENT}// fields unknown: no struct trace_event_raw_{name} in BTF (event of a shared class)"]
+        lines = []
+        for m in spec.type(ids[0]).members:  # type: ignore[attr-defined]
+            if m.name in ("ent", "__data"):
+                continue
+            t = m.type
+            if skip(t).kind == Kind.ARRAY:
+                lines.append(f"{INDENT}{self._fmt.declaration(t, m.name)}")
+            else:
+                lines.append(f"{INDENT}{self._fmt.type_name(t)} {m.name}")
+        return lines
+
+    # kprobe / kretprobe
+
+    def _kprobes(self, pattern: ProbePattern) -> Iterator[Entry]:
+        reason = kprobes_unavailable_reason(self._kallsyms, self.tracefs())
+        if reason:
+            self.warn(reason)
+            return
+        traceable = self.traceable_functions(glob_to_regex(pattern.target, rb"[^\s]"))
+        for module in sorted(traceable, key=lambda m: (m != VMLINUX, m)):
+            if not pattern.matches_module(module):
+                continue
+            prefix = f"{pattern.kind}:" if module == VMLINUX else f"{pattern.kind}:{module}:"
+            for name in sorted(traceable[module]):
+                yield Entry(prefix + name)
+
+
+def _errno_name(e: OSError) -> str:
+    import errno
+
+    return errno.errorcode.get(e.errno or 0, e.strerror or str(e))
