@@ -27,10 +27,13 @@ that here they are keyed by type id and memoised.
 
 from __future__ import annotations
 
+import gc
 import io
 import sys
-from operator import itemgetter
-from typing import TYPE_CHECKING, TextIO
+from array import array
+from itertools import accumulate, compress, count, repeat
+from operator import add, itemgetter
+from typing import TYPE_CHECKING, Callable, Sequence, TextIO
 
 from . import types as T
 from .errors import BtfError
@@ -38,6 +41,7 @@ from .kinds import Kind
 
 if TYPE_CHECKING:
     from .spec import Spec
+    from .strings import StringTable
 
 # Kind numbers as plain ints: IntEnum comparisons cost a lot in the hot loops.
 _INT, _PTR, _ARRAY, _STRUCT, _UNION, _ENUM, _FWD, _TYPEDEF = 1, 2, 3, 4, 5, 6, 7, 8
@@ -78,26 +82,32 @@ HEADER_EPILOGUE = (
 _PAD_TYPES_TAIL = (("int", 32), ("short", 16), ("char", 8))
 
 
-def _flat_words(spec: Spec) -> tuple[list, list]:
-    """All type words of a spec and its bases, and each id's record offset.
+def _columns(spec: Spec) -> tuple[Sequence[int], array, array, array]:
+    """Type words, and per id (0 = void): record offset, name offset, info word.
 
-    Index 0 of the offsets stands for void.  Split BTF continues the base's
-    ids, so the base's words come first.
+    Split BTF continues its base's ids, so a base's words come first.  For
+    plain vmlinux these are the spec's own arrays, not copies.
     """
     chain = []
     s: Spec | None = spec
     while s is not None:
         chain.append(s)
         s = s.base
-    words: list[int] = []
-    offsets: list[int] = [0]
-    for s in reversed(chain):
-        shift = len(words)
-        w = s._words  # noqa: SLF001 - same package, the raw index is the point
-        offs = s._offsets  # noqa: SLF001
-        words.extend(w)
-        offsets.extend(offs if shift == 0 else [o + shift for o in offs])
-    return words, offsets
+    chain.reverse()
+    offsets, names, infos = array("I", [0]), array("I", [0]), array("I", [0])
+    for s in chain:
+        names.extend(array("I", s._names_column()))  # noqa: SLF001 - same package
+        infos.extend(array("I", s._kinds_column()))  # noqa: SLF001 - info words
+    if len(chain) == 1:
+        words: Sequence[int] = spec._words  # noqa: SLF001
+        offsets.extend(spec._offsets)  # noqa: SLF001
+        return words, offsets, names, infos
+    flat = array("I")
+    for s in chain:
+        shift = len(flat)
+        flat.extend(s._words)  # noqa: SLF001
+        offsets.extend(o + shift for o in s._offsets)  # noqa: SLF001
+    return flat, offsets, names, infos
 
 
 class Namer:
@@ -110,10 +120,11 @@ class Namer:
     may stand for a definition printed elsewhere).
     """
 
-    def __init__(self, name_of: dict[int, str], kinds: list[int], vlens: list[int]) -> None:
+    def __init__(self, name_of: Callable[[int], str], kinds: Sequence[int],
+                 vlen: Callable[[int], int]) -> None:
         self._name_of = name_of
         self._kinds = kinds
-        self._vlens = vlens
+        self._vlen = vlen
         self.type_counts: dict[str, int] = {}
         self.ident_counts: dict[str, int] = {}
         self._resolved: dict[int, str] = {}
@@ -123,7 +134,7 @@ class Namer:
         if not name:
             return ""
         k = self._kinds[type_id]
-        if k == _FWD or (k == _ENUM and self._vlens[type_id] == 0):
+        if k == _FWD or (k == _ENUM and self._vlen(type_id) == 0):
             self._resolved[type_id] = name
             return name
         n = counts.get(name, 0) + 1
@@ -154,48 +165,74 @@ class Namer:
         return self.ident_name(t.id) if t.kind == Kind.TYPEDEF else self.type_name(t.id)
 
 
+class _Strings(dict):
+    """Offset -> string, filled from the string table on first use (a plain
+    dict hit is several times cheaper than a method call per member name)."""
+
+    def __init__(self, table: StringTable) -> None:
+        super().__init__()
+        self._lookup = table.lookup
+        data = table._data  # noqa: SLF001 - same package
+        if data.isascii():
+            # Splitting the whole table in C beats ~100k one-by-one lookups.
+            parts = data.decode("ascii").split("\0")
+            start = table._start  # noqa: SLF001
+            # string i starts after strings 0..i-1 and their i NULs
+            starts = map(add, accumulate(map(len, parts)), count(start + 1))
+            self.update(zip(starts, parts[1:]))
+            self[start] = parts[0]
+        self[0] = ""
+
+    def __missing__(self, off: int) -> str:
+        s = self[off] = self._lookup(off)
+        return s
+
+
+def _kind_bytes(infos: array) -> bytes:
+    """Each id's kind as one byte, sliced out of the info words in C."""
+    raw = infos.tobytes()
+    high = raw[3::4] if sys.byteorder == "little" else raw[0::4]
+    return high.translate(bytes(b & 0x1F for b in range(256)))
+
+
+def _ids_of(kinds: bytes, wanted: frozenset[int] | set[int]) -> list[int]:
+    """Ids whose kind is in ``wanted``, in id order."""
+    return list(compress(range(len(kinds)), kinds.translate(bytes(k in wanted for k in range(256)))))
+
+
 class HeaderWriter:
     """One pass of libbpf's btf_dump over a whole spec."""
 
     def __init__(self, spec: Spec, type_tags: bool = False) -> None:
         self.spec = spec
         self.type_tags = type_tags
-        words, offsets = _flat_words(spec)
+        words, offsets, names_off, infos = _columns(spec)
         self.words = words
         self.offsets = offsets
-        n = len(offsets)
-        self.n = n
-        get = itemgetter(*offsets[1:]) if n > 2 else (lambda w: tuple(w[o] for o in offsets[1:]))
-        names_off = (0,) + get(words)
-        infos = (0,) + get(words[1:])
-        self.st = (0,) + get(words[2:])          # size or referenced type
-        self.kinds = kinds = [(i >> 24) & 0x1F for i in infos]
-        self.vlens = [i & 0xFFFF for i in infos]
-        self.kflags = [i >> 31 for i in infos]
         self.names_off = names_off
-        lookup = spec.strings.lookup
-        name_cache: dict[int, str] = {0: ""}
-
-        def name_of(type_id: int) -> str:
-            off = names_off[type_id]
-            got = name_cache.get(off)
-            if got is None:
-                got = name_cache[off] = lookup(off)
-            return got
-
-        self.name_of = name_of
-        self.str_at = lookup
-        self.namer = Namer(name_of, kinds, self.vlens)
+        self.infos = infos
+        self.n = n = len(offsets)
+        st = array("I", [0])
+        if n > 1:
+            got = itemgetter(*offsets[1:])(words[2:])
+            st.extend((got,) if n == 2 else got)
+        self.st = st                      # size or referenced type, by id
+        self.kind_bytes = _kind_bytes(infos)
+        self.kinds = self.kind_bytes      # indexing bytes gives ints
+        strings = _Strings(spec.strings)
+        self.strings = strings
+        self.namer = Namer(self.name_of, self.kinds, self.vlen)
         self.ptr_size = self._pointer_size()
         self.order_state = bytearray(n)
         self.emit_state = bytearray(n)
         self.fwd_emitted = bytearray(n)
         self.order_state[0] = _DONE
         self.emit_state[0] = _DONE
-        self.referenced = self._referenced()
+        self._referenced_ids: set[int] | None = None
         self._size_cache: dict[int, int] = {}
-        self._align_cache: dict[int, int] = {}
+        self._align_cache: dict[int, int] = {0: 0}
         self._packed_cache: dict[int, bool] = {}
+        self._members_cache: dict[int, list[tuple[int, int, int, int]]] = {}
         self._decl_cache: dict[int, tuple[str, str]] = {}
         self._bare_cache: dict[int, str] = {}
         self._inline_bodies = 0   # counts anonymous bodies printed inside declarations
@@ -204,61 +241,74 @@ class HeaderWriter:
 
     # -- facts about types ------------------------------------------------
 
+    def name_of(self, type_id: int) -> str:
+        return self.strings[self.names_off[type_id]]
+
+    def vlen(self, type_id: int) -> int:
+        return self.infos[type_id] & 0xFFFF
+
     def _pointer_size(self) -> int:
         """libbpf guesses it from the size of ``long``; 8 when there is none."""
         longs = {"long", "long int", "unsigned long", "long unsigned int"}
-        for type_id in range(1, self.n):
-            if self.kinds[type_id] == _INT and self.name_of(type_id) in longs:
+        for type_id in _ids_of(self.kind_bytes, {_INT}):
+            if self.name_of(type_id) in longs:
                 return self.st[type_id]
         return 8
 
-    def _referenced(self) -> set[int]:
-        """Every id some other type refers to (decides which anonymous enums
-        are top-level constants and which are printed inline)."""
-        words, offsets, kinds, vlens, st = self.words, self.offsets, self.kinds, self.vlens, self.st
-        refs: set[int] = set()
-        add, update = refs.add, refs.update
-        single = {_VOLATILE, _CONST, _RESTRICT, _PTR, _TYPEDEF, _FUNC, _VAR, _DECL_TAG, _TYPE_TAG}
-        for type_id in range(1, self.n):
-            k = kinds[type_id]
-            if k in single:
-                add(st[type_id])
-            elif k == _STRUCT or k == _UNION or k == _DATASEC:
-                p = offsets[type_id] + 3 + (k == _DATASEC) * 0
-                if k == _DATASEC:
-                    update(words[p:p + 3 * vlens[type_id]:3])
-                else:
-                    update(words[p + 1:p + 3 * vlens[type_id]:3])
-            elif k == _FUNC_PROTO:
-                p = offsets[type_id] + 3
-                update(words[p + 1:p + 2 * vlens[type_id]:2])
-            elif k == _ARRAY:
-                p = offsets[type_id] + 3
-                add(words[p])
-                add(words[p + 1])
+    @property
+    def referenced(self) -> set[int]:
+        """Every id some other type refers to: an anonymous enum nobody refers
+        to is a top-level one (a set of constants), else it is printed inline."""
+        if self._referenced_ids is not None:
+            return self._referenced_ids
+        words, offsets, infos, st, kb = self.words, self.offsets, self.infos, self.st, self.kind_bytes
+        refs = set(map(st.__getitem__, _ids_of(kb, {_VOLATILE, _CONST, _RESTRICT, _PTR, _TYPEDEF,
+                                                    _FUNC, _VAR, _DECL_TAG, _TYPE_TAG})))
+        update = refs.update
+        for type_id in _ids_of(kb, {_STRUCT, _UNION}):
+            p = offsets[type_id] + 4
+            update(words[p:p + 3 * (infos[type_id] & 0xFFFF):3])
+        for type_id in _ids_of(kb, {_DATASEC}):
+            p = offsets[type_id] + 3
+            update(words[p:p + 3 * (infos[type_id] & 0xFFFF):3])
+        for type_id in _ids_of(kb, {_FUNC_PROTO}):
+            p = offsets[type_id] + 4
+            update(words[p:p + 2 * (infos[type_id] & 0xFFFF):2])
+        for type_id in _ids_of(kb, {_ARRAY}):
+            p = offsets[type_id] + 3
+            update(words[p:p + 2])
+        self._referenced_ids = refs
         return refs
 
     def members(self, type_id: int) -> list[tuple[int, int, int, int]]:
         """(name offset, type, bit offset, bitfield size) of each member."""
+        got = self._members_cache.get(type_id)
+        if got is not None:
+            return got
         p = self.offsets[type_id] + 3
-        w = self.words[p:p + 3 * self.vlens[type_id]]
-        if self.kflags[type_id]:
-            return [(w[i], w[i + 1], w[i + 2] & 0xFFFFFF, w[i + 2] >> 24) for i in range(0, len(w), 3)]
-        return [(w[i], w[i + 1], w[i + 2], 0) for i in range(0, len(w), 3)]
+        info = self.infos[type_id]
+        w = self.words[p:p + 3 * (info & 0xFFFF)]
+        if info >> 31:
+            offs = w[2::3]
+            got = list(zip(w[0::3], w[1::3], [o & 0xFFFFFF for o in offs], [o >> 24 for o in offs]))
+        else:
+            got = list(zip(w[0::3], w[1::3], w[2::3], repeat(0)))
+        self._members_cache[type_id] = got
+        return got
 
-    def member_types(self, type_id: int) -> list[int]:
-        p = self.offsets[type_id] + 3
-        return self.words[p + 1:p + 3 * self.vlens[type_id]:3]
+    def member_types(self, type_id: int) -> Sequence[int]:
+        p = self.offsets[type_id] + 4
+        return self.words[p:p + 3 * (self.infos[type_id] & 0xFFFF):3]
 
     def params(self, type_id: int) -> list[tuple[int, int]]:
         """(name offset, type) of each parameter of a FUNC_PROTO."""
         p = self.offsets[type_id] + 3
-        w = self.words[p:p + 2 * self.vlens[type_id]]
+        w = self.words[p:p + 2 * (self.infos[type_id] & 0xFFFF)]
         return list(zip(w[0::2], w[1::2]))
 
-    def param_types(self, type_id: int) -> list[int]:
-        p = self.offsets[type_id] + 3
-        return self.words[p + 1:p + 2 * self.vlens[type_id]:2]
+    def param_types(self, type_id: int) -> Sequence[int]:
+        p = self.offsets[type_id] + 4
+        return self.words[p:p + 2 * (self.infos[type_id] & 0xFFFF):2]
 
     def array_elem(self, type_id: int) -> int:
         return self.words[self.offsets[type_id] + 3]
@@ -309,37 +359,75 @@ class HeaderWriter:
         elif k == _ARRAY:
             align = self.alignof(self.array_elem(type_id), depth + 1)
         elif k in (_STRUCT, _UNION):
-            align = 1
-            for _, mtype, moff, mbits in self.members(type_id):
-                a = self.alignof(mtype, depth + 1)
-                if a <= 0:
-                    align = a
-                    break
-                if a > align:
-                    align = a
-                if not mbits and moff % (8 * a):
-                    align = 1
-                    break
-            else:
-                if self.st[type_id] % align:
-                    align = 1
+            align = self._record_layout(type_id, depth)[0]
         else:
             align = 0
         self._align_cache[type_id] = align
         return align
 
-    def is_packed(self, type_id: int) -> bool:
-        """Whether a struct's BTF layout needs ``__attribute__((packed))``."""
-        if self.kinds[type_id] != _STRUCT:
-            return False
+    def _record_layout(self, type_id: int, depth: int = 0) -> tuple[int, bool]:
+        """A struct or union's alignment, and whether it needs the packed attribute.
+
+        Both come from the same test: a member off its natural alignment, or
+        a size that is not a multiple of the alignment, means packed.
+        """
+        alignof, cache = self.alignof, self._align_cache
         best = 1
+        irregular = False
         for _, mtype, moff, mbits in self.members(type_id):
-            a = self.alignof(mtype)
-            if a and not mbits and moff % (8 * a):
-                return True
+            a = cache.get(mtype)
+            if a is None:
+                a = alignof(mtype, depth + 1)
+            if a <= 0:
+                return self._record_layout_slow(type_id)
             if a > best:
                 best = a
-        return self.st[type_id] % best != 0
+            if not mbits and moff % (8 * a):
+                irregular = True
+        if self.st[type_id] % best:
+            irregular = True
+        packed = irregular and self.kinds[type_id] == _STRUCT
+        self._packed_cache[type_id] = packed
+        return (1 if irregular else best), packed
+
+    def _record_layout_slow(self, type_id: int) -> tuple[int, bool]:
+        """libbpf's exact answers when a member has no alignment (bad BTF)."""
+        align = 1
+        for _, mtype, moff, mbits in self.members(type_id):
+            a = self.alignof(mtype)
+            if a <= 0:
+                align = a
+                break
+            align = max(align, a)
+            if not mbits and moff % (8 * a):
+                align = 1
+                break
+        else:
+            if self.st[type_id] % align:
+                align = 1
+        packed = False
+        if self.kinds[type_id] == _STRUCT:
+            best = 1
+            for _, mtype, moff, mbits in self.members(type_id):
+                a = self.alignof(mtype)
+                if a and not mbits and moff % (8 * a):
+                    packed = True
+                    break
+                best = max(best, a)
+            else:
+                packed = self.st[type_id] % best != 0
+        self._packed_cache[type_id] = packed
+        return align, packed
+
+    def is_packed(self, type_id: int) -> bool:
+        """Whether a struct's BTF layout needs ``__attribute__((packed))``."""
+        got = self._packed_cache.get(type_id)
+        if got is None:
+            self.alignof(type_id)
+            got = self._packed_cache.get(type_id)
+            if got is None:
+                got = self._record_layout(type_id)[1]
+        return got
 
     # -- ordering ---------------------------------------------------------
 
@@ -347,55 +435,75 @@ class HeaderWriter:
         """Queue the named definitions ``type_id`` needs, dependencies first.
 
         Returns 1 when the link to it is strong (it must be fully defined
-        before its user), 0 when a forward declaration would do.
+        before its user), 0 when a forward declaration would do.  Qualifiers,
+        arrays and prototypes carry no state of their own in libbpf; once
+        everything under one is done it answers 1 forever, so we mark it
+        done to skip the walk next time.
         """
         state = self.order_state
         s = state[type_id]
         if s == _DONE:
             return 1
         k = self.kinds[type_id]
-        named = self.names_off[type_id] != 0
         if s == _DOING:
-            if (k == _STRUCT or k == _UNION) and through_ptr and named:
+            if (k == _STRUCT or k == _UNION) and through_ptr and self.names_off[type_id]:
                 return 0
             raise BtfError(f"unsatisfiable type cycle through type {type_id}")
         if k == _PTR:
-            strong = self.order(self.st[type_id], True)
+            target = self.st[type_id]
+            strong = 1 if state[target] == _DONE else self.order(target, True)
             state[type_id] = _DONE
             return strong
         if k == _STRUCT or k == _UNION:
+            named = self.names_off[type_id] != 0
             if through_ptr and named:
                 return 0
             state[type_id] = _DOING
             order = self.order
             for mtype in self.member_types(type_id):
-                order(mtype, False)
+                if state[mtype] != _DONE:
+                    order(mtype, False)
             if named:
                 self.queue.append(type_id)
             state[type_id] = _DONE
             return 1
         if k == _TYPEDEF:
-            strong = self.order(self.st[type_id], through_ptr)
+            target = self.st[type_id]
+            strong = 1 if state[target] == _DONE else self.order(target, through_ptr)
             if through_ptr and not strong:
                 return 0
             self.queue.append(type_id)
             state[type_id] = _DONE
             return 1
         if k in _MODS:
-            return self.order(self.st[type_id], through_ptr)
+            target = self.st[type_id]
+            strong = self.order(target, through_ptr)
+            if state[target] == _DONE:
+                state[type_id] = _DONE
+            return strong
         if k == _ARRAY:
-            return self.order(self.array_elem(type_id), False)
+            target = self.array_elem(type_id)
+            strong = self.order(target, False)
+            if state[target] == _DONE:
+                state[type_id] = _DONE
+            return strong
+        if k == _FUNC_PROTO:
+            ret = self.st[type_id]
+            strong = self.order(ret, through_ptr) > 0
+            ptypes = self.param_types(type_id)
+            for ptype in ptypes:
+                if state[ptype] == _DONE:
+                    strong = True
+                elif self.order(ptype, through_ptr):
+                    strong = True
+            if state[ret] == _DONE and all(state[p] == _DONE for p in ptypes):
+                state[type_id] = _DONE
+            return int(strong)
         if k == _ENUM or k == _ENUM64 or k == _FWD:
-            if named or type_id not in self.referenced:
+            if self.names_off[type_id] or type_id not in self.referenced:
                 self.queue.append(type_id)
             state[type_id] = _DONE
             return 1
-        if k == _FUNC_PROTO:
-            strong = self.order(self.st[type_id], through_ptr) > 0
-            for ptype in self.param_types(type_id):
-                if self.order(ptype, through_ptr):
-                    strong = True
-            return int(strong)
         if k == _INT or k == _FLOAT:
             state[type_id] = _DONE
             return 0
@@ -410,7 +518,9 @@ class HeaderWriter:
         """Print ``type_id``'s definition, or what its user needs of it.
 
         ``cont_id`` is the struct being defined (0 at top level): a struct
-        that refers to itself needs no forward declaration.
+        that refers to itself needs no forward declaration.  As in
+        :meth:`order`, a qualifier, pointer or array over a done type is
+        itself done.
         """
         es = self.emit_state
         s = es[type_id]
@@ -432,7 +542,12 @@ class HeaderWriter:
                 self.fwd_emitted[type_id] = 1
             return
         if k == _PTR or k in _MODS:
-            self.emit(self.st[type_id], cont_id)
+            target = self.st[type_id]
+            if es[target] != _DONE:
+                self.emit(target, cont_id)
+                if es[target] != _DONE:
+                    return
+            es[type_id] = _DONE
         elif k == _STRUCT or k == _UNION:
             es[type_id] = _DOING
             named = self.names_off[type_id] != 0
@@ -440,7 +555,8 @@ class HeaderWriter:
                 inner = type_id if named else cont_id
                 emit = self.emit
                 for mtype in self.member_types(type_id):
-                    emit(mtype, inner)
+                    if es[mtype] != _DONE:
+                        emit(mtype, inner)
             elif not self.fwd_emitted[type_id] and type_id != cont_id:
                 out.append(self.struct_fwd(type_id) + ";\n\n")
                 self.fwd_emitted[type_id] = 1
@@ -451,12 +567,19 @@ class HeaderWriter:
                 es[type_id] = _NOT
         elif k == _TYPEDEF:
             es[type_id] = _DOING
-            self.emit(self.st[type_id], type_id)
+            target = self.st[type_id]
+            if es[target] != _DONE:
+                self.emit(target, type_id)
             if not self.fwd_emitted[type_id] and not self._blacklisted(type_id):
                 out.append(self.typedef_def(type_id, 0) + ";\n\n")
             es[type_id] = _DONE
         elif k == _ARRAY:
-            self.emit(self.array_elem(type_id), cont_id)
+            target = self.array_elem(type_id)
+            if es[target] != _DONE:
+                self.emit(target, cont_id)
+                if es[target] != _DONE:
+                    return
+            es[type_id] = _DONE
         elif k == _ENUM or k == _ENUM64:
             if cont_id == 0:
                 out.append(self.enum_def(type_id, 0) + ";\n\n")
@@ -466,9 +589,12 @@ class HeaderWriter:
             es[type_id] = _DONE
         elif k == _FUNC_PROTO:
             emit = self.emit
-            emit(self.st[type_id], cont_id)
-            for ptype in self.param_types(type_id):
-                emit(ptype, cont_id)
+            parts = (self.st[type_id], *self.param_types(type_id))
+            for part in parts:
+                if es[part] != _DONE:
+                    emit(part, cont_id)
+            if all(es[part] == _DONE for part in parts):
+                es[type_id] = _DONE
         elif k == _INT:
             es[type_id] = _DONE
 
@@ -484,7 +610,7 @@ class HeaderWriter:
         return f"{keyword} {name}" if name else keyword
 
     def fwd_def(self, type_id: int) -> str:
-        keyword = "union" if self.kflags[type_id] else "struct"
+        keyword = "union" if self.infos[type_id] >> 31 else "struct"
         return f"{keyword} {self.namer.type_name(type_id)}"
 
     def typedef_def(self, type_id: int, lvl: int) -> str:
@@ -497,29 +623,37 @@ class HeaderWriter:
     def enum_def(self, type_id: int, lvl: int) -> str:
         name = self.namer.type_name(type_id)
         head = f"enum {name}" if name else "enum"
-        vlen = self.vlens[type_id]
+        vlen = self.infos[type_id] & 0xFFFF
         if not vlen:
             return head
         parts = [head, " {"]
         prefix = "\n" + "\t" * min(lvl + 1, _MAX_INDENT)
-        enumerator = self.namer.enumerator
-        str_at = self.str_at
+        counts = self.namer.ident_counts
+        strings = self.strings
         p = self.offsets[type_id] + 3
         w = self.words
-        signed = self.kflags[type_id]
+        signed = self.infos[type_id] >> 31
         if self.kinds[type_id] == _ENUM:
             for q in range(p, p + 2 * vlen, 2):
                 v = w[q + 1]
                 if signed and v & 0x80000000:
                     v -= 1 << 32
-                parts.append(f"{prefix}{enumerator(str_at(w[q]))} = {v},")
+                name = strings[w[q]]
+                n = counts[name] = counts.get(name, 0) + 1
+                if n > 1:
+                    name = f"{name}___{n}"
+                parts.append(f"{prefix}{name} = {v},")
         else:
             suffix = "LL," if signed else "ULL,"
             for q in range(p, p + 3 * vlen, 3):
                 v = w[q + 1] | (w[q + 2] << 32)
                 if signed and v & (1 << 63):
                     v -= 1 << 64
-                parts.append(f"{prefix}{enumerator(str_at(w[q]))} = {v}{suffix}")
+                name = strings[w[q]]
+                n = counts[name] = counts.get(name, 0) + 1
+                if n > 1:
+                    name = f"{name}___{n}"
+                parts.append(f"{prefix}{name} = {v}{suffix}")
         parts.append("\n" + "\t" * min(lvl, _MAX_INDENT) + "}")
         return "".join(parts)
 
@@ -533,20 +667,26 @@ class HeaderWriter:
         prefix = "\n" + "\t" * min(inner_lvl, _MAX_INDENT)
         off = 0
         prev_bitfield = False
-        str_at = self.str_at
+        strings = self.strings
         alignof, sizeof, decl = self.alignof, self.sizeof, self.decl
+        decl_cache, size_cache = self._decl_cache, self._size_cache
+        append = parts.append
         members = self.members(type_id)
         for name_off, mtype, m_off, m_sz in members:
-            in_bitfield = prev_bitfield and m_sz != 0
             if off < m_off:
-                self._padding(parts, off, m_off, 1 if packed else alignof(mtype), in_bitfield, inner_lvl)
+                self._padding(parts, off, m_off, 1 if packed else alignof(mtype),
+                              prev_bitfield and m_sz != 0, inner_lvl)
+            fname = strings[name_off]
+            got = decl_cache.get(mtype) if fname else None
+            text = got[0] + fname + got[1] if got is not None else decl(mtype, fname, inner_lvl)
             if m_sz:
-                parts.append(f"{prefix}{decl(mtype, str_at(name_off), inner_lvl)}: {m_sz};")
+                append(f"{prefix}{text}: {m_sz};")
                 off = m_off + m_sz
                 prev_bitfield = True
             else:
-                parts.append(f"{prefix}{decl(mtype, str_at(name_off), inner_lvl)};")
-                off = m_off + sizeof(mtype) * 8
+                append(prefix + text + ";")
+                size = size_cache.get(mtype)
+                off = m_off + (sizeof(mtype) if size is None else size) * 8
                 prev_bitfield = False
         if is_struct and off < self.st[type_id] * 8:
             self._padding(parts, off, self.st[type_id] * 8, self.alignof(type_id), False, inner_lvl)
@@ -745,7 +885,7 @@ class HeaderWriter:
             if i == last and ptype == 0:
                 parts.append("...")
                 break
-            parts.append(self.decl(ptype, self.str_at(name_off), lvl))
+            parts.append(self.decl(ptype, self.strings[name_off], lvl))
         return "(" + ", ".join(parts) + ")"
 
     # -- the whole header -------------------------------------------------
@@ -754,11 +894,12 @@ class HeaderWriter:
         """Every type in id order, each after what it needs."""
         out = self.out
         out.append(HEADER_PROLOGUE)
-        kinds = self.kinds
         queue = self.queue
         order, emit = self.order, self.emit
-        for type_id in range(1, self.n):
-            if kinds[type_id] in _NOT_DUMPED:
+        state = self.order_state
+        dumped = set(range(32)) - _NOT_DUMPED
+        for type_id in _ids_of(self.kind_bytes, dumped):
+            if state[type_id] == _DONE or not type_id:
                 continue
             del queue[:]
             order(type_id, False)
@@ -775,10 +916,16 @@ def write_header(spec: Spec, out: TextIO, type_tags: bool = False) -> None:
     """
     limit = sys.getrecursionlimit()
     sys.setrecursionlimit(max(limit, 20000))
+    # The dump allocates ~a million small objects and frees none of them
+    # until the end: the cyclic collector would only walk them again and again.
+    gc_was_on = gc.isenabled()
+    gc.disable()
     try:
         parts = HeaderWriter(spec, type_tags).run()
     finally:
         sys.setrecursionlimit(limit)
+        if gc_was_on:
+            gc.enable()
     out.write("".join(parts))
 
 
