@@ -132,7 +132,7 @@ class Lister:
         self._tracefs_why: str | None = None
         self._module_specs: dict[str, Spec] = {}
         self._traceable_cache: dict[bytes, dict[str, set[str]]] = {}
-        self._bpf_trace_by_signature: dict[tuple[int, ...], list[str] | None] | None = None
+        self._bpf_trace: dict[int, tuple[dict[str, int], dict[tuple[int, ...], list[str] | None] | None]] = {}
         self._fmt = CFormatter()
 
     # -- sources --------------------------------------------------------
@@ -326,19 +326,38 @@ class Lister:
         """Parameter names for a raw tracepoint: from ``__bpf_trace_NAME`` when
         the event is its own class, else from the one class whose parameter
         types are exactly these (None when there is no such single answer)."""
-        for func_id in spec.ids_named("__bpf_trace_" + name, (Kind.FUNC,)):
+        by_name, by_signature = self._bpf_trace_funcs(spec)
+        func_id = by_name.get(name)
+        if func_id is not None:
             params = spec.type(func_id).type.params[1:]  # type: ignore[attr-defined]
             if tuple(p.type_id for p in params) == signature:
                 return [p.name for p in params]
-        if self._bpf_trace_by_signature is None:
-            index: dict[tuple[int, ...], list[str] | None] = {}
-            for func_id in self.spec.ids_matching(rb"__bpf_trace_[^\x00]*", (Kind.FUNC,)):
-                params = self.spec.type(func_id).type.params[1:]  # type: ignore[attr-defined]
+        if by_signature is None:
+            by_signature = {}
+            for func_id in by_name.values():
+                params = spec.type(func_id).type.params[1:]  # type: ignore[attr-defined]
                 key = tuple(p.type_id for p in params)
                 names = [p.name for p in params]
-                index[key] = names if index.get(key, names) == names else None
-            self._bpf_trace_by_signature = index
-        return self._bpf_trace_by_signature.get(signature)
+                by_signature[key] = names if by_signature.get(key, names) == names else None
+            self._bpf_trace[id(spec)] = (by_name, by_signature)
+        return by_signature.get(signature)
+
+    def _bpf_trace_funcs(self, spec: Spec) -> tuple[dict[str, int], dict[tuple[int, ...], list[str] | None] | None]:
+        """``__bpf_trace_CLASS`` FUNC ids by CLASS (one string-table search),
+        and the by-signature index once something has needed it."""
+        cached = self._bpf_trace.get(id(spec))
+        if cached is None:
+            prefix = len("__bpf_trace_")
+            if spec is self._spec:
+                ids = spec.ids_matching(rb"__bpf_trace_[^\x00]*", (Kind.FUNC,))
+            else:
+                ids = [i for i in spec.ids_of_kind(Kind.FUNC) if spec.name(i).startswith("__bpf_trace_")]
+            by_name: dict[str, int] = {}
+            for func_id in ids:
+                by_name.setdefault(spec.name(func_id)[prefix:], func_id)
+            cached = (by_name, None)
+            self._bpf_trace[id(spec)] = cached
+        return cached
 
     # tracepoint
 
