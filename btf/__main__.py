@@ -10,6 +10,7 @@ FILE is raw BTF (``/sys/kernel/btf/vmlinux``) or an ELF object with a
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import Sequence, TextIO
 
@@ -91,13 +92,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         finally:
             if out is not sys.stdout:
                 out.close()
+    except BrokenPipeError:
+        # the reader (``| head``) went away: not an error; keep exit-time flush quiet
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except (BtfError, OSError) as exc:
         msg = str(exc) if not isinstance(exc, OSError) or not exc.filename else \
             f"{exc.filename}: {exc.strerror or exc}"
         print(f"error: {msg}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    except BrokenPipeError:
-        return 0
 
 
 if __name__ == "__main__":

@@ -742,13 +742,18 @@ class HeaderWriter:
             got = self._decl_cache.get(type_id)
             if got is not None:
                 return got[0] + fname + got[1]
+            left = self._simple_prefix(type_id)
+            if left is not None:
+                self._decl_cache[type_id] = (left, "")
+                return left + fname
             before = self._inline_bodies
+            # C names have no NUL: it marks where the name goes.
             text = self._decl_text(type_id, "\x00", lvl)
             if self._inline_bodies == before:
                 left, _, right = text.partition("\x00")
                 self._decl_cache[type_id] = (left, right)
                 return left + fname + right
-            return self._decl_text(type_id, fname, lvl) if "\x00" in fname else text.replace("\x00", fname, 1)
+            return text.replace("\x00", fname, 1)
         got = self._bare_cache.get(type_id)
         if got is not None:
             return got
@@ -757,6 +762,32 @@ class HeaderWriter:
         if self._inline_bodies == before:
             self._bare_cache[type_id] = text
         return text
+
+    def _base_name(self, t: int) -> str | None:
+        """How a named terminal type is written (``struct file``, ``u32``)."""
+        if not self.names_off[t]:
+            return None
+        k = self.kinds[t]
+        if k == _STRUCT or k == _UNION:
+            return self.struct_fwd(t)
+        if k == _TYPEDEF:
+            return self.namer.ident_name(t)
+        if k == _INT or k == _FLOAT:
+            return self.name_of(t)
+        if k == _ENUM or k == _ENUM64:
+            return "enum " + self.namer.type_name(t)
+        if k == _FWD:
+            return self.fwd_def(t)
+        return None
+
+    def _simple_prefix(self, type_id: int) -> str | None:
+        """The text before a name for the two commonest declarations,
+        ``T name`` and ``T *name`` with T named; None for anything else."""
+        if self.kinds[type_id] == _PTR:
+            base = self._base_name(self.st[type_id])
+            return None if base is None else base + " *"
+        base = self._base_name(type_id)
+        return None if base is None else base + " "
 
     def _decl_text(self, type_id: int, fname: str, lvl: int) -> str:
         kinds, st = self.kinds, self.st
