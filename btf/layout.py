@@ -44,9 +44,18 @@ def sizeof(t: T.Type, _depth: int = 0) -> int:
     return 0
 
 
-def alignof(t: T.Type, _depth: int = 0) -> int:
-    """Natural alignment in bytes, computed as libbpf's btf__align_of does."""
-    if _depth > MAX_CHAIN:
+def alignof(t: T.Type, memo: dict[int, int] | None = None) -> int:
+    """Natural alignment in bytes, computed as libbpf's btf__align_of does.
+
+    ``memo`` (struct/union id -> alignment) may be shared by calls on one
+    spec, as the C formatter does while it prints one definition."""
+    return _alignof(t, 0, {} if memo is None else memo)
+
+
+def _alignof(t: T.Type, depth: int, done: dict[int, int]) -> int:
+    # ``done`` memoises structs and unions: without it a struct that holds
+    # another twice, which holds another twice, ... costs 2**depth.
+    if depth > MAX_CHAIN:
         raise BtfError(f"type {t.id}: type nests deeper than {MAX_CHAIN} (cycle?)")
     k = t.kind
     if k in (Kind.INT, Kind.ENUM, Kind.ENUM64, Kind.FLOAT):
@@ -54,27 +63,31 @@ def alignof(t: T.Type, _depth: int = 0) -> int:
     if k == Kind.PTR:
         return POINTER_SIZE
     if k in _MODIFIERS or k == Kind.ARRAY:
-        return alignof(t.type, _depth + 1)  # type: ignore[attr-defined]
+        return _alignof(t.type, depth + 1, done)  # type: ignore[attr-defined]
     if k in (Kind.STRUCT, Kind.UNION):
+        if t.id in done:
+            return done[t.id]
         best = 1
         for m in t.members:  # type: ignore[attr-defined]
-            a = alignof(m.type, _depth + 1)
+            a = _alignof(m.type, depth + 1, done)
             best = max(best, a)
             if not m.bitfield_size and m.bit_offset % (8 * a):
-                return 1  # a misaligned member: the struct is packed
-        if t.size % best:  # type: ignore[attr-defined]
-            return 1
+                best = 0  # a misaligned member: the struct is packed
+                break
+        if best == 0 or t.size % best:  # type: ignore[attr-defined]
+            best = 1
+        done[t.id] = best
         return best
     return 1
 
 
-def is_packed(t: T.Composite) -> bool:
+def is_packed(t: T.Composite, memo: dict[int, int] | None = None) -> bool:
     """Whether a struct needs ``__attribute__((packed))`` to get its BTF layout."""
     if t.kind != Kind.STRUCT:
         return False
     best = 1
     for m in t.members:
-        a = alignof(m.type)
+        a = alignof(m.type, memo)
         if not m.bitfield_size and m.bit_offset % (8 * a):
             return True
         best = max(best, a)
