@@ -14,6 +14,12 @@ from .kinds import Kind
 from .layout import MAX_CHAIN, alignof, is_packed, sizeof
 
 INDENT = "\t"
+# Members and parameters one top-level call may print.  vmlinux needs at
+# most ~1200 (security_list_options); a crafted DAG of anonymous types
+# printed inline would need 2**depth.
+MAX_WORK = 10_000
+# The widest hole we fill with ``long: 64;`` lines (bad BTF can claim 4 GiB).
+MAX_PADDING_BYTES = 1 << 16
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -36,6 +42,11 @@ class CFormatter:
         self.enum_value_name = enum_value_name or (lambda n: n)
         self.type_tags = type_tags
         self.pointer_size = pointer_size
+        # Ids of the prototypes and anonymous bodies being printed: C cannot
+        # write one inside itself, so meeting one again means bad BTF.
+        self._active: set[int] = set()
+        self._work = 0
+        self._aligns: dict[int, int] = {}   # alignof memo for one top-level call
 
     # -- declarations ----------------------------------------------------
 
@@ -43,6 +54,9 @@ class CFormatter:
         """``t`` declared as ``name``: ``struct file *file``, ``char comm[16]``,
         ``int (*fn)(void *)``.  With no name, the bare type: ``struct file *``."""
         out: list[str] = []
+        if not self._active:
+            self._work = 0
+            self._aligns = {}
         self._emit_decl(out, t, name, lvl)
         return "".join(out)
 
@@ -169,13 +183,25 @@ class CFormatter:
         ps = proto.params
         if not ps or (len(ps) == 1 and ps[0].type_id == 0):
             return "(void)"
-        parts = []
-        for i, p in enumerate(ps):
-            if i == len(ps) - 1 and p.type_id == 0:
-                parts.append("...")
-                break
-            parts.append(self.declaration(p.type, p.name, lvl))
+        self._enter(proto)
+        try:
+            parts = []
+            for i, p in enumerate(ps):
+                if i == len(ps) - 1 and p.type_id == 0:
+                    parts.append("...")
+                    break
+                parts.append(self.declaration(p.type, p.name, lvl))
+        finally:
+            self._active.discard(proto.id)
         return "(" + ", ".join(parts) + ")"
+
+    def _enter(self, t: T.Type) -> None:
+        if t.id in self._active:
+            raise BtfError(f"type {t.id}: {t.kind.name} contains itself")
+        self._work += 1 + len(getattr(t, "params", None) or getattr(t, "members", ()))
+        if self._work > MAX_WORK:
+            raise BtfError(f"type {t.id}: more than {MAX_WORK} members and parameters to print")
+        self._active.add(t.id)
 
     # -- bodies ----------------------------------------------------------
 
@@ -183,6 +209,9 @@ class CFormatter:
         """A whole top-level definition, without the trailing ``;``:
         ``struct dentry {...}``, ``enum pid_type {...}``, ``typedef int pid_t``."""
         out: list[str] = []
+        if not self._active:
+            self._work = 0
+            self._aligns = {}
         k = t.kind
         if k in (Kind.STRUCT, Kind.UNION):
             self._emit_composite_body(out, t, 0)  # type: ignore[arg-type]
@@ -204,9 +233,16 @@ class CFormatter:
     def _emit_composite_body(self, out: list[str], t: T.Composite, lvl: int) -> None:
         if lvl > MAX_CHAIN:
             raise BtfError(f"type {t.id}: anonymous types nest deeper than {MAX_CHAIN} (cycle?)")
+        self._enter(t)
+        try:
+            self._emit_composite_members(out, t, lvl)
+        finally:
+            self._active.discard(t.id)
+
+    def _emit_composite_members(self, out: list[str], t: T.Composite, lvl: int) -> None:
         is_struct = t.kind == Kind.STRUCT
-        packed = is_struct and is_packed(t)
-        align = alignof(t)
+        packed = is_struct and is_packed(t, self._aligns)
+        align = alignof(t, self._aligns)
         keyword = "struct" if is_struct else "union"
         out.append(f"{keyword} {self.name_for(t)} {{" if t.name else f"{keyword} {{")
         off = 0
@@ -215,7 +251,7 @@ class CFormatter:
         for m in t.members:
             m_sz = m.bitfield_size
             m_off = m.bit_offset
-            m_align = 1 if packed else alignof(m.type)
+            m_align = 1 if packed else alignof(m.type, self._aligns)
             in_bitfield = prev_bitfield and m_sz != 0
             self._emit_padding(out, off, m_off, m_align, in_bitfield, lvl + 1)
             out.append("\n" + inner)
@@ -243,6 +279,8 @@ class CFormatter:
         not put the next member at its BTF offset (libbpf's rules)."""
         if cur_off >= next_off:
             return
+        if next_off - cur_off > MAX_PADDING_BYTES * 8:
+            raise BtfError(f"a {(next_off - cur_off) // 8}-byte hole between members is too wide to pad")
         pads = (("long", self.pointer_size * 8), ("int", 32), ("short", 16), ("char", 8))
         prefix = "\n" + INDENT * lvl
         pad_type, pad_bits = pads[-1]
