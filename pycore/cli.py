@@ -19,6 +19,7 @@ __all__ = ["COMMANDS", "main"]
 # name -> (module, one-line summary shown by `pycore --help`)
 COMMANDS: dict[str, tuple[str, str]] = {
     "list": ("pycore.commands.list", "list probes (kfunc, tracepoint, ...) and kernel types"),
+    "features": ("pycore.commands.features", "what this kernel can do: fentry, kprobes, tp_btf, ringbuf, ..."),
 }
 
 
