@@ -1,0 +1,596 @@
+"""Reading a BPF ring buffer (BPF_MAP_TYPE_RINGBUF) from Python.
+
+Modelled on cilium/ebpf's ``ringbuf.Reader``: no libbpf consumer and no
+callback per record.  We mmap the map ourselves, as the kernel lays it out:
+
+- offset 0, one page, read-write: ``consumer_pos`` (the only thing we write);
+- offset ``page_size``, read-only: one page holding ``producer_pos``, then
+  the data area, which the kernel maps twice in a row so that a record that
+  wraps around the end is still contiguous in our address space.
+
+Each record starts with an 8-byte header, ``u32 len`` (bit 31 BUSY: reserved
+but not yet submitted; bit 30 DISCARD: skip it) and ``u32 pg_off``, and its
+payload is padded to 8 bytes.  Records between ``consumer_pos`` and
+``producer_pos`` are all reserved, so their headers are valid; a BUSY one
+ends the batch (the kernel wakes us when it is submitted, because our
+``consumer_pos`` then equals its position) and DISCARDed ones are skipped.
+Advancing ``consumer_pos`` hands the space back to the producers, so records
+are copied out (decoded) before it moves.
+
+Most programs emit one event type, so records usually all have the same
+length.  A batch is then checked in one strided read of the length words: if
+the first record has length L and every word at multiples of its padded size
+says L, each of those words is a real header (by induction from the first),
+and the whole run is decoded at once (``struct.iter_unpack`` into dataclasses,
+or one ``numpy.frombuffer`` for :meth:`RingBuffer.read_batch`).  Anything else
+(mixed sizes, BUSY, DISCARD) is walked record by record.
+
+Which struct the records hold (the ``event`` argument):
+
+1. a codec (``pycore.codec.decoder_for(...)``) or a BTF type name/id of the
+   object's BTF, when given;
+2. else the map's BTF value type, if the map declares ``__type(value, ...)``
+   (ring buffer maps usually do not);
+3. else the only struct of the object's BTF whose name ends in ``_event``
+   (ambiguous: ValueError, pass ``event=``);
+4. else, or with ``event=bytes``, records are returned as ``bytes``.
+
+Lost events: pycore programs reserve through ``pycore_reserve()``, which
+counts failed reservations in the object's global ``pycore_dropped``
+(bpf_src/pycore.bpf.h); :attr:`RingBuffer.lost` reads it.  It counts the
+losses of every ring buffer of the object.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import select
+import struct
+from itertools import starmap
+
+from .errors import BpfError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Callable, Iterator
+    from typing import Any
+
+    import numpy
+
+    from .object import BpfObject
+
+__all__ = ["RingBuffer", "BUSY_BIT", "DISCARD_BIT", "HEADER_SIZE"]
+
+BUSY_BIT = 1 << 31
+DISCARD_BIT = 1 << 30
+HEADER_SIZE = 8
+_LEN_MASK = ~(BUSY_BIT | DISCARD_BIT) & 0xFFFFFFFF
+_RINGBUF_MAP_TYPE = 27
+_DROPPED_VAR = "pycore_dropped"
+
+
+def _padded(length: int) -> int:
+    """Bytes a record of payload ``length`` takes in the ring, header included."""
+    return (length + HEADER_SIZE + 7) & ~7
+
+
+class RingBuffer:
+    """Consumer of one ring buffer map of a loaded :class:`~pycore.object.BpfObject`.
+
+    Ways to read, all sharing one position (events decoded but not yet handed
+    out, e.g. when a loop breaks early, are kept and come first next time):
+
+    - ``for ev in rb.events(timeout=1.0)``: blocks; ends after ``timeout``
+      seconds without events (``None``: never);
+    - ``rb.poll(callback, timeout)``: like libbpf's ``ring_buffer__poll``;
+    - ``async for ev in rb``: waits on the epoll fd with ``loop.add_reader``;
+    - ``rb.read_batch()``: everything available as a numpy structured array.
+
+    ``close()`` (or the end of a ``with`` block) unmaps; it is safe twice.
+    """
+
+    def __init__(self, obj: BpfObject, map_name: str, event: Any = None) -> None:
+        self._obj = obj
+        try:
+            m = obj.maps[map_name]
+        except KeyError:
+            raise KeyError(f"{obj.name}: no map {map_name!r} (have {', '.join(obj.maps) or 'none'})") from None
+        if m.type != _RINGBUF_MAP_TYPE:
+            raise ValueError(f"{obj.name}: map {map_name} is a {m.type_name} map, not a ring buffer")
+        self.name = map_name
+        self.size = m.max_entries
+        self.codec = _resolve_event(obj, m, event)
+        self.consumed = 0    # records taken out of the ring (not counting discarded ones)
+        self.discarded = 0   # records the program discarded
+        self._pending: list = []
+        self._rec_structs: dict[int, struct.Struct] = {}
+        self._np_dtypes: dict[int, Any] = {}
+        self._fd = -1
+        self._ep = None
+        self._cons_map = self._data_map = None
+        self._page = mmap.PAGESIZE
+        if self.size <= 0 or self.size & (self.size - 1) or self.size % self._page:
+            raise ValueError(f"map {map_name}: max_entries {self.size} is not a power-of-2 multiple of the page size")
+        self._mask = self.size - 1
+        self._fd = os.dup(m.fd)
+        try:
+            self._cons_map = mmap.mmap(self._fd, self._page, mmap.MAP_SHARED,
+                                       mmap.PROT_READ | mmap.PROT_WRITE, offset=0)
+            self._data_map = mmap.mmap(self._fd, self._page + 2 * self.size, mmap.MAP_SHARED,
+                                       mmap.PROT_READ, offset=self._page)
+            self._ep = select.epoll()
+            self._ep.register(self._fd, select.EPOLLIN)
+        except OSError as exc:
+            self.close()
+            raise BpfError(f"{obj.name}: map {map_name}: mmap/epoll ring buffer", exc.errno or 1) from None
+        # 8-byte aligned views: positions are read and written as single u64s
+        # (x86-64 and arm64 guarantee such accesses are atomic; the kernel
+        # pairs them with smp_load_acquire/smp_store_release).
+        self._cons = memoryview(self._cons_map).cast("Q")
+        whole = memoryview(self._data_map)
+        self._prod = whole[:8].cast("Q")
+        self._data = whole[self._page:]
+        self._words = self._data.cast("I")
+        self._cons_pos = self._cons[0]
+        del whole
+
+    # -- lifecycle --------------------------------------------------------
+
+    def close(self) -> None:
+        """Unmap and close the fds; safe to call twice.  Pending events are dropped."""
+        for name in ("_words", "_data", "_prod", "_cons"):
+            mv = self.__dict__.pop(name, None)
+            if mv is not None:
+                mv.release()
+        for name in ("_cons_map", "_data_map"):
+            mp = getattr(self, name, None)
+            if mp is not None:
+                mp.close()
+                setattr(self, name, None)
+        if self._ep is not None:
+            self._ep.close()
+            self._ep = None
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+        self._pending = []
+
+    @property
+    def closed(self) -> bool:
+        return self._fd < 0
+
+    def __enter__(self) -> RingBuffer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def __repr__(self) -> str:
+        state = "closed" if self.closed else f"{self.available} bytes available"
+        return f"<RingBuffer {self.name} {self.size} bytes, {state}>"
+
+    def fileno(self) -> int:
+        """An epoll fd, readable when the ring has data (for selectors and event loops)."""
+        self._require()
+        return self._ep.fileno()
+
+    # -- counters ---------------------------------------------------------
+
+    @property
+    def available(self) -> int:
+        """Bytes between our position and the producers' (headers and BUSY records included)."""
+        self._require()
+        return self._prod[0] - self._cons_pos
+
+    @property
+    def lost(self) -> int:
+        """Failed reservations counted by ``pycore_reserve()`` (the object's ``pycore_dropped``)."""
+        return _read_dropped(self._obj)
+
+    # -- consuming ----------------------------------------------------------
+
+    def events(self, timeout: float | None = None) -> Iterator[Any]:
+        """Yield events as they come; stop after ``timeout`` seconds with none (``None``: never)."""
+        self._require()
+        while True:
+            batch = self._take()
+            if not batch:
+                if not self._wait(timeout):
+                    return
+                continue
+            it = iter(batch)
+            try:
+                yield from it
+            finally:
+                rest = list(it)  # the loop broke early: keep these for next time
+                if rest:
+                    self._pending = rest + self._pending
+
+    def __iter__(self) -> Iterator[Any]:
+        return self.events(None)
+
+    def poll(self, callback: Callable[[Any], object], timeout: float | None = None) -> int:
+        """Call ``callback(event)`` for each available event; wait up to ``timeout`` s if none.
+
+        Returns the number of events handled.  If the callback raises, the
+        events after the one that failed are kept for the next call.
+        """
+        self._require()
+        batch = self._take()
+        if not batch and timeout != 0 and self._wait(timeout):
+            batch = self._take()
+        it = iter(batch)
+        n = 0
+        try:
+            for ev in it:
+                n += 1
+                callback(ev)
+        except BaseException:
+            self._pending = list(it) + self._pending
+            raise
+        return n
+
+    def consume(self) -> list[Any]:
+        """Every event available now, without waiting."""
+        self._require()
+        return self._take()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until the ring has data (True) or ``timeout`` seconds pass (False)."""
+        self._require()
+        return self._wait(timeout)
+
+    async def _aiter(self) -> AsyncIterator[Any]:
+        import asyncio
+
+        loop = asyncio.get_running_loop()
+        epfd = self.fileno()
+        while True:
+            batch = self._take()
+            if batch:
+                it = iter(batch)
+                try:
+                    for ev in it:
+                        yield ev
+                finally:
+                    rest = list(it)
+                    if rest:
+                        self._pending = rest + self._pending
+                continue
+            fut = loop.create_future()
+
+            def ready(fut=fut) -> None:
+                if not fut.done():
+                    fut.set_result(None)
+
+            loop.add_reader(epfd, ready)
+            try:
+                if self._has_data():  # arrived between _take() and add_reader()
+                    continue
+                await fut
+            finally:
+                loop.remove_reader(epfd)
+            # drain the epoll readiness so level-triggered wakeups do not spin
+            self._ep.poll(0)
+
+    def __aiter__(self) -> AsyncIterator[Any]:
+        """``async for ev in rb``: runs forever; stop it with ``break`` or cancellation."""
+        self._require()
+        return self._aiter()
+
+    def read_batch(self, max_events: int | None = None, timeout: float = 0.0) -> numpy.ndarray:
+        """Available records as one numpy structured array (``codec.numpy_dtype()``).
+
+        Waits up to ``timeout`` seconds when the ring is empty; returns an
+        empty array if still nothing.  Does not see events already decoded
+        by the other modes and kept pending (do not mix the two on one ring).
+        """
+        import numpy as np
+
+        self._require()
+        if self.codec is None:
+            raise ValueError(f"ring buffer {self.name}: read_batch needs an event type (pass event=)")
+        dtype = self.codec.numpy_dtype()
+        if not self._has_data() and timeout != 0:
+            self._wait(timeout)
+        parts: list = []
+        slow: list[bytes] = []
+        size = self.codec.size
+        mm, base = self._data_map, self._page
+
+        def run(off: int, n: int, stride: int, length: int) -> None:
+            if length < size:   # shorter than the struct: zero-fill, record by record
+                for i in range(n):
+                    o = off + i * stride + HEADER_SIZE
+                    slow.append(bytes(self._data[o:o + length]) + bytes(size - length))
+                return
+            if slow:
+                parts.append(np.frombuffer(b"".join(slow), dtype=dtype))
+                slow.clear()
+            rec = self._np_dtypes.get(stride)
+            if rec is None:
+                rec = self._np_dtypes[stride] = np.dtype(
+                    {"names": ["ev"], "formats": [dtype], "offsets": [HEADER_SIZE], "itemsize": stride})
+            parts.append(np.frombuffer(mm, dtype=rec, count=n, offset=base + off)["ev"].copy())
+
+        self._walk(run, max_events)
+        if slow:
+            parts.append(np.frombuffer(b"".join(slow), dtype=dtype))
+        if not parts:
+            return np.empty(0, dtype=dtype)
+        return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+    # -- internals ----------------------------------------------------------
+
+    def _require(self) -> None:
+        if self._fd < 0:
+            raise ValueError(f"ring buffer {self.name} is closed")
+
+    def _has_data(self) -> bool:
+        return self._prod[0] != self._cons_pos
+
+    def _wait(self, timeout: float | None) -> bool:
+        if self._pending or self._has_data():
+            return True
+        return bool(self._ep.poll(-1 if timeout is None else timeout))
+
+    def _take(self) -> list[Any]:
+        """Pending events, else everything decodable from the ring now."""
+        if self._pending:
+            batch, self._pending = self._pending, []
+            return batch
+        out: list[Any] = []
+        codec = self.codec
+        data = self._data
+        if codec is None:
+            def run(off: int, n: int, stride: int, length: int) -> None:
+                for i in range(n):
+                    o = off + i * stride + HEADER_SIZE
+                    out.append(bytes(data[o:o + length]))
+        else:
+            cls, decode, size = codec.cls, codec.decode, codec.size
+            flat = getattr(codec, "_pycore_flat", None)
+
+            def run(off: int, n: int, stride: int, length: int) -> None:
+                if flat is not None and length >= size:
+                    st = self._rec_structs.get(stride)
+                    if st is None:
+                        st = self._rec_structs[stride] = struct.Struct(
+                            f"<{HEADER_SIZE}x{flat[1:]}{stride - HEADER_SIZE - size}x")
+                    out.extend(starmap(cls, st.iter_unpack(data[off:off + n * stride])))
+                    return
+                for i in range(n):
+                    o = off + i * stride + HEADER_SIZE
+                    if length >= size:
+                        out.append(decode(data, o))
+                    else:
+                        out.append(decode(bytes(data[o:o + length]) + bytes(size - length), 0))
+
+        self._walk(run, None)
+        return out
+
+    def _walk(self, run: Callable[[int, int, int, int], None], limit: int | None) -> int:
+        """Hand runs of same-length records to ``run(offset, count, stride, length)``.
+
+        ``offset`` is into the (double-mapped) data area.  Advances
+        consumer_pos after each run; returns the number of records handed.
+        """
+        words, mask = self._words, self._mask
+        cons = self._cons_pos
+        prod = self._prod[0]
+        left = -1 if limit is None else limit
+        handed = 0
+        while cons < prod and left != 0:
+            off = cons & mask
+            hdr = words[off >> 2]
+            if hdr & BUSY_BIT:
+                break
+            length = hdr & _LEN_MASK
+            stride = _padded(length)
+            if hdr & DISCARD_BIT:
+                cons += stride
+                self.discarded += 1
+                self._cons[0] = self._cons_pos = cons
+                continue
+            n = (prod - cons) // stride
+            if 0 <= left < n:
+                n = left
+            if n > 1:
+                step = stride >> 2
+                first = off >> 2
+                lens = words[first:first + n * step:step].tolist()
+                if lens.count(hdr) != n:
+                    n = next(i for i, w in enumerate(lens) if w != hdr)
+            run(off, n, stride, length)
+            cons += n * stride
+            handed += n
+            if left > 0:
+                left -= n
+            self._cons[0] = self._cons_pos = cons
+        self.consumed += handed
+        return handed
+
+
+# -- event type ----------------------------------------------------------------
+
+
+def _resolve_event(obj: BpfObject, m: Any, event: Any) -> Any:
+    """The codec for the records, or None for raw bytes (rules in the module docstring)."""
+    if event is bytes:
+        return None
+    if event is not None and hasattr(event, "decode") and hasattr(event, "size"):
+        return event
+    spec = obj.btf
+    if event is None:
+        vid = m.btf_value_type_id
+        if vid:
+            event = vid
+        else:
+            from btf.kinds import Kind
+            from btf.spec import glob_pattern
+
+            ids = spec.ids_matching(glob_pattern("*_event"), (Kind.STRUCT,))
+            names = sorted({spec.name(i) for i in ids})
+            if not names:
+                return None
+            if len(names) > 1:
+                raise ValueError(f"{obj.name}: map {m.name}: several event structs ({', '.join(names)}); "
+                                 "pass event='struct name'")
+            event = ids[0]
+    return _decoder_for(spec, event)
+
+
+def _decoder_for(spec: Any, event: Any) -> Any:
+    if isinstance(event, str) and event.startswith("struct "):
+        event = event[len("struct "):]
+    try:
+        from .codec import decoder_for
+    except ImportError:  # codec not there yet: the minimal private one below
+        return _FlatCodec(spec, event)
+    return decoder_for(spec, event)
+
+
+class _FlatCodec:
+    """Private stand-in for pycore.codec (ints, enums, char arrays, nested structs).
+
+    Exposes the part of the codec interface the ring buffer uses: ``size``,
+    ``cls``, ``decode(buf, offset)``, ``struct_format``, ``numpy_dtype()``.
+    """
+
+    def __init__(self, spec: Any, event: Any) -> None:
+        from btf.kinds import Kind
+
+        if isinstance(event, int):
+            tid = event
+        else:
+            ids = spec.ids_named(event, (Kind.STRUCT,))
+            if not ids:
+                raise KeyError(f"no struct {event!r} in the object's BTF")
+            tid = ids[0]
+        self._spec = spec
+        t = _skip_mods(spec.type(tid))
+        self.name = t.name
+        self.size = t.size
+        fmt, self._np, self.cls, self._build = self._compile(t)
+        self.struct_format = "<" + fmt
+        self._struct = struct.Struct(self.struct_format)
+        # flat: the unpacked tuple is the constructor's argument list as is
+        self._pycore_flat = self.struct_format if self._build is None else None
+
+    def _compile(self, t: Any):
+        """(struct format, numpy dtype spec, dataclass, builders or None if flat)."""
+        from dataclasses import make_dataclass
+
+        from btf.kinds import Kind
+
+        fmt, np_fields, fields, builders = [], [], [], []
+        pos = cursor = 0
+        flat = True
+        for mem in t.members:
+            if mem.bitfield_size:
+                raise ValueError(f"struct {t.name}: bitfields are not supported by this fallback")
+            off = mem.bit_offset // 8
+            if off > cursor:
+                fmt.append(f"{off - cursor}x")
+            mt = _skip_mods(mem.type)
+            elem = _skip_mods(mt.type) if mt.kind == Kind.ARRAY else None
+            if mt.kind in (Kind.INT, Kind.ENUM, Kind.ENUM64) and mt.size in (1, 2, 4, 8):
+                size, code = mt.size, {1: "b", 2: "h", 4: "i", 8: "q"}[mt.size]
+                fmt.append(code if mt.signed else code.upper())
+                np_fields.append((mem.name, ("<i" if mt.signed else "<u") + str(size), off))
+                builders.append((pos, 1, None))
+                pos += 1
+                fields.append((mem.name, int))
+            elif elem is not None and elem.kind == Kind.INT and elem.size == 1:
+                size = mt.nelems
+                fmt.append(f"{size}s")
+                np_fields.append((mem.name, f"S{size}", off))
+                builders.append((pos, 1, lambda b: b.split(b"\0", 1)[0]))
+                pos += 1
+                fields.append((mem.name, bytes))
+                flat = False
+            elif mt.kind == Kind.STRUCT:
+                size = mt.size
+                sub = _FlatCodec.__new__(_FlatCodec)
+                sfmt, snp, sub.cls, sub._build = sub._compile(mt)
+                count = len(struct.unpack("<" + sfmt, bytes(size)))
+                fmt.append(sfmt)
+                np_fields.append((mem.name, snp, off))
+                builders.append((pos, count, sub._make))
+                pos += count
+                fields.append((mem.name, sub.cls))
+                flat = False
+            else:
+                raise ValueError(f"struct {t.name}: member {mem.name}: unsupported type in this fallback")
+            cursor = off + size
+        if t.size > cursor:
+            fmt.append(f"{t.size - cursor}x")
+        cls = make_dataclass(t.name or "anon", fields, slots=True)
+        np_spec = {"names": [f[0] for f in np_fields], "offsets": [f[2] for f in np_fields],
+                   "formats": [f[1] for f in np_fields], "itemsize": t.size}
+        return "".join(fmt), np_spec, cls, (None if flat else builders)
+
+    def _make(self, vals: tuple) -> Any:
+        if self._build is None:
+            return self.cls(*vals)
+        args = []
+        for pos, cnt, conv in self._build:
+            if cnt == 1:
+                v = vals[pos]
+                args.append(conv(v) if conv else v)
+            else:
+                args.append(conv(vals[pos:pos + cnt]))
+        return self.cls(*args)
+
+    def decode(self, buf: Any, offset: int = 0) -> Any:
+        return self._make(self._struct.unpack_from(buf, offset))
+
+    def numpy_dtype(self) -> Any:
+        import numpy as np
+
+        def conv(spec: dict) -> Any:
+            return np.dtype({**spec, "formats": [conv(f) if isinstance(f, dict) else f for f in spec["formats"]]})
+
+        return conv(self._np)
+
+
+def _skip_mods(t: Any) -> Any:
+    from btf.kinds import Kind
+
+    while t.kind in (Kind.TYPEDEF, Kind.CONST, Kind.VOLATILE, Kind.RESTRICT, Kind.TYPE_TAG):
+        t = t.type
+    return t
+
+
+# -- lost events ---------------------------------------------------------------
+
+
+def _read_dropped(obj: BpfObject) -> int:
+    """``pycore_dropped`` from the object's .bss (pycore.globals when available)."""
+    try:
+        from .globals import Globals  # noqa: F401
+    except ImportError:
+        pass
+    else:
+        return int(obj.globals[_DROPPED_VAR])
+    # Private fallback until pycore.globals lands: find the variable in the
+    # .bss DATASEC and read the internal .bss map's single value.
+    from btf.kinds import Kind
+
+    spec = obj.btf
+    for sid in spec.ids_named(".bss", (Kind.DATASEC,)):
+        for var in spec.type(sid).vars:
+            if spec.name(var.type_id) == _DROPPED_VAR:
+                bss = next((m for m in obj.maps.values() if m.internal and m.name.endswith(".bss")), None)
+                if bss is None:
+                    break
+                value = bss.lookup_raw(bytes(4))
+                return int.from_bytes(value[var.offset:var.offset + var.size], "little")
+    raise KeyError(f"{obj.name}: no {_DROPPED_VAR} in .bss (include pycore.bpf.h and use pycore_reserve())")
