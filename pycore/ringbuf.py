@@ -46,8 +46,6 @@ from __future__ import annotations
 import mmap
 import os
 import select
-import struct
-from itertools import starmap
 
 from .errors import BpfError
 
@@ -104,7 +102,6 @@ class RingBuffer:
         self.consumed = 0    # records taken out of the ring (not counting discarded ones)
         self.discarded = 0   # records the program discarded
         self._pending: list = []
-        self._rec_structs: dict[int, struct.Struct] = {}
         self._np_dtypes: dict[int, Any] = {}
         self._fd = -1
         self._ep = None
@@ -355,23 +352,15 @@ class RingBuffer:
                     o = off + i * stride + HEADER_SIZE
                     out.append(bytes(data[o:o + length]))
         else:
-            cls, decode, size = codec.cls, codec.decode, codec.size
-            flat = getattr(codec, "_pycore_flat", None)
+            decode, decode_many, size = codec.decode, codec.decode_many, codec.size
 
             def run(off: int, n: int, stride: int, length: int) -> None:
-                if flat is not None and length >= size:
-                    st = self._rec_structs.get(stride)
-                    if st is None:
-                        st = self._rec_structs[stride] = struct.Struct(
-                            f"<{HEADER_SIZE}x{flat[1:]}{stride - HEADER_SIZE - size}x")
-                    out.extend(starmap(cls, st.iter_unpack(data[off:off + n * stride])))
+                if length >= size:  # one iter_unpack over the run, header and padding skipped
+                    out.extend(decode_many(data, n, stride, off + HEADER_SIZE))
                     return
-                for i in range(n):
+                for i in range(n):  # shorter than the struct: zero-filled
                     o = off + i * stride + HEADER_SIZE
-                    if length >= size:
-                        out.append(decode(data, o))
-                    else:
-                        out.append(decode(bytes(data[o:o + length]) + bytes(size - length), 0))
+                    out.append(decode(bytes(data[o:o + length]) + bytes(size - length), 0))
 
         self._walk(run, None)
         return out
@@ -448,125 +437,11 @@ def _resolve_event(obj: BpfObject, m: Any, event: Any) -> Any:
 
 
 def _decoder_for(spec: Any, event: Any) -> Any:
+    from .codec import decoder_for
+
     if isinstance(event, str) and event.startswith("struct "):
         event = event[len("struct "):]
-    try:
-        from .codec import decoder_for
-    except ImportError:  # codec not there yet: the minimal private one below
-        return _FlatCodec(spec, event)
     return decoder_for(spec, event)
-
-
-class _FlatCodec:
-    """Private stand-in for pycore.codec (ints, enums, char arrays, nested structs).
-
-    Exposes the part of the codec interface the ring buffer uses: ``size``,
-    ``cls``, ``decode(buf, offset)``, ``struct_format``, ``numpy_dtype()``.
-    """
-
-    def __init__(self, spec: Any, event: Any) -> None:
-        from btf.kinds import Kind
-
-        if isinstance(event, int):
-            tid = event
-        else:
-            ids = spec.ids_named(event, (Kind.STRUCT,))
-            if not ids:
-                raise KeyError(f"no struct {event!r} in the object's BTF")
-            tid = ids[0]
-        self._spec = spec
-        t = _skip_mods(spec.type(tid))
-        self.name = t.name
-        self.size = t.size
-        fmt, self._np, self.cls, self._build = self._compile(t)
-        self.struct_format = "<" + fmt
-        self._struct = struct.Struct(self.struct_format)
-        # flat: the unpacked tuple is the constructor's argument list as is
-        self._pycore_flat = self.struct_format if self._build is None else None
-
-    def _compile(self, t: Any):
-        """(struct format, numpy dtype spec, dataclass, builders or None if flat)."""
-        from dataclasses import make_dataclass
-
-        from btf.kinds import Kind
-
-        fmt, np_fields, fields, builders = [], [], [], []
-        pos = cursor = 0
-        flat = True
-        for mem in t.members:
-            if mem.bitfield_size:
-                raise ValueError(f"struct {t.name}: bitfields are not supported by this fallback")
-            off = mem.bit_offset // 8
-            if off > cursor:
-                fmt.append(f"{off - cursor}x")
-            mt = _skip_mods(mem.type)
-            elem = _skip_mods(mt.type) if mt.kind == Kind.ARRAY else None
-            if mt.kind in (Kind.INT, Kind.ENUM, Kind.ENUM64) and mt.size in (1, 2, 4, 8):
-                size, code = mt.size, {1: "b", 2: "h", 4: "i", 8: "q"}[mt.size]
-                fmt.append(code if mt.signed else code.upper())
-                np_fields.append((mem.name, ("<i" if mt.signed else "<u") + str(size), off))
-                builders.append((pos, 1, None))
-                pos += 1
-                fields.append((mem.name, int))
-            elif elem is not None and elem.kind == Kind.INT and elem.size == 1:
-                size = mt.nelems
-                fmt.append(f"{size}s")
-                np_fields.append((mem.name, f"S{size}", off))
-                builders.append((pos, 1, lambda b: b.split(b"\0", 1)[0]))
-                pos += 1
-                fields.append((mem.name, bytes))
-                flat = False
-            elif mt.kind == Kind.STRUCT:
-                size = mt.size
-                sub = _FlatCodec.__new__(_FlatCodec)
-                sfmt, snp, sub.cls, sub._build = sub._compile(mt)
-                count = len(struct.unpack("<" + sfmt, bytes(size)))
-                fmt.append(sfmt)
-                np_fields.append((mem.name, snp, off))
-                builders.append((pos, count, sub._make))
-                pos += count
-                fields.append((mem.name, sub.cls))
-                flat = False
-            else:
-                raise ValueError(f"struct {t.name}: member {mem.name}: unsupported type in this fallback")
-            cursor = off + size
-        if t.size > cursor:
-            fmt.append(f"{t.size - cursor}x")
-        cls = make_dataclass(t.name or "anon", fields, slots=True)
-        np_spec = {"names": [f[0] for f in np_fields], "offsets": [f[2] for f in np_fields],
-                   "formats": [f[1] for f in np_fields], "itemsize": t.size}
-        return "".join(fmt), np_spec, cls, (None if flat else builders)
-
-    def _make(self, vals: tuple) -> Any:
-        if self._build is None:
-            return self.cls(*vals)
-        args = []
-        for pos, cnt, conv in self._build:
-            if cnt == 1:
-                v = vals[pos]
-                args.append(conv(v) if conv else v)
-            else:
-                args.append(conv(vals[pos:pos + cnt]))
-        return self.cls(*args)
-
-    def decode(self, buf: Any, offset: int = 0) -> Any:
-        return self._make(self._struct.unpack_from(buf, offset))
-
-    def numpy_dtype(self) -> Any:
-        import numpy as np
-
-        def conv(spec: dict) -> Any:
-            return np.dtype({**spec, "formats": [conv(f) if isinstance(f, dict) else f for f in spec["formats"]]})
-
-        return conv(self._np)
-
-
-def _skip_mods(t: Any) -> Any:
-    from btf.kinds import Kind
-
-    while t.kind in (Kind.TYPEDEF, Kind.CONST, Kind.VOLATILE, Kind.RESTRICT, Kind.TYPE_TAG):
-        t = t.type
-    return t
 
 
 # -- lost events ---------------------------------------------------------------
