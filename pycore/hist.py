@@ -1,0 +1,149 @@
+"""Histograms printed exactly as bpftrace prints ``hist()`` and ``lhist()``.
+
+Users compare our output with bpftrace's side by side, so the text follows
+bpftrace 0.17's TextOutput byte for byte: labels padded to 16 columns, counts
+right-aligned in 8, a bar of ``@`` scaled in single precision to 52 columns
+between ``|`` borders, zero rows trimmed at both ends.
+
+Buckets are indexes as bpftrace's BPF code computes them (:func:`log2_bucket`,
+:func:`linear_bucket`), so a BPF map keyed by bucket index renders directly.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+__all__ = ["log2_bucket", "linear_bucket", "log2_hist", "linear_hist", "from_values",
+           "render_log2", "render_linear"]
+
+BAR_WIDTH = 52
+_F32 = struct.Struct("f")
+
+
+def _f32(x: float) -> float:
+    return _F32.unpack(_F32.pack(x))[0]
+
+
+def log2_bucket(value: int) -> int:
+    """bpftrace's hist() bucket: 0 for negatives, 1 for 0, 2 + floor(log2(v)) above."""
+    if value < 0:
+        return 0
+    if value == 0:
+        return 1
+    return value.bit_length() + 1
+
+
+def linear_bucket(value: int, lo: int, hi: int, step: int) -> int:
+    """bpftrace's lhist() bucket: 0 below ``lo``, one per ``step``, last at ``hi`` and up."""
+    if value < lo:
+        return 0
+    if value >= hi:
+        return (hi - lo) // step + 1
+    return (value - lo) // step + 1
+
+
+def _log2_label(power: int) -> str:
+    suffix = ""
+    for p, s in ((40, "T"), (30, "G"), (20, "M"), (10, "K")):
+        if power >= p:
+            power -= p
+            suffix = s
+            break
+    return f"{1 << power}{suffix}"
+
+
+def _linear_label(n: int) -> str:
+    if n == 0:
+        return "0"
+    if n % 1048576 == 0:
+        return f"{n // 1048576}M"
+    if n % 1024 == 0:
+        return f"{n // 1024}K"
+    return str(n)
+
+
+def _row(label: str, count: int, top: int) -> str:
+    # bpftrace: int bar_width = value / (float)max_value * max_width;
+    width = int(_f32(_f32(_f32(count) / _f32(top)) * BAR_WIDTH)) if top else 0
+    return f"{label:<16}{count:>8} |{'@' * width:<{BAR_WIDTH}}|\n"
+
+
+def _counts(buckets: Mapping[int, int] | Any) -> dict[int, int]:
+    if hasattr(buckets, "items"):
+        items = buckets.items()
+    else:
+        items = enumerate(buckets)
+    out: dict[int, int] = {}
+    for k, v in items:
+        k = int(k) if not isinstance(k, int) else k
+        out[k] = out.get(k, 0) + (sum(v) if isinstance(v, list) else int(v))  # per-CPU lists add up
+    return out
+
+
+def render_log2(buckets: Mapping[int, int] | Iterable[int] | Any) -> str:
+    """Rows of a log2 histogram from bucket index -> count (a dict, a list, or a
+    BPF map keyed by bucket index, per-CPU values summed)."""
+    counts = _counts(buckets)
+    used = [i for i, c in counts.items() if c > 0]
+    if not used:
+        return ""
+    top = max(counts.values())
+    rows = []
+    for i in range(min(used), max(used) + 1):
+        if i == 0:
+            label = "(..., 0)"
+        elif i == 1:
+            label = "[0]"
+        elif i == 2:
+            label = "[1]"
+        else:
+            label = f"[{_log2_label(i - 2)}, {_log2_label(i - 1)})"
+        rows.append(_row(label, counts.get(i, 0), top))
+    return "".join(rows)
+
+
+def render_linear(buckets: Mapping[int, int] | Iterable[int] | Any, lo: int, hi: int, step: int) -> str:
+    """Rows of a linear histogram (bpftrace's ``lhist(v, lo, hi, step)``)."""
+    if step <= 0 or hi <= lo:
+        raise ValueError(f"lhist needs lo < hi and step > 0 (got {lo}, {hi}, {step})")
+    counts = _counts(buckets)
+    used = [i for i, c in counts.items() if c != 0]
+    if not used:
+        return ""
+    top = max(counts.values())
+    last = (hi - lo) // step + 1
+    rows = []
+    for i in range(min(used), max(used) + 1):
+        if i == 0:
+            label = f"(..., {_linear_label(lo)})"
+        elif i == last:
+            label = f"[{_linear_label(hi)}, ...)"
+        else:
+            label = f"[{_linear_label((i - 1) * step + lo)}, {_linear_label(i * step + lo)})"
+        rows.append(_row(label, counts.get(i, 0), top))
+    return "".join(rows)
+
+
+def _titled(name: str | None, body: str) -> str:
+    return body if name is None else f"{name}: \n{body}\n"
+
+
+def log2_hist(buckets: Mapping[int, int] | Iterable[int] | Any, name: str | None = None) -> str:
+    """A log2 histogram; with ``name`` (``"@h"``), titled and spaced as bpftrace prints a map."""
+    return _titled(name, render_log2(buckets))
+
+
+def linear_hist(buckets: Mapping[int, int] | Iterable[int] | Any, lo: int, hi: int, step: int,
+                name: str | None = None) -> str:
+    return _titled(name, render_linear(buckets, lo, hi, step))
+
+
+def from_values(values: Iterable[int], lhist: tuple[int, int, int] | None = None) -> dict[int, int]:
+    """Bucket counts of raw values: log2, or linear with ``lhist=(lo, hi, step)``."""
+    counts: dict[int, int] = {}
+    for v in values:
+        b = linear_bucket(v, *lhist) if lhist else log2_bucket(v)
+        counts[b] = counts.get(b, 0) + 1
+    return counts
