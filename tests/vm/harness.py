@@ -1,0 +1,258 @@
+"""Run the ``kernel``-marked tests in Debian's stock kernels under QEMU.
+
+The host kernel refuses fentry/fexit and has no kprobes (see
+/work/shared/KERNEL-LAB.md), so those tests run in a VM:
+
+1. :func:`resolve` finds the newest ``linux-image-SERIES...-amd64`` package
+   of a series (``6.1`` -> ``linux-image-6.1.0-56-amd64``, ``6.12`` ->
+   ``linux-image-6.12.117+deb12-amd64``) with ``apt-cache search``.
+2. :func:`fetch` downloads it with ``apt-get download`` into the cache
+   (``$PYCORE_KERNEL_CACHE``, default ``~/.cache/pycore/kernels``), unpacks
+   it with ``dpkg -x`` and runs ``depmod -b``; the unpacked tree is kept
+   (``CACHE/RELEASE/root``) and the .deb deleted, so later runs reuse it.
+3. :func:`run_kernel` boots it with virtme-ng (``vng --run VMLINUZ
+   --disable-kvm``, TCG: the KVM guest hangs here), sharing the host's root
+   filesystem read-only, and runs a generated ``guest.sh`` that runs pytest
+   in the repository and writes into the result directory (the one directory
+   the guest may write, ``--rwdir``): ``started`` (guest uptime when the
+   command began), ``uname``, ``junit.xml``, ``pytest.log`` and ``exitcode``.
+   The verdict comes from those files, never from the console, which is
+   saved as ``console.log`` for diagnosis.
+
+Missing prerequisites (vng, qemu, depmod, dpkg, an unreachable package) raise
+:class:`HarnessError`: a failure, never a skip.  ``./dev.sh vm-test`` installs
+them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+VENV_BIN = REPO / ".venv" / "bin"
+
+
+class HarnessError(Exception):
+    """A prerequisite or a step of the harness failed (not a test failure)."""
+
+
+def log(msg: str) -> None:
+    print(f"[vm] {msg}", file=sys.stderr, flush=True)
+
+
+def cache_dir() -> Path:
+    env = os.environ.get("PYCORE_KERNEL_CACHE")
+    return Path(env) if env else Path.home() / ".cache" / "pycore" / "kernels"
+
+
+def _need(tool: str, hint: str) -> str:
+    path = shutil.which(tool, path=f"{VENV_BIN}:{os.environ.get('PATH', '')}:/usr/sbin:/sbin")
+    if not path:
+        raise HarnessError(f"{tool} not found: {hint}")
+    return path
+
+
+# -- 1. resolve -------------------------------------------------------------
+
+def _package_re(series: str) -> re.Pattern[str]:
+    # bookworm: linux-image-6.1.0-56-amd64; bookworm-updates/backports: linux-image-6.12.117+deb12-amd64
+    return re.compile(rf"^linux-image-({re.escape(series)}(?:\.0-\d+|\.\d+\+deb\d+)-amd64)$")
+
+
+def _version_key(release: str) -> tuple[int, ...]:
+    return tuple(int(n) for n in re.findall(r"\d+", release))
+
+
+def resolve(series: str) -> str:
+    """The kernel release (``uname -r``) of the newest apt package of ``series``.
+
+    Falls back to the newest release already in the cache when apt knows
+    none (offline, no package lists), with a warning.
+    """
+    pattern = _package_re(series)
+    found: list[str] = []
+    try:
+        out = subprocess.run(["apt-cache", "search", "--names-only", "^linux-image-"],
+                             capture_output=True, text=True, check=True).stdout
+        found = [m.group(1) for line in out.splitlines()
+                 if (m := pattern.match(line.split(" - ", 1)[0].strip()))]
+    except (OSError, subprocess.CalledProcessError) as exc:
+        log(f"apt-cache search failed: {exc}")
+    if found:
+        return max(found, key=_version_key)
+    cached = [p.name for p in cache_dir().glob("*") if pattern.match("linux-image-" + p.name)
+              and (p / "READY").exists()]
+    if cached:
+        release = max(cached, key=_version_key)
+        log(f"warning: apt knows no linux-image for {series}; using cached {release}")
+        return release
+    raise HarnessError(
+        f"no Debian kernel package for {series} reachable through apt "
+        f"(apt-cache search finds no {pattern.pattern}); run apt-get update, "
+        "check /etc/apt/sources.list* (bookworm, bookworm-updates)")
+
+
+# -- 2. fetch ---------------------------------------------------------------
+
+@dataclasses.dataclass
+class Kernel:
+    series: str           # what was asked for: "6.1"
+    release: str          # uname -r: "6.1.0-56-amd64"
+    root: Path            # unpacked package: boot/vmlinuz-RELEASE, lib/modules/RELEASE
+    download_s: float | None = None   # None: it was cached
+
+    @property
+    def vmlinuz(self) -> Path:
+        return self.root / "boot" / f"vmlinuz-{self.release}"
+
+
+def fetch(series: str) -> Kernel:
+    """Resolve, then download and unpack unless the cache has it already."""
+    release = resolve(series)
+    home = cache_dir() / release
+    kernel = Kernel(series, release, home / "root")
+    if (home / "READY").exists() and kernel.vmlinuz.exists():
+        return kernel
+    package = f"linux-image-{release}"
+    for tool, hint in (("apt-get", "not a Debian system?"), ("dpkg", "not a Debian system?"),
+                       ("depmod", "apt-get install kmod (./dev.sh vm-test does)")):
+        _need(tool, hint)
+    t0 = time.monotonic()
+    work = cache_dir() / f".{release}.tmp-{os.getpid()}"
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    try:
+        log(f"apt-get download {package}")
+        cmd = ["apt-get", "download", "-q", "-o", "APT::Sandbox::User=root", package]
+        if subprocess.run(cmd, cwd=work).returncode != 0:
+            log("apt-get download failed; apt-get update and retrying once")
+            subprocess.run(["apt-get", "update", "-q"], stdin=subprocess.DEVNULL)
+            if subprocess.run(cmd, cwd=work).returncode != 0:
+                raise HarnessError(f"apt-get download {package} failed")
+        debs = list(work.glob(f"{package}_*.deb"))
+        if len(debs) != 1:
+            raise HarnessError(f"apt-get download {package}: expected one .deb in {work}, got {debs}")
+        subprocess.run(["dpkg", "-x", str(debs[0]), str(work / "root")], check=True)
+        debs[0].unlink()
+        subprocess.run(["depmod", "-b", str(work / "root"), release], check=True)
+        if not (work / "root" / "boot" / f"vmlinuz-{release}").exists():
+            raise HarnessError(f"{package} has no boot/vmlinuz-{release}")
+        (work / "READY").write_text(f"{package}\n")
+        shutil.rmtree(home, ignore_errors=True)
+        work.rename(home)
+    except subprocess.CalledProcessError as exc:
+        raise HarnessError(f"unpacking {package}: {exc}") from None
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    kernel.download_s = time.monotonic() - t0
+    log(f"{release}: downloaded and unpacked in {kernel.download_s:.1f} s into {home}")
+    return kernel
+
+
+# -- 3. run -----------------------------------------------------------------
+
+@dataclasses.dataclass
+class Result:
+    kernel: Kernel
+    outdir: Path
+    exitcode: int | None = None        # pytest's, from the guest; None: never written
+    error: str = ""                    # why the run failed outside pytest (timeout, no boot)
+    boot_s: float | None = None        # host: launch of vng -> guest command started
+    guest_uptime_s: float | None = None  # guest: kernel boot -> command started
+    total_s: float = 0.0               # host: launch -> vng exited
+
+    @property
+    def ok(self) -> bool:
+        return not self.error and self.exitcode == 0
+
+    @property
+    def junit(self) -> Path:
+        return self.outdir / "junit.xml"
+
+
+GUEST_SH = """\
+#!/bin/sh
+# generated by tests/vm/harness.py; runs inside the VM
+cut -d' ' -f1 /proc/uptime >{out}/started
+uname -r >{out}/uname
+cd {repo} || exit 1
+{python} -m pytest -m kernel -p no:cacheprovider --junitxml={out}/junit.xml {args} >{out}/pytest.log 2>&1
+echo $? >{out}/exitcode
+"""
+
+
+def vng_command(kernel: Kernel, outdir: Path, memory: str = "2G", cpus: int = 2) -> list[str]:
+    return [_need("vng", "pip install virtme-ng into .venv (./dev.sh vm-test does)"),
+            "--run", str(kernel.vmlinuz), "--disable-kvm", "--memory", memory, "--cpus", str(cpus),
+            "--verbose", "--force-9p", "--rwdir", str(outdir), "--", f"sh {outdir}/guest.sh"]
+
+
+def run_kernel(kernel: Kernel, outdir: Path, pytest_args: list[str], timeout: float = 480) -> Result:
+    """Boot ``kernel``, run pytest -m kernel in it, read the verdict from ``outdir``."""
+    _need("qemu-system-x86_64", "apt-get install qemu-system-x86 (./dev.sh vm-test does)")
+    cmd = vng_command(kernel, outdir)
+    shutil.rmtree(outdir, ignore_errors=True)
+    outdir.mkdir(parents=True)
+    (outdir / "guest.sh").write_text(GUEST_SH.format(
+        out=shlex.quote(str(outdir)), repo=shlex.quote(str(REPO)),
+        python=shlex.quote(str(VENV_BIN / "python")), args=shlex.join(pytest_args)))
+    result = Result(kernel, outdir)
+    log(f"{kernel.release}: booting ({shlex.join(cmd)})")
+    t0 = time.monotonic()
+    with open(outdir / "console.log", "wb") as console:
+        env = dict(os.environ, PATH=f"{VENV_BIN}:{os.environ.get('PATH', '/usr/bin:/bin')}")  # vng runs virtme-run
+        proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdin=subprocess.DEVNULL, stdout=console,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+        while proc.poll() is None:
+            if result.boot_s is None and (outdir / "started").exists():
+                result.boot_s = time.monotonic() - t0
+            if time.monotonic() - t0 > timeout:
+                result.error = f"timed out after {timeout:.0f} s"
+                os.killpg(proc.pid, signal.SIGTERM)   # vng and its qemu
+                try:
+                    proc.wait(10)
+                except subprocess.TimeoutExpired:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                    proc.wait()
+                break
+            time.sleep(0.2)
+    result.total_s = time.monotonic() - t0
+
+    def read(name: str) -> str | None:
+        try:
+            return (outdir / name).read_text().strip()
+        except OSError:
+            return None
+
+    if (up := read("started")) is not None:
+        result.guest_uptime_s = float(up)
+    if (code := read("exitcode")) is not None:
+        result.exitcode = int(code)
+    elif not result.error:
+        result.error = (f"the guest wrote no exit code (vng exited {proc.returncode}): "
+                        "it did not boot or the command died")
+    if (uname := read("uname")) is not None and uname != kernel.release:
+        result.error = f"guest runs {uname}, expected {kernel.release}"
+    if not result.ok:
+        tail("console", outdir / "console.log")
+        tail("pytest", outdir / "pytest.log")
+    return result
+
+
+def tail(what: str, path: Path, lines: int = 40) -> None:
+    try:
+        text = path.read_text(errors="replace").splitlines()[-lines:]
+    except OSError:
+        return
+    log(f"--- last {len(text)} lines of {what} ({path}) ---")
+    for line in text:
+        print(f"    {line}", file=sys.stderr)

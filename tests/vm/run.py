@@ -1,0 +1,124 @@
+"""python -m tests.vm.run [--kernel SERIES]... [--timeout S] [--host-xml F] [-- PYTEST_ARGS]
+
+Boots each Debian kernel series (default: 6.1 and 6.12) under QEMU, runs
+``pytest -m kernel PYTEST_ARGS`` in it (see harness.py), prints timings and a
+matrix, and exits 0 only when every kernel's pytest exited 0.  Results go to
+``build/vm/RELEASE/`` (junit.xml, pytest.log, console.log, exitcode).
+
+The matrix
+----------
+Columns: the kernels, then ``host`` (the running kernel) when a host junit
+file exists (``--host-xml``, default ``build/vm/host.xml``; make it with
+``./dev.sh test --junitxml=build/vm/host.xml``).  Rows: one per test that ran
+in a VM, keyed by ``file::name``; a test that calls
+``record_property("tool", NAME)`` is keyed by ``tool:NAME`` instead, so tools
+tested on the host (with a fallback) and in the VM share a row.  Host tests
+without a ``tool`` property are not shown.  Cells, read from junit.xml only:
+
+- ``ok``       passed
+- ``fallback`` passed after recording ``record_property("fallback", WHY)``
+- ``FAIL``     failed or errored
+- ``-``        not run there (absent, deselected or skipped)
+
+Several tests on one row: the worst cell wins (FAIL > fallback > ok > -).
+The first row, ``(vm run)``, is the harness's own verdict for each kernel
+(booted, wrote an exit code, pytest exited 0).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+from .harness import REPO, HarnessError, Result, fetch, log, run_kernel
+
+RANK = {"-": 0, "ok": 1, "fallback": 2, "FAIL": 3}
+
+
+def read_junit(path: Path) -> dict[str, str]:
+    """Row key -> cell for every testcase of a junit xml (pytest's format)."""
+    cells: dict[str, str] = {}
+    for case in ET.parse(path).iter("testcase"):
+        props = {p.get("name"): p.get("value") for p in case.iter("property")}
+        if "tool" in props:
+            key = f"tool:{props['tool']}"
+        else:
+            module = case.get("classname", "").rsplit(".", 1)[-1]  # tests.test_x[.Class] -> last part
+            key = f"{module}::{case.get('name')}"
+        if case.find("failure") is not None or case.find("error") is not None:
+            cell = "FAIL"
+        elif case.find("skipped") is not None:
+            cell = "-"
+        elif "fallback" in props:
+            cell = "fallback"
+        else:
+            cell = "ok"
+        if RANK[cell] >= RANK[cells.get(key, "-")]:
+            cells[key] = cell
+    return cells
+
+
+def matrix(results: list[Result], host_xml: Path | None) -> str:
+    columns: list[tuple[str, dict[str, str]]] = []
+    rows: dict[str, None] = {"(vm run)": None}
+    for r in results:
+        cells = read_junit(r.junit) if r.junit.exists() else {}
+        rows.update(dict.fromkeys(cells))
+        cells["(vm run)"] = "ok" if r.ok else "FAIL"
+        columns.append((r.kernel.series, cells))
+    if host_xml is not None and host_xml.exists():
+        cells = read_junit(host_xml)
+        rows.update(dict.fromkeys(k for k in cells if k.startswith("tool:")))
+        columns.append((f"host {os.uname().release.split('-')[0]}", cells))
+    width = max(map(len, rows))
+    lines = ["  ".join([" " * width] + [f"{name:>9}" for name, _ in columns])]
+    for row in rows:
+        lines.append("  ".join([f"{row:<{width}}"] + [f"{cells.get(row, '-'):>9}" for _, cells in columns]))
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m tests.vm.run", description=__doc__.split("\n\n")[1],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--kernel", action="append", metavar="SERIES",
+                    help="Debian kernel series, e.g. 6.1 or 6.12 (repeatable; default both)")
+    ap.add_argument("--timeout", type=float, default=480, help="seconds per kernel (default 480)")
+    ap.add_argument("--out", type=Path, default=REPO / "build" / "vm", help="result directory")
+    ap.add_argument("--host-xml", type=Path, default=None,
+                    help="host pytest junit xml for the matrix's host column (default OUT/host.xml)")
+    ap.add_argument("pytest_args", nargs="*", help="after --: extra pytest arguments")
+    args = ap.parse_args(argv)
+    if args.pytest_args[:1] == ["--"]:  # argparse keeps a second "--"
+        del args.pytest_args[0]
+    series = args.kernel or ["6.1", "6.12"]
+    out = args.out.resolve()
+
+    results: list[Result] = []
+    failed_setup: list[str] = []
+    for s in series:
+        try:
+            kernel = fetch(s)
+            results.append(run_kernel(kernel, out / kernel.release, args.pytest_args, args.timeout))
+        except HarnessError as exc:
+            log(f"FAIL {s}: {exc}")
+            failed_setup.append(s)
+
+    print("\nkernel                  download   boot->cmd   guest uptime   whole run   pytest exit")
+    for r in results:
+        dl = "cached" if r.kernel.download_s is None else f"{r.kernel.download_s:.1f} s"
+        boot = "-" if r.boot_s is None else f"{r.boot_s:.1f} s"
+        up = "-" if r.guest_uptime_s is None else f"{r.guest_uptime_s:.1f} s"
+        print(f"{r.kernel.release:<22}  {dl:>8}  {boot:>10}  {up:>13}  {r.total_s:>8.1f} s"
+              f"   {r.exitcode if r.error == '' else r.error}")
+    for s in failed_setup:
+        print(f"{s:<22}  setup failed (see above)")
+    print()
+    print(matrix(results, args.host_xml or out / "host.xml"))
+    return 0 if results and not failed_setup and all(r.ok for r in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
