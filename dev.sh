@@ -5,6 +5,8 @@
 #   ./dev.sh test    set up, then run the test suite (exit code is pytest's);
 #                    extra arguments are passed to pytest
 #   ./dev.sh setup   set up only
+#   ./dev.sh vm-test set up (plus QEMU, kmod, virtme-ng), then run the kernel-marked
+#                    tests in Debian kernels under QEMU: python -m tests.vm.run ARGS
 #
 # Setup is idempotent and quick when already done:
 #   - apt-get install the Debian packages below that are missing (apt-get update
@@ -22,13 +24,14 @@ ROOT=$PWD
 VENV=$ROOT/.venv
 STAMP=$VENV/.pycore-build-stamp
 APT_PACKAGES=(clang llvm libbpf-dev libbpf1 bpftool bpftrace pkg-config cmake make)
+VM_APT_PACKAGES=(qemu-system-x86 kmod busybox-static)   # vm-test only: QEMU, depmod, initramfs
 export DEBIAN_FRONTEND=noninteractive PIP_DISABLE_PIP_VERSION_CHECK=1
 
 say() { printf '[dev.sh] %s\n' "$*" >&2; }
 die() { say "error: $*"; exit 1; }
 
 usage() {
-    sed -n '2,8s/^# \{0,1\}//p' "$0" >&2
+    sed -n '2,10s/^# \{0,1\}//p' "$0" >&2
     exit 2
 }
 
@@ -138,6 +141,15 @@ setup() {
     say "setup done in $((SECONDS - t0)) s"
 }
 
+vm_setup() {
+    # prerequisites of the kernel VM tests (tests/vm); not part of setup()
+    apt_install "${VM_APT_PACKAGES[@]}"
+    if [ ! -x "$VENV/bin/vng" ]; then
+        say "pip install virtme-ng (into .venv)"
+        "$VENV/bin/python" -m pip install --progress-bar off virtme-ng </dev/null
+    fi
+}
+
 cmd=${1:-}
 [ $# -gt 0 ] && shift
 case "$cmd" in
@@ -155,6 +167,10 @@ case "$cmd" in
         rc=$?
         say "pytest exit code: $rc"
         exit $rc ;;
+    vm-test)
+        setup
+        vm_setup
+        exec "$VENV/bin/python" -m tests.vm.run "$@" </dev/null ;;
     *)
         usage ;;
 esac
