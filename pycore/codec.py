@@ -294,6 +294,7 @@ class _Field:
     type: T.Type
     bitpos: int        # bit offset from the composite's start
     bits: int          # bitfield width, 0 if not a bitfield
+    in_union: bool     # shares its bytes with other fields: default None, skipped when None
 
 
 class _Composite:
@@ -484,11 +485,11 @@ class CodecRegistry:
             return comp
         fields: list[_Field] = []
         taken: set[str] = set()
-        self._flatten(t, 0, fields, taken)
         is_union = t.kind == Kind.UNION
+        self._flatten(t, 0, fields, taken, is_union)
         specs = []
         for f in fields:
-            if is_union:
+            if f.in_union:
                 specs.append((f.name, Any, dataclasses.field(default=None)))
             else:
                 specs.append((f.name, Any, self._default(f)))
@@ -501,7 +502,7 @@ class CodecRegistry:
         comp = self._composites[t.id] = _Composite(fields, cls)
         return comp
 
-    def _flatten(self, t: T.Composite, bitbase: int, out: list[_Field], taken: set[str]) -> None:
+    def _flatten(self, t: T.Composite, bitbase: int, out: list[_Field], taken: set[str], in_union: bool) -> None:
         for m in t.members:
             mt = layout.skip(m.type)
             pos = bitbase + m.bit_offset
@@ -510,9 +511,9 @@ class CodecRegistry:
                 pos, bits = pos + mt.bit_offset, mt.bits  # pre-kflag bitfield encoding
             if not m.name:
                 if mt.kind in _COMPOSITE and not bits:
-                    self._flatten(mt, pos, out, taken)  # C reads its members as the parent's
+                    self._flatten(mt, pos, out, taken, in_union or mt.kind == Kind.UNION)  # C reads its members as the parent's
                 continue  # unnamed bitfield: padding
-            out.append(_Field(_field_name(m.name, taken), m.name, m.type, pos, bits))
+            out.append(_Field(_field_name(m.name, taken), m.name, m.type, pos, bits, in_union))
             if mt.kind in _COMPOSITE and not mt.name:
                 self.composite(mt, _camel(t.name or "anon") + _camel(m.name))
 
