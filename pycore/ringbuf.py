@@ -43,6 +43,7 @@ losses of every ring buffer of the object.
 
 from __future__ import annotations
 
+import gc
 import mmap
 import os
 import select
@@ -87,6 +88,11 @@ class RingBuffer:
 
     ``close()`` (or the end of a ``with`` block) unmaps; it is safe twice.
     """
+
+    #: Records decoded per step.  Bounded so that a full ring does not become
+    #: one huge list: besides the memory, every live container makes the
+    #: cyclic GC's collections slower (quadratic over a batch of 200k events).
+    batch_size = 8192
 
     def __init__(self, obj: BpfObject, map_name: str, event: Any = None) -> None:
         self._obj = obj
@@ -234,10 +240,10 @@ class RingBuffer:
             raise
         return n
 
-    def consume(self) -> list[Any]:
-        """Every event available now, without waiting."""
+    def consume(self, max_events: int | None = None) -> list[Any]:
+        """Events available now (at most ``max_events``, default :attr:`batch_size`), without waiting."""
         self._require()
-        return self._take()
+        return self._take(max_events)
 
     def wait(self, timeout: float | None = None) -> bool:
         """Block until the ring has data (True) or ``timeout`` seconds pass (False)."""
@@ -338,8 +344,8 @@ class RingBuffer:
             return True
         return bool(self._ep.poll(-1 if timeout is None else timeout))
 
-    def _take(self) -> list[Any]:
-        """Pending events, else everything decodable from the ring now."""
+    def _take(self, limit: int | None = None) -> list[Any]:
+        """Pending events, else up to ``limit`` (default :attr:`batch_size`) decoded from the ring."""
         if self._pending:
             batch, self._pending = self._pending, []
             return batch
@@ -362,7 +368,16 @@ class RingBuffer:
                     o = off + i * stride + HEADER_SIZE
                     out.append(decode(bytes(data[o:o + length]) + bytes(size - length), 0))
 
-        self._walk(run, None)
+        # The events are acyclic: pausing the cyclic GC while a batch is built
+        # (as btf.cdump does for its dump) doubles the decoding rate.
+        paused = gc.isenabled()
+        if paused:
+            gc.disable()
+        try:
+            self._walk(run, self.batch_size if limit is None else limit)
+        finally:
+            if paused:
+                gc.enable()
         return out
 
     def _walk(self, run: Callable[[int, int, int, int], None], limit: int | None) -> int:
