@@ -3,8 +3,9 @@
 Every blob goes through the whole reader: parse, decode every type, search,
 render each type's C declaration and definition, sizeof/alignof, and the raw
 dump.  Any exception but BtfError fails the test, and so does an example
-that takes longer than HANG_SECONDS (a SIGALRM timer, since a hypothesis
-deadline cannot interrupt a loop).
+that takes longer than HANG_SECONDS of CPU time (an ITIMER_PROF timer: a
+hypothesis deadline cannot interrupt a loop, and CPU time does not count
+the waits of a loaded CI machine).
 """
 
 from __future__ import annotations
@@ -30,9 +31,10 @@ from test_btf_kinds import all_kinds
 
 HANG_SECONDS = 2.0
 # derandomize: the same examples on every run, so CI failures reproduce.
-FUZZ = settings(max_examples=300, deadline=1000, derandomize=True,
+# The deadline is wall time and generous; time_limit() is the real bound.
+FUZZ = settings(max_examples=300, deadline=5000, derandomize=True,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-MORE = settings(FUZZ, max_examples=1500)
+MORE = settings(FUZZ, max_examples=1000)
 
 
 class Hang(Exception):
@@ -44,13 +46,13 @@ def time_limit(seconds: float = HANG_SECONDS):
     def alarm(signum, frame):
         raise Hang(f"no answer within {seconds} s")
 
-    old = signal.signal(signal.SIGALRM, alarm)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
+    old = signal.signal(signal.SIGPROF, alarm)
+    signal.setitimer(signal.ITIMER_PROF, seconds)
     try:
         yield
     finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, old)
+        signal.setitimer(signal.ITIMER_PROF, 0)
+        signal.signal(signal.SIGPROF, old)
 
 
 def _only_btf_error(fn, *args):
@@ -278,7 +280,7 @@ _record = st.tuples(
 )
 
 
-@settings(FUZZ, max_examples=800)
+@settings(FUZZ, max_examples=400)
 @given(st.lists(_record, min_size=1, max_size=12), st.booleans(), st.booleans())
 def test_random_records(records, exact, big):
     """Records of random kinds and vlens; with ``exact``, each gets just the
@@ -342,7 +344,7 @@ def test_elf_truncated(bpf_objects, tmp_path):
         _from_file(tmp_path, good[:n])
 
 
-@settings(max_examples=400, deadline=2000, derandomize=True,
+@settings(max_examples=300, deadline=5000, derandomize=True,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(st.data())
 def test_elf_byte_flips(bpf_objects, tmp_path, data):
