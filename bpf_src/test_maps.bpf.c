@@ -69,6 +69,17 @@ struct tm_triple {
 	__u32 a, b, c;
 };
 
+/* a typical 32-byte event, for decode benchmarks */
+struct tm_event32 {
+	__u32 pid;
+	__u32 tgid;
+	__u64 ts;
+	__u64 value;
+	__u32 cpu;
+	__s32 ret;
+};
+struct tm_event32 _tm_event32_btf = {};	/* forces its BTF into the object */
+
 const volatile __u32 target_tgid = 0;
 const volatile __u64 add_amount = 1;
 const volatile enum tm_color ro_color = TM_RED;

@@ -19,12 +19,16 @@ unpacked once as a ``bytes`` region and taken apart by small per-leaf
 structs: correct, slower, and only for the types that need it.
 
 Encoding is not compiled: it serves map updates and globals, not streams.
+Fields that share bytes (members of unions, anonymous or not) default to
+None and are written only when set, in member order, so ``U(word=1)``
+encodes ``word`` and a decoded union re-encodes to the same bytes.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import enum
+import gc
 import keyword
 import re
 import struct
@@ -382,7 +386,17 @@ class Codec:
             raise ValueError(f"{self.name}: buffer of {len(view)} bytes holds fewer than {count} records")
         s = self.struct if stride == self.size else self.registry.padded_struct(self, stride)
         full = count if len(view) >= offset + count * stride else count - 1
-        out = list(self.decode_iter(s.iter_unpack(view[offset:offset + full * stride])))
+        # A million new objects trigger the cyclic GC dozens of times, and it
+        # walks them all each time: pausing it triples throughput.  They hold
+        # no cycles, so nothing is lost by collecting later.
+        paused = count >= 1000 and gc.isenabled()
+        if paused:
+            gc.disable()
+        try:
+            out = list(self.decode_iter(s.iter_unpack(view[offset:offset + full * stride])))
+        finally:
+            if paused:
+                gc.enable()
         if full < count:
             out.append(self.decode(view, offset + full * stride))
         return out
