@@ -16,7 +16,8 @@ Sources, by probe type:
 * tracepoint: tracefs ``available_events`` and ``events/CAT/NAME/format``;
   without tracefs, BTF ``btf_trace_*`` names and ``trace_event_raw_*`` structs.
 * rawtracepoint (tp_btf): BTF ``btf_trace_NAME`` typedefs, parameter names
-  from the ``__bpf_trace_CLASS`` functions the kernel generates.
+  from the ``__traceiter_NAME`` / ``__bpf_trace_CLASS`` functions the kernel
+  generates for each tracepoint.
 * kprobe/kretprobe: only where the kernel was built with CONFIG_KPROBES.
 * struct/union/enum/typedef: vmlinux BTF.
 """
@@ -132,7 +133,8 @@ class Lister:
         self._tracefs_why: str | None = None
         self._module_specs: dict[str, Spec] = {}
         self._traceable_cache: dict[bytes, dict[str, set[str]]] = {}
-        self._bpf_trace: dict[int, tuple[dict[str, int], dict[tuple[int, ...], list[str] | None] | None]] = {}
+        self._prefixed_funcs: dict[tuple[int, str], dict[str, int]] = {}
+        self._bpf_trace_by_signature: dict[int, dict[tuple[int, ...], list[str] | None]] = {}
         self._fmt = CFormatter()
 
     # -- sources --------------------------------------------------------
@@ -322,42 +324,48 @@ class Lister:
         return [f"{INDENT}{type_name(p.type)} {names[i] if names else f'arg{i}'}"
                 for i, p in enumerate(params)]
 
+    # Functions the kernel generates per tracepoint, whose parameters repeat
+    # the tracepoint's prototype with names: __traceiter_NAME (5.10+, one per
+    # event), __probestub_NAME (6.5+), __bpf_trace_CLASS (one per class).
+    _NAMED_PROTO_PREFIXES = ("__traceiter_", "__probestub_", "__bpf_trace_")
+
     def _bpf_trace_names(self, spec: Spec, name: str, signature: tuple[int, ...]) -> list[str] | None:
-        """Parameter names for a raw tracepoint: from ``__bpf_trace_NAME`` when
-        the event is its own class, else from the one class whose parameter
-        types are exactly these (None when there is no such single answer)."""
-        by_name, by_signature = self._bpf_trace_funcs(spec)
-        func_id = by_name.get(name)
-        if func_id is not None:
-            params = spec.type(func_id).type.params[1:]  # type: ignore[attr-defined]
-            if tuple(p.type_id for p in params) == signature:
-                return [p.name for p in params]
+        """Parameter names for a raw tracepoint: from a generated function for
+        this event whose types agree, else from the one ``__bpf_trace_CLASS``
+        whose parameter types are exactly these (None when there is no
+        single answer: several classes share the types but not the names)."""
+        for prefix in self._NAMED_PROTO_PREFIXES:
+            func_id = self._funcs_named(spec, prefix).get(name)
+            if func_id is not None:
+                params = spec.type(func_id).type.params[1:]  # type: ignore[attr-defined]
+                if tuple(p.type_id for p in params) == signature:
+                    return [p.name for p in params]
+        key = id(spec)
+        by_signature = self._bpf_trace_by_signature.get(key)
         if by_signature is None:
             by_signature = {}
-            for func_id in by_name.values():
+            for func_id in self._funcs_named(spec, "__bpf_trace_").values():
                 params = spec.type(func_id).type.params[1:]  # type: ignore[attr-defined]
-                key = tuple(p.type_id for p in params)
+                sig = tuple(p.type_id for p in params)
                 names = [p.name for p in params]
-                by_signature[key] = names if by_signature.get(key, names) == names else None
-            self._bpf_trace[id(spec)] = (by_name, by_signature)
+                by_signature[sig] = names if by_signature.get(sig, names) == names else None
+            self._bpf_trace_by_signature[key] = by_signature
         return by_signature.get(signature)
 
-    def _bpf_trace_funcs(self, spec: Spec) -> tuple[dict[str, int], dict[tuple[int, ...], list[str] | None] | None]:
-        """``__bpf_trace_CLASS`` FUNC ids by CLASS (one string-table search),
-        and the by-signature index once something has needed it."""
-        cached = self._bpf_trace.get(id(spec))
-        if cached is None:
-            prefix = len("__bpf_trace_")
+    def _funcs_named(self, spec: Spec, prefix: str) -> dict[str, int]:
+        """FUNC ids of ``PREFIX<rest>`` by ``rest``: one string-table search."""
+        key = (id(spec), prefix)
+        found = self._prefixed_funcs.get(key)
+        if found is None:
             if spec is self._spec:
-                ids = spec.ids_matching(rb"__bpf_trace_[^\x00]*", (Kind.FUNC,))
+                ids = spec.ids_matching(re.escape(prefix.encode()) + rb"[^\x00]*", (Kind.FUNC,))
             else:
-                ids = [i for i in spec.ids_of_kind(Kind.FUNC) if spec.name(i).startswith("__bpf_trace_")]
-            by_name: dict[str, int] = {}
+                ids = [i for i in spec.ids_of_kind(Kind.FUNC) if spec.name(i).startswith(prefix)]
+            found = {}
             for func_id in ids:
-                by_name.setdefault(spec.name(func_id)[prefix:], func_id)
-            cached = (by_name, None)
-            self._bpf_trace[id(spec)] = cached
-        return cached
+                found.setdefault(spec.name(func_id)[len(prefix):], func_id)
+            self._prefixed_funcs[key] = found
+        return found
 
     # tracepoint
 
