@@ -32,6 +32,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import weakref
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PY = sys.executable
@@ -78,8 +79,15 @@ def load(pid: int, per_call: int, ring_size: int):
     return obj
 
 
+_globals: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
 def dropped(obj) -> int:
-    return int(obj.globals["pycore_dropped"])
+    """pycore_dropped, live (obj.globals parses the ELF: build it once per object)."""
+    g = _globals.get(obj)
+    if g is None:
+        g = _globals[obj] = obj.globals
+    return int(g["pycore_dropped"])
 
 
 # -- consumers: each returns (consumed, seconds from producer start to last event) ----

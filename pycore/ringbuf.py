@@ -108,6 +108,7 @@ class RingBuffer:
         self.consumed = 0    # records taken out of the ring (not counting discarded ones)
         self.discarded = 0   # records the program discarded
         self._pending: list = []
+        self._globals: Any = None
         self._np_dtypes: dict[int, Any] = {}
         self._fd = -1
         self._ep = None
@@ -195,7 +196,9 @@ class RingBuffer:
     @property
     def lost(self) -> int:
         """Failed reservations counted by ``pycore_reserve()`` (the object's ``pycore_dropped``)."""
-        return _read_dropped(self._obj)
+        if self._globals is None:  # building it parses the ELF: once, then live reads
+            self._globals = self._obj.globals
+        return int(self._globals[_DROPPED_VAR])
 
     # -- consuming ----------------------------------------------------------
 
@@ -457,30 +460,3 @@ def _decoder_for(spec: Any, event: Any) -> Any:
     if isinstance(event, str) and event.startswith("struct "):
         event = event[len("struct "):]
     return decoder_for(spec, event)
-
-
-# -- lost events ---------------------------------------------------------------
-
-
-def _read_dropped(obj: BpfObject) -> int:
-    """``pycore_dropped`` from the object's .bss (pycore.globals when available)."""
-    try:
-        from .globals import Globals  # noqa: F401
-    except ImportError:
-        pass
-    else:
-        return int(obj.globals[_DROPPED_VAR])
-    # Private fallback until pycore.globals lands: find the variable in the
-    # .bss DATASEC and read the internal .bss map's single value.
-    from btf.kinds import Kind
-
-    spec = obj.btf
-    for sid in spec.ids_named(".bss", (Kind.DATASEC,)):
-        for var in spec.type(sid).vars:
-            if spec.name(var.type_id) == _DROPPED_VAR:
-                bss = next((m for m in obj.maps.values() if m.internal and m.name.endswith(".bss")), None)
-                if bss is None:
-                    break
-                value = bss.lookup_raw(bytes(4))
-                return int.from_bytes(value[var.offset:var.offset + var.size], "little")
-    raise KeyError(f"{obj.name}: no {_DROPPED_VAR} in .bss (include pycore.bpf.h and use pycore_reserve())")
