@@ -60,12 +60,12 @@ class BpfError(PycoreError, OSError):
 
     def verifier_tail(self, lines: int = 20) -> str:
         """The last lines of the verifier log, if the failure produced one."""
-        log = self.log
+        # libbpf prints the whole verifier log as one message: split it into lines first
+        log = "\n".join(self.log).splitlines()
         for i, line in enumerate(log):
             if "BEGIN PROG LOAD LOG" in line:
-                end = next((j for j in range(i, len(log)) if "END PROG LOAD LOG" in log[j]), len(log))
-                body = "\n".join(log[i + 1:end]).splitlines()
-                return "\n".join(body[-lines:])
+                end = next((j for j in range(i + 1, len(log)) if "END PROG LOAD LOG" in log[j]), len(log))
+                return "\n".join(log[i + 1:end][-lines:])
         return "\n".join(log[-lines:])
 
 

@@ -115,8 +115,11 @@ class Program:
     def set_attach_target(self, func: str) -> None:
         """Retarget an fentry/fexit/tp_btf program before load (e.g. ``fexit/fget`` -> ``fget_raw``)."""
         self._obj._require_open("set attach target")
-        _check(lib.bpf_program__set_attach_target(self._ptr, 0, func.encode()),
-               self._what(f"set attach target {func}"))
+        import errno
+
+        ret = lib.bpf_program__set_attach_target(self._ptr, 0, func.encode())
+        _check(ret, self._what(f"set attach target {func}"),
+               hint=f"{func} does not exist in this kernel's BTF" if ret == -errno.ESRCH else "")
 
     def _what(self, action: str) -> str:
         return f"{self._obj.name}: program {self.name} (SEC {self.section}): {action}"
