@@ -132,8 +132,8 @@ class Features:
             probe: Callable[[], Result] = getattr(self, "_probe_" + name)
             try:
                 result = probe()
-            except (OSError, ValueError) as exc:  # never let one check break the report
-                result = Result(name, False, f"check failed: {exc}",
+            except Exception as exc:  # never let one check break the report (or print a traceback)
+                result = Result(name, False, f"check failed: {type(exc).__name__}: {exc}",
                                 _errno_name(getattr(exc, "errno", None)))
             self._results[name] = result
         return result
@@ -153,7 +153,11 @@ class Features:
 
         major, minor = L.version()
         version = f"{major}.{minor}"
-        if L.has("ring_buffer__consume_n"):
+        try:
+            consume_n = L.has("ring_buffer__consume_n")
+        except Exception:  # out-of-line cffi raises ffi.error, not AttributeError, for a missing symbol
+            consume_n = False
+        if consume_n:
             newer = "ring_buffer__consume_n: yes"
         else:
             newer = "ring_buffer__consume_n: no (needs a libbpf newer than this; ring_buffer__consume is used)"

@@ -139,3 +139,12 @@ def test_cli_without_privileges_exits_2():
     assert out.stdout == ""
     assert len(out.stderr.strip().splitlines()) == 1 and "Traceback" not in out.stderr
     assert "CAP_BPF" in out.stderr and "CAP_PERFMON" in out.stderr
+
+
+def test_a_broken_check_becomes_a_failed_result():
+    class Broken(Features):
+        def _probe_btf(self):
+            raise RuntimeError("boom")
+
+    r = Broken().btf
+    assert not r.ok and "RuntimeError: boom" in r.detail
