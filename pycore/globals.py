@@ -31,21 +31,15 @@ ffi, lib = L.ffi, L.lib
 
 def _symbol_offsets(elf_data: bytes) -> dict[tuple[str, str], int]:
     """(section name, symbol name) -> offset in the section, for data symbols."""
-    import io
+    from btf.elf import STT_OBJECT, ElfObject
 
-    from elftools.elf.elffile import ELFFile
-    from elftools.elf.sections import SymbolTableSection
-
-    elf = ELFFile(io.BytesIO(elf_data))
+    elf = ElfObject(elf_data)
+    sections = elf.sections
     out: dict[tuple[str, str], int] = {}
-    for sec in elf.iter_sections():
-        if not isinstance(sec, SymbolTableSection):
+    for sym in elf.symbols():
+        if sym.type != STT_OBJECT or not 0 < sym.shndx < len(sections):
             continue
-        for sym in sec.iter_symbols():
-            shndx = sym["st_shndx"]
-            if sym["st_info"]["type"] != "STT_OBJECT" or not isinstance(shndx, int):
-                continue
-            out[(elf.get_section(shndx).name, sym.name)] = sym["st_value"]
+        out[(sections[sym.shndx].name, sym.name)] = sym.value
     return out
 
 

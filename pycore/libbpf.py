@@ -1,9 +1,8 @@
 """cffi bindings to the system's libbpf (ABI mode: no compiler at run time).
 
-Only what pycore calls is declared.  Structs passed by pointer are declared
-with libbpf 1.1's layout, the oldest we support; libbpf reads ``sz`` to know
-which fields we filled in, so newer libbpf accepts them unchanged.  Symbols
-added after 1.1 are declared too and probed with :func:`has`.
+Only what pycore calls is declared (in :mod:`pycore.libbpf_cdef`, compiled
+ahead of time into ``_libbpf_ffi.py``).  Symbols added after libbpf 1.1 are
+declared too and probed with :func:`has`.
 
 libbpf's own log goes to the ``pycore.libbpf`` logger; while an object
 loads, it is also captured so that a failure can quote the verifier.
@@ -16,131 +15,8 @@ import logging
 import os
 import threading
 
-from cffi import FFI
-
-CDEF = """
-typedef unsigned int __u32;
-typedef unsigned long long __u64;
-typedef int pid_t;
-
-struct bpf_object; struct bpf_program; struct bpf_map; struct bpf_link;
-struct ring_buffer; struct btf;
-
-struct bpf_object_open_opts {
-    size_t sz;
-    const char *object_name;
-    bool relaxed_maps;
-    const char *pin_root_path;
-    __u32 _removed_attach_prog_fd;
-    const char *kconfig;
-    const char *btf_custom_path;
-    char *kernel_log_buf;
-    size_t kernel_log_size;
-    __u32 kernel_log_level;
-};
-struct bpf_uprobe_opts {
-    size_t sz; size_t ref_ctr_offset; __u64 bpf_cookie; bool retprobe; const char *func_name;
-};
-struct bpf_kprobe_opts { size_t sz; __u64 bpf_cookie; size_t offset; bool retprobe; };
-struct bpf_tracepoint_opts { size_t sz; __u64 bpf_cookie; };
-struct bpf_trace_opts { size_t sz; __u64 cookie; };
-struct bpf_usdt_opts { size_t sz; __u64 usdt_cookie; };
-struct ring_buffer_opts { size_t sz; };
-struct bpf_map_batch_opts { size_t sz; __u64 elem_flags; __u64 flags; };
-
-struct bpf_object *bpf_object__open_file(const char *path, const struct bpf_object_open_opts *opts);
-struct bpf_object *bpf_object__open_mem(const void *obj_buf, size_t obj_buf_sz,
-                                        const struct bpf_object_open_opts *opts);
-int bpf_object__load(struct bpf_object *obj);
-void bpf_object__close(struct bpf_object *obj);
-const char *bpf_object__name(const struct bpf_object *obj);
-struct bpf_program *bpf_object__next_program(const struct bpf_object *obj, struct bpf_program *prog);
-struct bpf_map *bpf_object__next_map(const struct bpf_object *obj, const struct bpf_map *map);
-
-const char *bpf_program__name(const struct bpf_program *prog);
-const char *bpf_program__section_name(const struct bpf_program *prog);
-bool bpf_program__autoload(const struct bpf_program *prog);
-int bpf_program__set_autoload(struct bpf_program *prog, bool autoload);
-int bpf_program__fd(const struct bpf_program *prog);
-int bpf_program__type(const struct bpf_program *prog);
-int bpf_program__set_attach_target(struct bpf_program *prog, int attach_prog_fd, const char *attach_func_name);
-struct bpf_link *bpf_program__attach(const struct bpf_program *prog);
-struct bpf_link *bpf_program__attach_trace_opts(const struct bpf_program *prog, const struct bpf_trace_opts *opts);
-struct bpf_link *bpf_program__attach_tracepoint_opts(const struct bpf_program *prog, const char *tp_category,
-                                                     const char *tp_name, const struct bpf_tracepoint_opts *opts);
-struct bpf_link *bpf_program__attach_raw_tracepoint(const struct bpf_program *prog, const char *tp_name);
-struct bpf_link *bpf_program__attach_kprobe_opts(const struct bpf_program *prog, const char *func_name,
-                                                 const struct bpf_kprobe_opts *opts);
-struct bpf_link *bpf_program__attach_uprobe_opts(const struct bpf_program *prog, pid_t pid,
-                                                 const char *binary_path, size_t func_offset,
-                                                 const struct bpf_uprobe_opts *opts);
-struct bpf_link *bpf_program__attach_usdt(const struct bpf_program *prog, pid_t pid, const char *binary_path,
-                                          const char *usdt_provider, const char *usdt_name,
-                                          const struct bpf_usdt_opts *opts);
-
-int bpf_link__destroy(struct bpf_link *link);
-int bpf_link__fd(const struct bpf_link *link);
-int bpf_link__pin(struct bpf_link *link, const char *path);
-int bpf_link__unpin(struct bpf_link *link);
-
-const char *bpf_map__name(const struct bpf_map *map);
-int bpf_map__fd(const struct bpf_map *map);
-int bpf_map__type(const struct bpf_map *map);
-__u32 bpf_map__key_size(const struct bpf_map *map);
-__u32 bpf_map__value_size(const struct bpf_map *map);
-__u32 bpf_map__max_entries(const struct bpf_map *map);
-int bpf_map__set_max_entries(struct bpf_map *map, __u32 max_entries);
-__u32 bpf_map__btf_key_type_id(const struct bpf_map *map);
-__u32 bpf_map__btf_value_type_id(const struct bpf_map *map);
-void *bpf_map__initial_value(struct bpf_map *map, size_t *psize);
-int bpf_map__set_initial_value(struct bpf_map *map, const void *data, size_t size);
-bool bpf_map__is_internal(const struct bpf_map *map);
-int bpf_map__set_pin_path(struct bpf_map *map, const char *path);
-int bpf_map__pin(struct bpf_map *map, const char *path);
-int bpf_map__unpin(struct bpf_map *map, const char *path);
-
-int bpf_map_lookup_elem(int fd, const void *key, void *value);
-int bpf_map_lookup_elem_flags(int fd, const void *key, void *value, __u64 flags);
-int bpf_map_update_elem(int fd, const void *key, const void *value, __u64 flags);
-int bpf_map_delete_elem(int fd, const void *key);
-int bpf_map_get_next_key(int fd, const void *key, void *next_key);
-int bpf_map_lookup_batch(int fd, void *in_batch, void *out_batch, void *keys, void *values,
-                         __u32 *count, const struct bpf_map_batch_opts *opts);
-int bpf_map_update_batch(int fd, const void *keys, const void *values, __u32 *count,
-                         const struct bpf_map_batch_opts *opts);
-int bpf_map_delete_batch(int fd, const void *keys, __u32 *count, const struct bpf_map_batch_opts *opts);
-int bpf_obj_get_info_by_fd(int bpf_fd, void *info, __u32 *info_len);
-int bpf_prog_get_next_id(__u32 start_id, __u32 *next_id);
-int bpf_link_get_next_id(__u32 start_id, __u32 *next_id);
-int bpf_prog_get_fd_by_id(__u32 id);
-int bpf_link_get_fd_by_id(__u32 id);
-int bpf_enable_stats(int type);
-
-typedef int (*ring_buffer_sample_fn)(void *ctx, void *data, size_t size);
-struct ring_buffer *ring_buffer__new(int map_fd, ring_buffer_sample_fn sample_cb, void *ctx,
-                                     const struct ring_buffer_opts *opts);
-void ring_buffer__free(struct ring_buffer *rb);
-int ring_buffer__poll(struct ring_buffer *rb, int timeout_ms);
-int ring_buffer__consume(struct ring_buffer *rb);
-int ring_buffer__epoll_fd(const struct ring_buffer *rb);
-int ring_buffer__consume_n(struct ring_buffer *rb, size_t n);   /* libbpf >= 1.5 */
-
-typedef int (*libbpf_print_fn_t)(int level, const char *fmt, void *args);
-libbpf_print_fn_t libbpf_set_print(libbpf_print_fn_t fn);
-int libbpf_num_possible_cpus(void);
-int libbpf_probe_bpf_prog_type(int prog_type, const void *opts);
-int libbpf_probe_bpf_map_type(int map_type, const void *opts);
-int libbpf_major_version(void);
-int libbpf_minor_version(void);
-"""
-
-LIBC_CDEF = """
-int vsnprintf(char *str, size_t size, const char *format, void *ap);
-"""
-
-ffi = FFI()
-ffi.cdef(CDEF)
-ffi.cdef(LIBC_CDEF)
+# Declarations live in pycore/libbpf_cdef.py; this is their precompiled form.
+from ._libbpf_ffi import ffi  # noqa: E402
 
 LIBRARY_NAMES = ("libbpf.so.1", "libbpf.so")
 
@@ -200,7 +76,7 @@ def has(symbol: str) -> bool:
     """Whether the loaded libbpf exports ``symbol`` (e.g. ``ring_buffer__consume_n``)."""
     try:
         getattr(lib, symbol)
-    except AttributeError:
+    except (AttributeError, ffi.error):  # out-of-line cffi raises ffi.error
         return False
     return True
 

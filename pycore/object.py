@@ -205,6 +205,7 @@ class BpfObject:
         self._links: list[Link] = []
         self._loaded = False
         self._spec: btf.Spec | None = None
+        self._globals: Globals | None = None
         if isinstance(source, (bytes, bytearray, memoryview)):
             self._data = bytes(source)
             self.path = None
@@ -295,10 +296,12 @@ class BpfObject:
 
     @property
     def globals(self) -> Globals:
-        """``const volatile`` (.rodata) and .bss/.data variables by name."""
-        from .globals import Globals
+        """``const volatile`` (.rodata) and .bss/.data variables by name (built once)."""
+        if self._globals is None:
+            from .globals import Globals
 
-        return Globals(self)
+            self._globals = Globals(self)
+        return self._globals
 
     # -- lifecycle --------------------------------------------------------
 

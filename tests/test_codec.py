@@ -5,7 +5,6 @@ from __future__ import annotations
 import dataclasses
 import enum
 import struct
-import timeit
 
 import pytest
 
@@ -123,12 +122,13 @@ def test_numpy_dtype(spec) -> None:
     assert arr["f"][0] == 1.5 and arr["shorts"][1].tolist() == [10, 20, 30]
 
 
-def test_decode_speed(spec) -> None:
-    """A 32-byte struct decodes at well over a million records a second."""
+def test_decode_many_large_batch(spec) -> None:
+    """The batch path (GC paused over 1000 objects) decodes every record.
+    Its speed is measured in bench/ringbuf.py, not asserted here."""
     key = decoder_for(spec, "tm_key")  # 8 bytes, two ints
     inner = decoder_for(spec, "tm_inner")
-    n = 100_000
-    buf = key.encode((1, 2)) * n
-    t = min(timeit.repeat(lambda: key.decode_many(buf, n), number=1, repeat=3))
-    assert n / t > 1_000_000, f"{n / t:.0f} records/s"
+    n = 5_000
+    buf = b"".join(key.encode((i, 2 * i)) for i in range(n))
+    out = key.decode_many(buf, n)
+    assert len(out) == n and out[0] == key.decode(buf) and out[-1] == key.decode(buf, 8 * (n - 1))
     assert inner.decode_many(inner.encode((1, -1, 3)) * 2, 2)[1].b == -1

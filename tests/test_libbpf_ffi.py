@@ -1,0 +1,23 @@
+"""The precompiled cffi module matches the declarations it was generated from."""
+
+from pycore import libbpf, libbpf_cdef
+
+
+def test_generated_module_is_current() -> None:
+    with open(libbpf_cdef.GENERATED) as f:
+        committed = f.read()
+    assert committed == libbpf_cdef.generate(), "run: python -m pycore.libbpf_cdef"
+
+
+def test_struct_layouts_match_libbpf_1_1() -> None:
+    # Sizes of libbpf 1.1's option structs on x86-64 (from /usr/include/bpf/libbpf.h).
+    ffi = libbpf.ffi
+    assert ffi.sizeof("struct bpf_object_open_opts") == 80
+    assert ffi.offsetof("struct bpf_object_open_opts", "btf_custom_path") == 48
+    assert ffi.sizeof("struct bpf_uprobe_opts") == 40
+    assert ffi.sizeof("struct bpf_kprobe_opts") == 32
+
+
+def test_has_probes_symbols() -> None:
+    assert libbpf.has("ring_buffer__poll")
+    assert not libbpf.has("no_such_libbpf_symbol")
