@@ -10,7 +10,7 @@ The matrix
 Columns: the kernels, then ``host`` (the running kernel) when a host junit
 file exists (``--host-xml``, default ``build/vm/host.xml``; make it with
 ``./dev.sh test --junitxml=build/vm/host.xml``).  Rows: one per test that ran
-in a VM, keyed by ``file::name``; a test that calls
+in a VM, keyed by ``test_file::name``; a test that calls
 ``record_property("tool", NAME)`` is keyed by ``tool:NAME`` instead, so tools
 tested on the host (with a fallback) and in the VM share a row.  Host tests
 without a ``tool`` property are not shown.  Cells, read from junit.xml only:
@@ -33,7 +33,7 @@ import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from .harness import REPO, HarnessError, Result, fetch, log, run_kernel
+from .harness import REPO, HarnessError, Result, fetch, kernel_test_files, log, run_kernel
 
 RANK = {"-": 0, "ok": 1, "fallback": 2, "FAIL": 3}
 
@@ -46,8 +46,9 @@ def read_junit(path: Path) -> dict[str, str]:
         if "tool" in props:
             key = f"tool:{props['tool']}"
         else:
-            module = case.get("classname", "").rsplit(".", 1)[-1]  # tests.test_x[.Class] -> last part
-            key = f"{module}::{case.get('name')}"
+            parts = case.get("classname", "").split(".")  # tests.test_x[.TestClass]
+            first = next((i for i, p in enumerate(parts) if p.startswith("test_")), 0)
+            key = "::".join(parts[first:] + [case.get("name", "")])  # test_x[::TestClass]::test_y
         if case.find("failure") is not None or case.find("error") is not None:
             cell = "FAIL"
         elif case.find("skipped") is not None:
@@ -61,7 +62,7 @@ def read_junit(path: Path) -> dict[str, str]:
     return cells
 
 
-def matrix(results: list[Result], host_xml: Path | None) -> str:
+def matrix(results: list[Result], failed_setup: list[str], host_xml: Path | None) -> str:
     columns: list[tuple[str, dict[str, str]]] = []
     rows: dict[str, None] = {"(vm run)": None}
     for r in results:
@@ -69,6 +70,7 @@ def matrix(results: list[Result], host_xml: Path | None) -> str:
         rows.update(dict.fromkeys(cells))
         cells["(vm run)"] = "ok" if r.ok else "FAIL"
         columns.append((r.kernel.series, cells))
+    columns += [(s, {"(vm run)": "FAIL"}) for s in failed_setup]
     if host_xml is not None and host_xml.exists():
         cells = read_junit(host_xml)
         rows.update(dict.fromkeys(k for k in cells if k.startswith("tool:")))
@@ -96,12 +98,18 @@ def main(argv: list[str] | None = None) -> int:
     series = args.kernel or ["6.1", "6.12"]
     out = args.out.resolve()
 
+    try:
+        files = kernel_test_files(args.pytest_args)
+    except HarnessError as exc:
+        log(f"FAIL: {exc}")
+        return 1
+    log(f"kernel tests in: {' '.join(files) or '(guest collects all)'}")
     results: list[Result] = []
     failed_setup: list[str] = []
     for s in series:
         try:
             kernel = fetch(s)
-            results.append(run_kernel(kernel, out / kernel.release, args.pytest_args, args.timeout))
+            results.append(run_kernel(kernel, out / kernel.release, args.pytest_args + files, args.timeout))
         except HarnessError as exc:
             log(f"FAIL {s}: {exc}")
             failed_setup.append(s)
@@ -116,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     for s in failed_setup:
         print(f"{s:<22}  setup failed (see above)")
     print()
-    print(matrix(results, args.host_xml or out / "host.xml"))
+    print(matrix(results, failed_setup, args.host_xml or out / "host.xml"))
     return 0 if results and not failed_setup and all(r.ok for r in results) else 1
 
 

@@ -1,0 +1,36 @@
+"""The VM harness's matrix cells, read from pytest junit xml (runs on the host)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .run import read_junit
+
+JUNIT = """<?xml version="1.0" encoding="utf-8"?>
+<testsuites><testsuite name="pytest">
+ <testcase classname="tests.test_a" name="test_pass" time="0.1"/>
+ <testcase classname="tests.test_a" name="test_fail" time="0.1"><failure message="x"/></testcase>
+ <testcase classname="tests.test_a" name="test_error" time="0.1"><error message="x"/></testcase>
+ <testcase classname="tests.test_a" name="test_skip" time="0.1"><skipped message="x"/></testcase>
+ <testcase classname="tests.test_a.TestC" name="test_fb" time="0.1">
+  <properties><property name="fallback" value="tp_btf instead of fexit"/></properties></testcase>
+ <testcase classname="tests.test_b" name="test_t1" time="0.1">
+  <properties><property name="tool" value="opensnoop"/></properties></testcase>
+ <testcase classname="tests.test_b" name="test_t2" time="0.1">
+  <properties><property name="tool" value="opensnoop"/><property name="fallback" value="y"/></properties>
+ </testcase>
+</testsuite></testsuites>
+"""
+
+
+def test_read_junit_cells(tmp_path: Path):
+    path = tmp_path / "junit.xml"
+    path.write_text(JUNIT)
+    assert read_junit(path) == {
+        "test_a::test_pass": "ok",
+        "test_a::test_fail": "FAIL",
+        "test_a::test_error": "FAIL",
+        "test_a::test_skip": "-",
+        "test_a::TestC::test_fb": "fallback",
+        "tool:opensnoop": "fallback",  # the worst of ok and fallback
+    }
