@@ -123,6 +123,7 @@ class Lister:
                  spec: Spec | None = None, kallsyms: Kallsyms | None = None,
                  btf_dir: str = BTF_DIR, mount_tracefs: bool = True) -> None:
         self.verbose = verbose
+        self.pid: int | None = None  # list -p PID: usdt/uprobe in that process's objects
         self._warn_sink = warn or (lambda message: None)
         self._warned: set[str] = set()
         self._spec = spec
@@ -217,6 +218,12 @@ class Lister:
             return self._raw_tracepoints(pattern)
         if kind in ("kprobe", "kretprobe"):
             return self._kprobes(pattern)
+        if kind == "usdt":
+            from .usdt_listing import usdt_entries
+            return usdt_entries(pattern, int(self.verbose), self.pid)
+        if kind in ("uprobe", "uretprobe"):
+            from .usdt_listing import uprobe_entries
+            return uprobe_entries(pattern, int(self.verbose), self.pid)
         raise ValueError(f"unknown probe kind {kind!r}")
 
     # types

@@ -166,6 +166,9 @@ def parse_pattern(text: str) -> list[ProbePattern]:
         raise PatternError(f"{text!r}: spaces are only allowed in 'struct NAME', 'union NAME', "
                            "'enum NAME' and 'typedef NAME'")
 
+    user = _user_pattern(stripped, text)
+    if user is not None:
+        return [user]
     parts = stripped.split(":")
     if len(parts) == 1:
         raise PatternError(f"{text!r}: no probe type; write TYPE:NAME, e.g. kfunc:{stripped} "
@@ -185,6 +188,39 @@ def parse_pattern(text: str) -> list[ProbePattern]:
     if not found:
         raise PatternError(f"{text!r}: no probe type {parts[0]!r} takes {len(rest)} name parts")
     return found
+
+
+USER_KINDS = ("usdt", "uprobe", "uretprobe")
+
+
+def _user_pattern(stripped: str, text: str) -> ProbePattern | None:
+    """``usdt:PATH[:PROVIDER]:NAME``, ``usdt:PATH``, ``usdt`` (with -p PID),
+    ``uprobe:PATH:FUNC``: ``module`` is the file path ("" for every object
+    of the process given with -p), ``target`` a glob (``PROVIDER:NAME`` for
+    USDT)."""
+    kind, _, rest = stripped.partition(":")
+    kind = {"U": "usdt", "u": "uprobe", "ur": "uretprobe"}.get(kind, kind)
+    if kind not in USER_KINDS:
+        return None
+    if not rest:
+        return ProbePattern(kind, "*:*" if kind == "usdt" else "*", "")
+    path, _, probe = rest.partition(":")
+    if path and not path.startswith("/") and has_wildcard(path) and path != "*":
+        raise PatternError(f"{text!r}: no wildcards in a file path")
+    if path == "*":
+        path = ""
+    if kind == "usdt":
+        parts = probe.split(":") if probe else ["*"]
+        if len(parts) == 1:
+            parts = ["*", parts[0]]
+        if len(parts) != 2:
+            raise PatternError(f"{text!r}: USDT probes are usdt:PATH:PROVIDER:NAME or usdt:PATH:NAME")
+        for part in parts:
+            _check_name(part, "USDT provider or name", text)
+        return ProbePattern(kind, ":".join(parts), path)
+    if not path:
+        raise PatternError(f"{text!r}: {kind} needs a file: {kind}:/path/to/binary:FUNCTION")
+    return ProbePattern(kind, probe or "*", path)
 
 
 def _for_kind(kind: str, rest: list[str], text: str) -> ProbePattern:

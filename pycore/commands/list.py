@@ -7,6 +7,10 @@ patterns (bpftrace syntax; * and ? are wildcards anywhere):
   rawtracepoint:sched_*  raw / BTF tracepoints (tp_btf)
   kprobe:vfs_*           kprobes, where the kernel has them
   'struct dentry'        kernel types: struct, union, enum, typedef NAME
+  usdt:/path/bin:prov:*  USDT probes of a file (-v: arguments, semaphore,
+                         locations; -vv: each location and its argument specs);
+                         with -p PID, usdt alone lists every mapped object's
+  uprobe:/bin/bash:*rl*  functions of a file (.symtab/.dynsym, demangled)
 
 With no pattern, every probe of every type is listed.  -v adds each probe's
 arguments (and return value), or prints a type's C definition.
@@ -22,8 +26,10 @@ import sys
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.epilog = __doc__.split("\n\n", 1)[1]
-    parser.add_argument("-v", "--verbose", action="store_true",
-                        help="show probe arguments and types' definitions")
+    parser.add_argument("-v", "--verbose", action="count", default=0,
+                        help="show probe arguments and types' definitions (-vv: USDT locations)")
+    parser.add_argument("-p", "--pid", type=int, default=None,
+                        help="usdt/uprobe: the objects mapped by this process")
     parser.add_argument("pattern", nargs="?", help="what to list, e.g. 'kfunc:vfs_*' or 'struct dentry'")
 
 
@@ -47,6 +53,7 @@ def run(args: argparse.Namespace) -> int:
     from pycore.listing import Lister
 
     lister = Lister(verbose=args.verbose, warn=_warn)
+    lister.pid = args.pid
     write = sys.stdout.write
     found = 0
     for pattern in patterns:
