@@ -20,6 +20,8 @@ __all__ = ["COMMANDS", "main"]
 COMMANDS: dict[str, tuple[str, str]] = {
     "list": ("pycore.commands.list", "list probes (kfunc, tracepoint, ...) and kernel types"),
     "features": ("pycore.commands.features", "what this kernel can do: fentry, kprobes, tp_btf, ringbuf, ..."),
+    "run": ("pycore.commands.run", "run a tool: pycore run fget-crack, vfs-unlink, lock-contention, ..."),
+    "tools": ("pycore.commands.tools", "list the tools, their attach points, and which can run here"),
 }
 
 

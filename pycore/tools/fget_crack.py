@@ -1,0 +1,55 @@
+"""fget-crack: processes getting files whose name contains a pattern (the
+kernel lab's ``kretfunc:fget`` exercise), printed as the lab prints them::
+
+    sudo (fd8):  libcrack.so.2.9.0
+
+fexit on fget sees every fd -> file lookup.  Where the kernel refuses fexit,
+the fallback watches the syscalls that return a new descriptor (open*,
+creat, dup*) through tp_btf/sys_exit and finds the file in the task's file
+table: it sees files being opened, not every later use of the fd.  The
+pattern is matched in the kernel either way.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from pycore.tools.base import Method, Tool
+
+PATTERN_MAX = 31  # PYCORE_PATTERN_LEN - 1 (bpf_src/tools/tools.bpf.h)
+
+
+class FgetCrack(Tool):
+    name = "fget-crack"
+    description = "files whose name contains a pattern, as processes get them by fd (fexit on fget)"
+    object = "fget_crack"
+    methods = (
+        Method("fexit/fget", ("fget_exit",), "fexit"),
+        Method("tp_btf/sys_exit", ("sys_exit_fd",), "tp_btf",
+               "descriptors returned by open/openat/openat2/creat/dup*, not every fget"),
+    )
+    event = "fget_event"
+
+    @classmethod
+    def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--pattern", default="crack",
+                            help="substring of the file name, matched in the kernel (default: crack; "
+                                 f"at most {PATTERN_MAX} bytes; empty: every file)")
+
+    def configure(self, obj, method: Method) -> None:
+        pattern = self.args.pattern.encode()
+        if len(pattern) > PATTERN_MAX:
+            raise SystemExit(f"pycore run {self.name}: --pattern is longer than {PATTERN_MAX} bytes")
+        obj.globals["pattern"] = self.args.pattern
+        obj.globals["pattern_len"] = len(pattern)
+
+    def format_event(self, ev: Any) -> str:
+        return f"{ev.comm} (fd{ev.fd}):  {ev.name}"
+
+    def event_json(self, ev: Any) -> dict[str, Any]:
+        return {"comm": ev.comm, "pid": ev.pid, "tid": ev.tid, "fd": ev.fd, "name": ev.name,
+                "via": "fget" if ev.via_syscall == 0 else f"syscall {ev.via_syscall}"}
+
+
+TOOL = FgetCrack
