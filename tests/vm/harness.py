@@ -11,7 +11,8 @@ The host kernel refuses fentry/fexit and has no kprobes (see
    it with ``dpkg -x`` and runs ``depmod -b``; the unpacked tree is kept
    (``CACHE/RELEASE/root``) and the .deb deleted, so later runs reuse it.
 3. :func:`kernel_test_files` collects ``-m kernel`` on the host, so the
-   guest imports only the test files that have kernel tests.
+   guest imports only the test files that have kernel tests;
+   :func:`precompile` writes the .pyc files the read-only guest cannot.
 4. :func:`run_kernel` boots it with virtme-ng (``vng --run VMLINUZ
    --disable-kvm``, TCG: the KVM guest hangs here), sharing the host's root
    filesystem read-only, and runs a generated ``guest.sh`` that runs pytest
@@ -180,6 +181,12 @@ def kernel_test_files(pytest_args: list[str]) -> list[str]:
         log(f"host collection failed (pytest exit {proc.returncode}); the guest will collect everything")
         return []
     return files
+
+
+def precompile() -> None:
+    """Byte-compile the repository on the host: the guest cannot write __pycache__ (read-only root)."""
+    subprocess.run([str(VENV_BIN / "python"), "-m", "compileall", "-q", "pycore", "btf", "tests"],
+                   cwd=REPO, stdout=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
 
 
 # -- 4. run -----------------------------------------------------------------

@@ -33,7 +33,7 @@ import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from .harness import REPO, HarnessError, Result, fetch, kernel_test_files, log, run_kernel
+from .harness import REPO, HarnessError, Result, fetch, kernel_test_files, log, precompile, run_kernel
 
 RANK = {"-": 0, "ok": 1, "fallback": 2, "FAIL": 3}
 
@@ -104,6 +104,7 @@ def main(argv: list[str] | None = None) -> int:
         log(f"FAIL: {exc}")
         return 1
     log(f"kernel tests in: {' '.join(files) or '(guest collects all)'}")
+    precompile()
     results: list[Result] = []
     failed_setup: list[str] = []
     for s in series:
