@@ -36,6 +36,7 @@ from operator import add, itemgetter
 from typing import TYPE_CHECKING, Callable, Sequence, TextIO
 
 from . import types as T
+from .cformat import MAX_PADDING_BYTES
 from .errors import BtfError
 from .kinds import Kind
 
@@ -236,6 +237,7 @@ class HeaderWriter:
         self._decl_cache: dict[int, tuple[str, str]] = {}
         self._bare_cache: dict[int, str] = {}
         self._inline_bodies = 0   # counts anonymous bodies printed inside declarations
+        self._emit_budget = 16 * n + 100_000
         self.out: list[str] = []
         self.queue: list[int] = []
 
@@ -279,6 +281,16 @@ class HeaderWriter:
             update(words[p:p + 2])
         self._referenced_ids = refs
         return refs
+
+    def _check_references(self) -> None:
+        """Every type id a record names must exist: the walk below indexes
+        per-type state by id (the Spec decodes lazily and checks on access)."""
+        n = self.n
+        refs = self.referenced
+        returns = map(self.st.__getitem__, _ids_of(self.kind_bytes, {_FUNC_PROTO}))
+        worst = max(max(refs, default=0), max(returns, default=0))
+        if worst >= n:
+            raise BtfError(f"a type refers to type id {worst}, past the last type ({n - 1})")
 
     def members(self, type_id: int) -> list[tuple[int, int, int, int]]:
         """(name offset, type, bit offset, bitfield size) of each member."""
@@ -526,6 +538,12 @@ class HeaderWriter:
         s = es[type_id]
         if s == _DONE:
             return
+        # Anonymous types are walked again at every use, as in libbpf; a DAG of
+        # them in bad BTF would make that exponential.  vmlinux needs ~0.3
+        # calls per type.
+        self._emit_budget -= 1
+        if self._emit_budget < 0:
+            raise BtfError("anonymous types nest too widely to print (malformed BTF?)")
         k = self.kinds[type_id]
         out = self.out
         if s == _DOING:
@@ -704,6 +722,8 @@ class HeaderWriter:
         alignment would not put the next member at its BTF offset."""
         if cur_off >= next_off:
             return
+        if next_off - cur_off > MAX_PADDING_BYTES * 8:
+            raise BtfError(f"a {(next_off - cur_off) // 8}-byte hole between members is too wide to pad")
         prefix = "\n" + "\t" * min(lvl, _MAX_INDENT)
         pads = (("long", self.ptr_size * 8),) + _PAD_TYPES_TAIL
         pad_type, pad_bits = pads[-1]
@@ -928,6 +948,7 @@ class HeaderWriter:
         queue = self.queue
         order, emit = self.order, self.emit
         state = self.order_state
+        self._check_references()
         dumped = set(range(32)) - _NOT_DUMPED
         for type_id in _ids_of(self.kind_bytes, dumped):
             if state[type_id] == _DONE or not type_id:
@@ -953,6 +974,10 @@ def write_header(spec: Spec, out: TextIO, type_tags: bool = False) -> None:
     gc.disable()
     try:
         parts = HeaderWriter(spec, type_tags).run()
+    except RecursionError:
+        # Ordering is a depth-first walk like libbpf's; real BTF stays under a
+        # hundred levels, so this depth means a cycle through typedefs/modifiers.
+        raise BtfError("type graph nests too deep to order (cyclic BTF?)") from None
     finally:
         sys.setrecursionlimit(limit)
         if gc_was_on:

@@ -1,8 +1,8 @@
 """Bad BTF must fail with BtfError and nothing else, and never hang.
 
 Every blob goes through the whole reader: parse, decode every type, search,
-render each type's C declaration and definition, sizeof/alignof, and the raw
-dump.  Any exception but BtfError fails the test, and so does an example
+render each type's C declaration and definition, sizeof/alignof, the raw
+dump and the vmlinux.h writer.  Any exception but BtfError fails the test, and so does an example
 that takes longer than HANG_SECONDS of CPU time (an ITIMER_PROF timer: a
 hypothesis deadline cannot interrupt a loop, and CPU time does not count
 the waits of a loaded CI machine).
@@ -23,6 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from btf import BtfError, Kind, Spec
+from btf.cdump import write_header
 from btf.cformat import CFormatter
 from btf.layout import alignof, is_packed, sizeof, skip
 from btf.raw import dump_raw, format_type
@@ -87,6 +88,7 @@ def exercise_spec(spec: Spec) -> None:
     _only_btf_error(spec.ids_named, "int")
     _only_btf_error(spec.ids_matching, rb"[a-z_]+", [Kind.STRUCT, Kind.INT])
     _only_btf_error(dump_raw, spec, io.StringIO())
+    _only_btf_error(write_header, spec, io.StringIO())
 
 
 def exercise(blob: bytes, base: Spec | None = None, seconds: float = HANG_SECONDS) -> None:
