@@ -8,6 +8,7 @@ Kept as a plain table so ``pycore run NAME`` imports exactly one tool.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
