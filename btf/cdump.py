@@ -36,9 +36,9 @@ from operator import add, itemgetter
 from typing import TYPE_CHECKING, Callable, Sequence, TextIO
 
 from . import types as T
-from .cformat import MAX_PADDING_BYTES
 from .errors import BtfError
 from .kinds import Kind
+from .layout import padding_fields
 
 if TYPE_CHECKING:
     from .spec import Spec
@@ -80,7 +80,6 @@ HEADER_EPILOGUE = (
 )
 
 # bpftool pads with these, widest first.
-_PAD_TYPES_TAIL = (("int", 32), ("short", 16), ("char", 8))
 
 
 def _columns(spec: Spec) -> tuple[Sequence[int], array, array, array]:
@@ -722,33 +721,9 @@ class HeaderWriter:
         alignment would not put the next member at its BTF offset."""
         if cur_off >= next_off:
             return
-        if next_off - cur_off > MAX_PADDING_BYTES * 8:
-            raise BtfError(f"a {(next_off - cur_off) // 8}-byte hole between members is too wide to pad")
         prefix = "\n" + "\t" * min(lvl, _MAX_INDENT)
-        pads = (("long", self.ptr_size * 8),) + _PAD_TYPES_TAIL
-        pad_type, pad_bits = pads[-1]
-        new_off = cur_off
-        for pad_type, pad_bits in pads:
-            new_off = -(-cur_off // pad_bits) * pad_bits
-            if new_off <= next_off:
-                break
-        if cur_off < new_off <= next_off:
-            if (in_bitfield
-                    or (new_off == next_off and -(-cur_off // (next_align * 8)) * next_align * 8 != new_off)
-                    or (new_off != next_off and next_off - new_off <= new_off - cur_off)):
-                out.append(f"{prefix}{pad_type}: {new_off - cur_off if in_bitfield else 0};")
-            cur_off = new_off
-        while cur_off != next_off:
-            bits = min(next_off - cur_off, pad_bits)
-            if bits == pad_bits:
-                out.append(f"{prefix}{pad_type}: {pad_bits};")
-                cur_off += bits
-                continue
-            for small_type, small_bits in reversed(pads):
-                if small_bits >= bits:
-                    out.append(f"{prefix}{small_type}: {bits};")
-                    cur_off += bits
-                    break
+        for pad_type, bits in padding_fields(cur_off, next_off, next_align, in_bitfield, self.ptr_size):
+            out.append(f"{prefix}{pad_type}: {bits};")
 
     # -- declarations -----------------------------------------------------
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from . import types as T
 from .errors import BtfError
 from .kinds import Kind
-from .layout import MAX_CHAIN, alignof, is_packed, sizeof
+from .layout import MAX_CHAIN, alignof, is_packed, padding_fields, sizeof
 
 INDENT = "\t"
 # Members and parameters one top-level call may print.  vmlinux needs at
@@ -19,7 +19,6 @@ INDENT = "\t"
 # printed inline would need 2**depth.
 MAX_WORK = 10_000
 # The widest hole we fill with ``long: 64;`` lines (bad BTF can claim 4 GiB).
-MAX_PADDING_BYTES = 1 << 16
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -277,36 +276,9 @@ class CFormatter:
                       in_bitfield: bool, lvl: int) -> None:
         """Explicit ``long: 64;``-style padding where C's own alignment would
         not put the next member at its BTF offset (libbpf's rules)."""
-        if cur_off >= next_off:
-            return
-        if next_off - cur_off > MAX_PADDING_BYTES * 8:
-            raise BtfError(f"a {(next_off - cur_off) // 8}-byte hole between members is too wide to pad")
-        pads = (("long", self.pointer_size * 8), ("int", 32), ("short", 16), ("char", 8))
         prefix = "\n" + INDENT * lvl
-        pad_type, pad_bits = pads[-1]
-        new_off = cur_off
-        for pad_type, pad_bits in pads:
-            new_off = -(-cur_off // pad_bits) * pad_bits
-            if new_off <= next_off:
-                break
-        if cur_off < new_off <= next_off:
-            if (in_bitfield
-                    or (new_off == next_off and -(-cur_off // (next_align * 8)) * next_align * 8 != new_off)
-                    or (new_off != next_off and next_off - new_off <= new_off - cur_off)):
-                out.append(f"{prefix}{pad_type}: {new_off - cur_off if in_bitfield else 0};")
-            cur_off = new_off
-        while cur_off != next_off:
-            bits = min(next_off - cur_off, pad_bits)
-            if bits == pad_bits:
-                out.append(f"{prefix}{pad_type}: {pad_bits};")
-                cur_off += bits
-                continue
-            for small_type, small_bits in reversed(pads):
-                if small_bits < bits:
-                    continue
-                out.append(f"{prefix}{small_type}: {bits};")
-                cur_off += bits
-                break
+        for pad_type, bits in padding_fields(cur_off, next_off, next_align, in_bitfield, self.pointer_size):
+            out.append(f"{prefix}{pad_type}: {bits};")
 
     def _emit_enum_body(self, out: list[str], t: T.Enum, lvl: int) -> None:
         out.append(f"enum {self.name_for(t)}" if t.name else "enum")

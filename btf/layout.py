@@ -92,3 +92,47 @@ def is_packed(t: T.Composite, memo: dict[int, int] | None = None) -> bool:
             return True
         best = max(best, a)
     return t.size % best != 0
+
+
+# A hole wider than this between members means a corrupt size or offset.
+MAX_PADDING_BYTES = 1 << 16
+_SMALLER_PADS = (("int", 32), ("short", 16), ("char", 8))
+
+
+def padding_fields(cur_off: int, next_off: int, next_align: int, in_bitfield: bool,
+                   pointer_size: int = POINTER_SIZE) -> list[tuple[str, int]]:
+    """Anonymous bitfields (``long: 64``, ``int: 0`` ...) that make C put the
+    next member at bit ``next_off`` when the previous one ended at ``cur_off``.
+
+    These are libbpf's btf_dump rules: the largest of long/int/short/char that
+    reaches a naturally aligned offset not past the member, a ``: 0`` marker
+    where the compiler would not align by itself, then whole pad units.  The
+    same list drives listings (btf.cformat) and vmlinux.h (btf.cdump).
+    """
+    if cur_off >= next_off:
+        return []
+    if next_off - cur_off > MAX_PADDING_BYTES * 8:
+        raise BtfError(f"a {(next_off - cur_off) // 8}-byte hole between members is too wide to pad")
+    pads = (("long", pointer_size * 8),) + _SMALLER_PADS
+    fields: list[tuple[str, int]] = []
+    pad_type, pad_bits = pads[-1]
+    new_off = cur_off
+    for pad_type, pad_bits in pads:
+        new_off = -(-cur_off // pad_bits) * pad_bits
+        if new_off <= next_off:
+            break
+    if cur_off < new_off <= next_off:
+        if (in_bitfield
+                or (new_off == next_off and -(-cur_off // (next_align * 8)) * next_align * 8 != new_off)
+                or (new_off != next_off and next_off - new_off <= new_off - cur_off)):
+            fields.append((pad_type, new_off - cur_off if in_bitfield else 0))
+        cur_off = new_off
+    while cur_off != next_off:
+        bits = min(next_off - cur_off, pad_bits)
+        if bits == pad_bits:
+            fields.append((pad_type, pad_bits))
+        else:
+            # The remainder: the smallest type that holds it.
+            fields.append(next((t, bits) for t, b in reversed(pads) if b >= bits))
+        cur_off += bits
+    return fields
