@@ -5,7 +5,7 @@
  *
  * fget_exit (fexit/fget) is the real thing: every fd -> file lookup.  Where
  * fexit cannot attach, sys_exit_fd (tp_btf/sys_exit) watches the syscalls
- * that hand out new descriptors (open*, creat, dup*) and resolves the
+ * that hand out new descriptors (open*, creat, dup*, fcntl F_DUPFD*) and resolves the
  * returned fd through the task's file table.  Both match the pattern here,
  * in the kernel.
  */
@@ -65,9 +65,14 @@ int BPF_PROG(fget_exit, unsigned int fd, struct file *ret)
 }
 
 /* x86-64 numbers of the syscalls that return a new descriptor. */
-static __always_inline int returns_fd(long nr)
+static __always_inline int returns_fd(long nr, struct pt_regs *regs)
 {
+	long cmd;
+
 	switch (nr) {
+	case 72:  /* fcntl(fd, F_DUPFD or F_DUPFD_CLOEXEC, ...): Python's os.dup */
+		cmd = BPF_CORE_READ(regs, si);
+		return cmd == 0 || cmd == 1030;
 	case 2:   /* open */
 	case 32:  /* dup */
 	case 33:  /* dup2 */
@@ -89,7 +94,7 @@ int BPF_PROG(sys_exit_fd, struct pt_regs *regs, long ret)
 	if (ret < 0)
 		return 0;
 	nr = BPF_CORE_READ(regs, orig_ax);
-	if (!returns_fd(nr))
+	if (!returns_fd(nr, regs))
 		return 0;
 	return emit(pycore_file_of_fd(ret), ret, nr);
 }

@@ -5,7 +5,7 @@ kernel lab's ``kretfunc:fget`` exercise), printed as the lab prints them::
 
 fexit on fget sees every fd -> file lookup.  Where the kernel refuses fexit,
 the fallback watches the syscalls that return a new descriptor (open*,
-creat, dup*) through tp_btf/sys_exit and finds the file in the task's file
+creat, dup*, fcntl F_DUPFD) through tp_btf/sys_exit and finds the file in the task's file
 table: it sees files being opened, not every later use of the fd.  The
 pattern is matched in the kernel either way.
 """
@@ -27,7 +27,7 @@ class FgetCrack(Tool):
     methods = (
         Method("fexit/fget", ("fget_exit",), "fexit"),
         Method("tp_btf/sys_exit", ("sys_exit_fd",), "tp_btf",
-               "descriptors returned by open/openat/openat2/creat/dup*, not every fget"),
+               "descriptors returned by open/openat/openat2/creat/dup*/fcntl F_DUPFD, not every fget"),
     )
     event = "fget_event"
 

@@ -1,0 +1,215 @@
+"""The tools of ``pycore run`` on the host kernel, each driving a real workload.
+
+The host refuses fentry/fexit, so fget-crack and vfs-unlink run their
+fallbacks here and the tests check that they say so; the fentry/fexit paths
+are in tests/test_tools_kernel.py (kernel VM).  Workloads run under ``-c``
+so the in-kernel pid filter makes the output exact.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from tests.conftest import require_root
+
+PYCORE = [sys.executable, "-m", "pycore"]
+COMM = os.path.basename(sys.executable)[:15]   # comm is the basename execve was given
+
+
+@pytest.fixture(autouse=True)
+def _root() -> None:
+    require_root()
+
+
+def pycore(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*PYCORE, *args], capture_output=True, text=True, timeout=timeout)
+
+
+def script(tmp_path, body: str) -> str:
+    """A Python workload as a -c command line."""
+    path = tmp_path / "workload.py"
+    path.write_text(textwrap.dedent(body))
+    return f"{sys.executable} {path}"
+
+
+# -- framework ---------------------------------------------------------------------
+
+
+def test_tools_lists_every_tool_with_attach_points_and_verdict():
+    r = pycore("tools")
+    assert r.returncode == 0, r.stderr
+    out = r.stdout
+    for name in ("fget-crack", "vfs-unlink", "lock-contention", "fd-leak", "print-args"):
+        assert name in out
+    assert "attach: fexit/fget, tp_btf/sys_exit  [ok (fallback): tp_btf/sys_exit]" in out
+    assert "attach: fentry/FUNC  [cannot run here]" in out
+
+
+def test_tools_json():
+    rows = [json.loads(line) for line in pycore("tools", "--json").stdout.splitlines()]
+    by = {r["name"]: r for r in rows}
+    assert by["fget-crack"]["runs_here"] == "fallback"
+    assert by["fget-crack"]["method"] == "tp_btf/sys_exit"
+    assert by["lock-contention"]["runs_here"] == "yes"
+
+
+def test_unknown_tool():
+    r = pycore("run", "no-such-tool")
+    assert r.returncode == 2
+    assert "no tool 'no-such-tool'; known: fget-crack" in r.stderr
+
+
+def test_duration_zero_attaches_and_exits():
+    t0 = time.monotonic()
+    r = pycore("run", "fget-crack", "-d", "0")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == ""
+    assert time.monotonic() - t0 < 10
+
+
+def _our_prog_ids(name: str) -> set[int]:
+    progs = json.loads(subprocess.run(["bpftool", "-j", "prog", "show"], capture_output=True,
+                                      text=True, check=True).stdout)
+    return {p["id"] for p in progs if p.get("name") == name}
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_signal_stops_cleanly_and_detaches(sig):
+    before = _our_prog_ids("sys_exit_fd")
+    p = subprocess.Popen([*PYCORE, "run", "fget-crack"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True)
+    try:
+        notice = p.stderr.readline()  # printed once attached
+        assert "using the tp_btf/sys_exit fallback" in notice
+        ours = _our_prog_ids("sys_exit_fd") - before
+        assert len(ours) == 1
+        p.send_signal(sig)
+        out, err = p.communicate(timeout=20)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == 0, err
+    assert "Traceback" not in err
+    for _ in range(50):  # the kernel frees programs after an RCU grace period
+        if not _our_prog_ids("sys_exit_fd") & ours:
+            break
+        time.sleep(0.1)
+    else:
+        pytest.fail("program still loaded after the signal")
+
+
+# -- fget-crack ----------------------------------------------------------------------
+
+FGET_WORKLOAD = """
+    import json, os, sys
+    d = sys.argv[1]
+    fd = os.open(os.path.join(d, "libcrack-test.so"), os.O_CREAT | os.O_RDWR, 0o644)
+    dup = os.dup(fd)
+    other = os.open(os.path.join(d, "unrelated.txt"), os.O_CREAT | os.O_RDWR, 0o644)
+    with open(os.path.join(d, "fds.json"), "w") as f:
+        json.dump([fd, dup], f)
+"""
+
+FALLBACK_NOTICE = ("pycore: fexit/fget cannot attach (this kernel refuses fentry/fexit); using the "
+                   "tp_btf/sys_exit fallback (descriptors returned by open/openat/openat2/creat/dup*/"
+                   "fcntl F_DUPFD, not every fget)\n")
+
+
+@pytest.fixture
+def tmp_path(tmp_path_factory):
+    """A temporary directory whose path does not contain "crack" (pytest's would: the test names)."""
+    return tmp_path_factory.mktemp("work")
+
+
+def test_fget_crack_fallback_exact_output(tmp_path):
+    cmd = script(tmp_path, FGET_WORKLOAD) + f" {tmp_path}"
+    r = pycore("run", "fget-crack", "-c", cmd)
+    assert r.returncode == 0, r.stderr
+    fd, dup = json.loads((tmp_path / "fds.json").read_text())
+    assert r.stdout == f"{COMM} (fd{fd}):  libcrack-test.so\n{COMM} (fd{dup}):  libcrack-test.so\n"
+    assert r.stderr == FALLBACK_NOTICE
+
+
+def test_fget_crack_pattern_and_json(tmp_path):
+    cmd = script(tmp_path, FGET_WORKLOAD) + f" {tmp_path}"
+    r = pycore("run", "fget-crack", "--pattern", "unrelated", "--json", "-c", cmd)
+    assert r.returncode == 0, r.stderr
+    events = [json.loads(line) for line in r.stdout.splitlines()]
+    assert len(events) == 1
+    e = events[0]
+    assert (e["comm"], e["name"], e["via"]) == (COMM, "unrelated.txt", "syscall 257")
+    assert e["fd"] == json.loads((tmp_path / "fds.json").read_text())[1] + 1
+
+
+def test_fget_crack_pid_filter(tmp_path):
+    """-p: another process opening a matching file is not reported."""
+    target = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        p = subprocess.Popen([*PYCORE, "run", "fget-crack", "-p", str(target.pid), "-d", "3"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        p.stderr.readline()
+        (tmp_path / "libcrack-test.so").write_text("x")
+        open(tmp_path / "libcrack-test.so").close()
+        out, err = p.communicate(timeout=30)
+    finally:
+        target.kill()
+    assert p.returncode == 0, err
+    assert out == ""
+
+
+# -- vfs-unlink -----------------------------------------------------------------------
+
+UNLINK_WORKLOAD = """
+    import os, sys
+    os.chdir(sys.argv[1])
+    os.makedirs("sub")
+    for name in ("a.txt", "sub/b.txt", "sub/c.txt"):
+        open(name, "w").close()
+    os.unlink("a.txt")                      # relative to the cwd
+    os.unlink("sub/b.txt")                  # parent from the path
+    d = os.open("sub", os.O_RDONLY | os.O_DIRECTORY)
+    os.unlink("c.txt", dir_fd=d)            # relative to a dirfd
+    try:
+        os.unlink("missing.txt")            # fails: not reported
+    except FileNotFoundError:
+        pass
+    os.rmdir("sub")                         # rmdir is not vfs_unlink
+"""
+
+
+def test_vfs_unlink_fallback_exact_output(tmp_path):
+    work = tmp_path / "unlinkdir"
+    work.mkdir()
+    cmd = script(tmp_path, UNLINK_WORKLOAD) + f" {work}"
+    r = pycore("run", "vfs-unlink", "-c", cmd)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == f"{COMM} unlinkdir/a.txt\n{COMM} sub/b.txt\n{COMM} sub/c.txt\n"
+    assert r.stderr == ("pycore: fentry/vfs_unlink cannot attach (this kernel refuses fentry/fexit); "
+                        "using the tracepoint/syscalls/sys_{enter,exit}_unlink{,at} fallback "
+                        "(successful unlink/unlinkat calls, names from the path as given)\n")
+
+
+def test_vfs_unlink_json(tmp_path):
+    work = tmp_path / "unlinkdir"
+    work.mkdir()
+    cmd = script(tmp_path, UNLINK_WORKLOAD) + f" {work}"
+    r = pycore("run", "vfs-unlink", "--json", "-c", cmd)
+    events = [json.loads(line) for line in r.stdout.splitlines()]
+    assert [(e["parent"], e["name"], e["path"]) for e in events] == [
+        ("unlinkdir", "a.txt", "a.txt"), ("sub", "b.txt", "sub/b.txt"), ("sub", "c.txt", "c.txt")]
+
+
+def test_vfs_unlink_dentry_index_from_btf():
+    import btf
+
+    from pycore.tools.vfs_unlink import dentry_arg_index
+
+    assert dentry_arg_index(btf.load_kernel_spec()) == 2   # (idmap, dir, dentry, delegated_inode)
