@@ -23,7 +23,8 @@ cd "$(dirname "$(readlink -f "$0")")"
 ROOT=$PWD
 VENV=$ROOT/.venv
 STAMP=$VENV/.pycore-build-stamp
-APT_PACKAGES=(clang llvm libbpf-dev libbpf1 bpftool bpftrace pkg-config cmake make)
+APT_PACKAGES=(clang llvm libbpf-dev libbpf1 bpftool bpftrace pkg-config cmake make
+              gcc systemtap-sdt-dev binutils postgresql-15 python3.11)   # USDT demo, targets, readelf
 VM_APT_PACKAGES=(qemu-system-x86 kmod busybox-static)   # vm-test only: QEMU, depmod, initramfs
 export DEBIAN_FRONTEND=noninteractive PIP_DISABLE_PIP_VERSION_CHECK=1
 
@@ -81,7 +82,7 @@ python_ok() {  # python >= 3.11
 build_inputs_hash() {
     # everything that changes what pip/CMake build: metadata, build script, BPF sources
     { sha256sum pyproject.toml CMakeLists.txt
-      find bpf_src -type f \( -name '*.c' -o -name '*.h' \) -print0 | sort -z | xargs -0 -r sha256sum
+      find bpf_src examples -type f \( -name '*.c' -o -name '*.h' \) -print0 | sort -z | xargs -0 -r sha256sum
       "$VENV/bin/python" -c 'import sys; print(sys.version)'
     } | sha256sum | cut -d' ' -f1
 }

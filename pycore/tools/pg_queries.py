@@ -1,0 +1,45 @@
+"""pg-queries: PostgreSQL queries with their latency (``postgresql:query__start``
+and ``query__done``), like bcc's dbslower; ``--min-ms`` filters in the kernel."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from pycore.tools.base import Method, Tool
+
+POSTGRES = "/usr/lib/postgresql/15/bin/postgres"
+
+
+class PgQueries(Tool):
+    name = "pg-queries"
+    description = "PostgreSQL query texts and latencies (USDT query__start/query__done)"
+    object = "pg_queries"
+    methods = (Method("usdt/postgresql:query__start+query__done", ("query_start", "query_done"), "usdt"),)
+    event = "pg_query_event"
+
+    @classmethod
+    def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--min-ms", type=float, default=0.0, help="only queries at least this slow")
+        parser.add_argument("--binary", default=POSTGRES, help=f"the postgres binary (default {POSTGRES})")
+
+    def configure(self, obj, method):  # noqa: ANN001
+        obj.globals["min_ns"] = int(self.args.min_ms * 1e6)
+
+    def attach(self, obj, method):  # noqa: ANN001
+        from pycore.tools.usdt_common import attach_usdt
+
+        attach_usdt(obj, self.args.binary, self.args.pid,
+                    {"query_start": ("postgresql", "query__start"),
+                     "query_done": ("postgresql", "query__done")})
+
+    def started(self, obj):  # noqa: ANN001
+        if not self.args.json:
+            self.out.write(f"{'PID':<8} {'MS':>10} QUERY\n")
+            self.out.flush()
+
+    def format_event(self, ev: Any) -> str:
+        return f"{ev.pid:<8} {ev.latency_ns / 1e6:>10.3f} {ev.query}"
+
+
+TOOL = PgQueries

@@ -1,0 +1,25 @@
+"""What the USDT tools share: attach a tool's programs to probes through
+:class:`pycore.usdt.UsdtAttacher` (own argument reader, semaphores through
+the uprobe reference counter), to one process with ``-p`` or to every
+process running the binary."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pycore.object import BpfObject
+    from pycore.usdt import UsdtAttacher
+
+
+def attach_usdt(obj: BpfObject, binary: str, pid: int, probes: dict[str, tuple[str, str]]) -> UsdtAttacher:
+    """``probes``: program name -> (provider, probe name)."""
+    from pycore.usdt import UsdtAttacher
+
+    att = UsdtAttacher(obj)
+    try:
+        for prog, (provider, name) in probes.items():
+            att.attach(prog, binary, provider, name, pid=pid or -1)
+    finally:
+        att.close()
+    return att
