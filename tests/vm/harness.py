@@ -227,7 +227,7 @@ def vng_command(kernel: Kernel, outdir: Path, memory: str = "2G", cpus: int = 2)
             "--verbose", "--force-9p", "--rwdir", str(outdir), "--", f"sh {outdir}/guest.sh"]
 
 
-def run_kernel(kernel: Kernel, outdir: Path, pytest_args: list[str], timeout: float = 480) -> Result:
+def run_kernel(kernel: Kernel, outdir: Path, pytest_args: list[str], timeout: float = 360) -> Result:
     """Boot ``kernel``, run pytest -m kernel in it, read the verdict from ``outdir``."""
     _need("qemu-system-x86_64", "apt-get install qemu-system-x86 (./dev.sh vm-test does)")
     cmd = vng_command(kernel, outdir)

@@ -87,7 +87,8 @@ def main(argv: list[str] | None = None) -> int:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--kernel", action="append", metavar="SERIES",
                     help="Debian kernel series, e.g. 6.1 or 6.12 (repeatable; default both)")
-    ap.add_argument("--timeout", type=float, default=480, help="seconds per kernel (default 480)")
+    ap.add_argument("--timeout", type=float, default=360,
+                    help="seconds per kernel (default 360: two fit the 15 min CI budget)")
     ap.add_argument("--out", type=Path, default=REPO / "build" / "vm", help="result directory")
     ap.add_argument("--host-xml", type=Path, default=None,
                     help="host pytest junit xml for the matrix's host column (default OUT/host.xml)")
