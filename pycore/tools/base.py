@@ -51,21 +51,20 @@ express (uprobes/USDT: ``obj.programs[p].attach_usdt(...)``), and
 
 from __future__ import annotations
 
-import argparse
-import dataclasses
 import errno
-import json
 import os
-import shlex
 import signal
-import subprocess
 import sys
 import time
-from dataclasses import dataclass
-from typing import Any, ClassVar, TextIO
 
+# Start-up time is a feature (``-d 0`` is benchmarked against bpftrace): json,
+# subprocess, shlex and dataclasses are imported where they are needed.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    import argparse
+    import subprocess
+    from typing import Any, ClassVar, TextIO
+
     from pycore.errors import BpfError
     from pycore.object import BpfObject
 
@@ -92,7 +91,6 @@ NEEDS: dict[str, str] = {
 }
 
 
-@dataclass(frozen=True)
 class Method:
     """One way for a tool to attach.
 
@@ -103,10 +101,16 @@ class Method:
     notice).
     """
 
-    name: str
-    programs: tuple[str, ...]
-    feature: str
-    note: str = ""
+    __slots__ = ("name", "programs", "feature", "note")
+
+    def __init__(self, name: str, programs: tuple[str, ...], feature: str, note: str = "") -> None:
+        self.name = name
+        self.programs = tuple(programs)
+        self.feature = feature
+        self.note = note
+
+    def __repr__(self) -> str:
+        return f"Method({self.name!r}, {self.programs!r}, {self.feature!r})"
 
 
 class NoMethod(Exception):
@@ -173,6 +177,8 @@ class Tool:
 
 
 def _plain(value: Any) -> Any:
+    import dataclasses
+
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
     if isinstance(value, (bytes, bytearray)):
@@ -353,6 +359,8 @@ class Runner:
     def _emit(self, event: Any) -> None:
         out = self.tool.out
         if self.tool.args.json:
+            import json
+
             obj = self.tool.event_json(event)
             if obj is not None:
                 out.write(json.dumps(obj) + "\n")
@@ -370,6 +378,8 @@ class Runner:
             lost = rb.lost
             rb.close()
         if self.tool.args.json:
+            import json
+
             s = self.tool.summary_json(obj)
             if s is not None:
                 out.write(json.dumps(s) + "\n")
@@ -390,6 +400,9 @@ def _spawn_held(cmd: str) -> tuple[subprocess.Popen[bytes], int]:
     anything.  Closing the write end lets it go.  (``preexec_fn`` cannot
     wait: Popen blocks until the exec.)
     """
+    import shlex
+    import subprocess
+
     argv = shlex.split(cmd)
     if not argv:
         raise ValueError("-c: empty command")
@@ -406,6 +419,8 @@ def _spawn_held(cmd: str) -> tuple[subprocess.Popen[bytes], int]:
 
 
 def _stop_child(child: subprocess.Popen[bytes]) -> None:
+    import subprocess
+
     if child.poll() is None:
         child.terminate()
         try:
@@ -421,6 +436,8 @@ def _ensure_tracefs() -> None:
         with open("/proc/mounts") as f:
             if " /sys/kernel/tracing tracefs " in f.read():
                 return
+        import subprocess
+
         subprocess.run(["mount", "-t", "tracefs", "nodev", "/sys/kernel/tracing"],
                        check=False, capture_output=True)
     except OSError:
