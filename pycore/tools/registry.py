@@ -22,6 +22,9 @@ TOOLS: dict[str, str] = {
     "lock-contention": "pycore.tools.lock_contention",
     "fd-leak": "pycore.tools.fd_leak",
     "print-args": "pycore.tools.print_args",
+    "usdt-passwd": "pycore.tools.usdt_passwd",
+    "pg-queries": "pycore.tools.pg_queries",
+    "py-calls": "pycore.tools.py_calls",
 }
 
 
