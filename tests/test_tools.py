@@ -284,3 +284,46 @@ def test_print_flags_parsed_from_tracefs():
 def test_lock_contention_high_threshold_prints_nothing():
     r = pycore("run", "lock-contention", "--threshold", "10000000", "-d", "0.5")
     assert (r.returncode, r.stdout, r.stderr) == (0, "", "")
+
+
+# -- fd-leak ---------------------------------------------------------------------------
+
+LEAK_WORKLOAD = """
+    import json, os, sys, time
+    d = sys.argv[1]
+    fds = [os.open(os.path.join(d, f"leak-{i}.txt"), os.O_CREAT | os.O_RDWR, 0o644) for i in range(4)]
+    os.close(fds[0])                 # closed: not a leak
+    os.close(fds[2])
+    kept = os.dup(fds[1])            # a dup is a descriptor of its own
+    with open(os.path.join(d, "closed-by-with.txt"), "w"):
+        pass
+    with open(os.path.join(d, "fds.json"), "w") as f:
+        json.dump([fds[1], fds[3], kept], f)
+    time.sleep(0.2)
+"""
+
+
+def test_fd_leak_reports_what_the_child_never_closed(tmp_path):
+    import re
+
+    cmd = script(tmp_path, LEAK_WORKLOAD) + f" {tmp_path}"
+    r = pycore("run", "fd-leak", "-c", cmd)
+    assert r.returncode == 0, r.stderr
+    a, b, dup = json.loads((tmp_path / "fds.json").read_text())
+    lines = r.stdout.splitlines()
+    assert lines[:2] == ["3 descriptors opened and never closed:",
+                         "    PID COMM               FD   AGE(s)  NAME"]
+    rows = [re.fullmatch(r"\s*(\d+) (\S+)\s+(\d+)\s+([\d.]+)  (.*)", line).groups() for line in lines[2:]]
+    assert [(c, int(fd), n) for _, c, fd, _, n in rows] == sorted(   # by fd
+        [(COMM, a, "leak-1.txt"), (COMM, b, "leak-3.txt"), (COMM, dup, "leak-1.txt")], key=lambda x: x[1])
+    assert all(0.15 < float(age) < 30 for *_, age, _ in rows)
+    assert len({pid for pid, *_ in rows}) == 1
+
+
+def test_fd_leak_json_and_nothing_left(tmp_path):
+    cmd = script(tmp_path, "import os\nos.close(os.open('/dev/null', os.O_RDONLY))\n")
+    r = pycore("run", "fd-leak", "-c", cmd)
+    assert r.stdout == "no descriptors left open\n", r.stdout
+    cmd = script(tmp_path, LEAK_WORKLOAD) + f" {tmp_path}"
+    leaked = json.loads(pycore("run", "fd-leak", "--json", "-c", cmd).stdout)["leaked"]
+    assert sorted(x["name"] for x in leaked) == ["leak-1.txt", "leak-1.txt", "leak-3.txt"]

@@ -64,28 +64,6 @@ int BPF_PROG(fget_exit, unsigned int fd, struct file *ret)
 	return emit(ret, fd, 0);
 }
 
-/* x86-64 numbers of the syscalls that return a new descriptor. */
-static __always_inline int returns_fd(long nr, struct pt_regs *regs)
-{
-	long cmd;
-
-	switch (nr) {
-	case 72:  /* fcntl(fd, F_DUPFD or F_DUPFD_CLOEXEC, ...): Python's os.dup */
-		cmd = BPF_CORE_READ(regs, si);
-		return cmd == 0 || cmd == 1030;
-	case 2:   /* open */
-	case 32:  /* dup */
-	case 33:  /* dup2 */
-	case 85:  /* creat */
-	case 257: /* openat */
-	case 292: /* dup3 */
-	case 304: /* open_by_handle_at */
-	case 437: /* openat2 */
-		return 1;
-	}
-	return 0;
-}
-
 SEC("tp_btf/sys_exit")
 int BPF_PROG(sys_exit_fd, struct pt_regs *regs, long ret)
 {
@@ -94,7 +72,7 @@ int BPF_PROG(sys_exit_fd, struct pt_regs *regs, long ret)
 	if (ret < 0)
 		return 0;
 	nr = BPF_CORE_READ(regs, orig_ax);
-	if (!returns_fd(nr, regs))
+	if (!pycore_returns_fd(nr, regs))
 		return 0;
 	return emit(pycore_file_of_fd(ret), ret, nr);
 }

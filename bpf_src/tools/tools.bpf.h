@@ -76,4 +76,26 @@ static __always_inline int pycore_contains(const char *s, const volatile char *p
 	return 0;
 }
 
+/* x86-64 numbers of the syscalls that return a new descriptor. */
+static __always_inline int pycore_returns_fd(long nr, struct pt_regs *regs)
+{
+	long cmd;
+
+	switch (nr) {
+	case 72:  /* fcntl(fd, F_DUPFD or F_DUPFD_CLOEXEC, ...): Python's os.dup */
+		cmd = BPF_CORE_READ(regs, si);
+		return cmd == 0 || cmd == 1030;
+	case 2:   /* open */
+	case 32:  /* dup */
+	case 33:  /* dup2 */
+	case 85:  /* creat */
+	case 257: /* openat */
+	case 292: /* dup3 */
+	case 304: /* open_by_handle_at */
+	case 437: /* openat2 */
+		return 1;
+	}
+	return 0;
+}
+
 #endif /* PYCORE_TOOLS_BPF_H */

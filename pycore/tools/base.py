@@ -279,14 +279,13 @@ class Runner:
         """The whole run; returns the exit status."""
         args = self.tool.args
         child: subprocess.Popen[bytes] | None = None
-        release = -1
         old = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
         try:
             for s in old:
                 signal.signal(s, self._on_signal)
             tgid = args.pid or 0
             if args.cmd:
-                child, release = _spawn_held(args.cmd)
+                child = _spawn_held(args.cmd)
                 tgid = child.pid
             try:
                 obj = self.open(tgid)
@@ -295,8 +294,7 @@ class Runner:
                 return 1
             self.tool.started(obj)
             if child is not None:
-                os.close(release)
-                release = -1
+                os.kill(child.pid, signal.SIGCONT)
             if args.duration != 0:
                 self._loop(obj, child)
             self._drain(obj)
@@ -310,8 +308,6 @@ class Runner:
                 signal.signal(s, signal.SIG_IGN)
             if self.obj is not None:
                 self.obj.close()
-            if release >= 0:
-                os.close(release)
             if child is not None:
                 _stop_child(child)
             for s, h in old.items():
@@ -392,13 +388,13 @@ class Runner:
             print(f"pycore: {lost} events lost (ring buffer full)", file=self.err)
 
 
-def _spawn_held(cmd: str) -> tuple[subprocess.Popen[bytes], int]:
-    """Start ``cmd`` held before exec; returns it and the write end of the pipe holding it.
+def _spawn_held(cmd: str) -> subprocess.Popen[bytes]:
+    """Start ``cmd`` held before exec: a ``/bin/sh`` stops itself, then execs it (same pid).
 
-    A ``/bin/sh`` waits for EOF on the pipe, then execs the command (same
-    pid), so its pid is known, and the kernel-side filter set, before it runs
-    anything.  Closing the write end lets it go.  (``preexec_fn`` cannot
-    wait: Popen blocks until the exec.)
+    Its pid is known, and the kernel-side filter set, before the command
+    runs anything; SIGCONT lets it go.  (No pipe or redirection: those would
+    show up as the command's own fd activity; and ``preexec_fn`` cannot
+    wait, Popen blocks until the exec.)
     """
     import shlex
     import subprocess
@@ -406,16 +402,9 @@ def _spawn_held(cmd: str) -> tuple[subprocess.Popen[bytes], int]:
     argv = shlex.split(cmd)
     if not argv:
         raise ValueError("-c: empty command")
-    r, w = os.pipe()
-    try:
-        script = f'read _ <&{r}; exec {r}<&-; exec "$@"'
-        child = subprocess.Popen(["/bin/sh", "-c", script, "sh", *argv], pass_fds=(r,))
-    except BaseException:
-        os.close(w)
-        raise
-    finally:
-        os.close(r)
-    return child, w
+    child = subprocess.Popen(["/bin/sh", "-c", 'kill -STOP $$; exec "$@"', "sh", *argv])
+    os.waitpid(child.pid, os.WUNTRACED)  # stopped (or already dead: then poll() says so)
+    return child
 
 
 def _stop_child(child: subprocess.Popen[bytes]) -> None:
@@ -423,6 +412,7 @@ def _stop_child(child: subprocess.Popen[bytes]) -> None:
 
     if child.poll() is None:
         child.terminate()
+        os.kill(child.pid, signal.SIGCONT)  # a held child must wake up to die
         try:
             child.wait(2)
         except subprocess.TimeoutExpired:
