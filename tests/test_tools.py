@@ -327,3 +327,33 @@ def test_fd_leak_json_and_nothing_left(tmp_path):
     cmd = script(tmp_path, LEAK_WORKLOAD) + f" {tmp_path}"
     leaked = json.loads(pycore("run", "fd-leak", "--json", "-c", cmd).stdout)["leaked"]
     assert sorted(x["name"] for x in leaked) == ["leak-1.txt", "leak-1.txt", "leak-3.txt"]
+
+
+# -- print-args --------------------------------------------------------------------------
+
+
+def test_print_args_says_plainly_it_needs_fentry():
+    r = pycore("run", "print-args", "vfs_write", "-d", "1")
+    assert r.returncode == 1
+    assert r.stdout == ""
+    assert r.stderr.startswith("pycore: print-args cannot run on this kernel: none of its attach methods works:\n"
+                               "  fentry/FUNC: this kernel refuses fentry/fexit\n"
+                               "what would work: a kernel that allows BPF trampolines")
+
+
+def test_print_args_formats_values_from_btf():
+    import struct
+
+    import btf
+    from btf.kinds import Kind
+
+    from pycore.tools.print_args import format_value
+
+    spec = btf.load_kernel_spec()
+    path = spec.type(spec.ids_named("path", (Kind.STRUCT,))[0])
+    data = struct.pack("<QQ", 0xffff888100000020, 0xffff888109431b00)
+    assert format_value(path, data) == "{ .mnt = 0xffff888100000020, .dentry = 0xffff888109431b00 }"
+    proto = spec.type(spec.type(spec.ids_named("vfs_write", (Kind.FUNC,))[0]).type_id)
+    raw = struct.pack("<4Q", 0xffff88a79ffa6900, 0x7f77b8ff9730, 8, 0xffffc900268f7ef8)
+    line = "{ " + ", ".join(f".{p.name} = {format_value(p.type, raw, 8 * i)}" for i, p in enumerate(proto.params)) + " }"
+    assert line == "{ .file = 0xffff88a79ffa6900, .buf = 0x7f77b8ff9730, .count = 8, .pos = 0xffffc900268f7ef8 }"
