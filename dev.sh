@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # pycore developer entry point. Run as root on Debian 12.
 #
-#   ./dev.sh demo    set up, then run the main job: pycore list -v 'kfunc:vfs_*'
-#   ./dev.sh test    set up, then run the test suite (exit code is pytest's);
-#                    extra arguments are passed to pytest
+#   ./dev.sh demo    set up, then run the main job: pycore list -v 'kfunc:vfs_*',
+#                    then the fget-crack tool on a command that opens a crack file
+#   ./dev.sh test    set up, then run the whole test suite: host tests (extra
+#                    arguments go to that pytest), then the kernel-marked tests
+#                    in QEMU on Debian's 6.1 and 6.12 kernels; fails if either fails
 #   ./dev.sh setup   set up only
 #   ./dev.sh vm-test set up (plus QEMU, kmod, virtme-ng), then run the kernel-marked
 #                    tests in Debian kernels under QEMU: python -m tests.vm.run ARGS
@@ -159,15 +161,28 @@ case "$cmd" in
     demo)
         setup
         say "pycore list -v 'kfunc:vfs_*'"
-        exec "$VENV/bin/pycore" list -v 'kfunc:vfs_*' "$@" ;;
+        "$VENV/bin/pycore" list -v 'kfunc:vfs_*'
+        say "pycore run fget-crack -c CMD  (CMD opens a file named libcrack-demo.so)"
+        exec "$VENV/bin/pycore" run fget-crack \
+            -c "sh -c 'd=\$(mktemp -d); touch \$d/libcrack-demo.so; exec 3<\$d/libcrack-demo.so; rm -r \$d'" ;;
     test)
+        # The whole suite: host tests, then the kernel-marked tests in QEMU
+        # on Debian's 6.1 and 6.12 kernels (tests/vm).  Both must pass.
         setup
-        say "pytest -m 'not kernel'"
+        vm_setup
+        mkdir -p build/vm
+        say "pytest -m 'not kernel' (host kernel $(uname -r))"
         set +e
-        "$VENV/bin/python" -m pytest -p no:cacheprovider -m "not kernel" "$@" </dev/null
-        rc=$?
-        say "pytest exit code: $rc"
-        exit $rc ;;
+        "$VENV/bin/python" -m pytest -p no:cacheprovider -m "not kernel" \
+            --junitxml=build/vm/host.xml "$@" </dev/null
+        host_rc=$?
+        say "host pytest exit code: $host_rc"
+        say "kernel tests in QEMU (6.1, 6.12)"
+        "$VENV/bin/python" -m tests.vm.run --host-xml build/vm/host.xml </dev/null
+        vm_rc=$?
+        say "kernel-VM exit code: $vm_rc"
+        [ "$host_rc" -eq 0 ] && [ "$vm_rc" -eq 0 ]
+        exit $? ;;
     vm-test)
         setup
         vm_setup

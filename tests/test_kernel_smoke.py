@@ -97,3 +97,39 @@ def test_bpftrace_list_kfunc_vfs_read():
     proc = _run([bpftrace, "-lv", "kfunc:vfs_read"])
     assert proc.returncode == 0, proc.stderr
     assert "vfs_read" in proc.stdout
+
+
+def _probe_blocks(text: str) -> dict[str, list[str]]:
+    """``kfunc:vmlinux:NAME`` -> its argument lines, from a ``-lv`` listing.
+
+    pycore may end a probe line with ``# fentry cannot attach: ...``; that
+    note is pycore's own, so it is dropped before comparing.
+    """
+    blocks: dict[str, list[str]] = {}
+    current: list[str] | None = None
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        if line.startswith("    "):
+            assert current is not None, f"argument line before any probe: {line!r}"
+            current.append(line.strip())
+        else:
+            current = blocks.setdefault(line.split("#")[0].strip(), [])
+    return blocks
+
+
+def test_list_kfunc_vfs_matches_bpftrace():
+    """Where available_filter_functions is readable, `pycore list -v` and
+    `bpftrace -lv` agree on which vfs_* functions exist and on every
+    argument line (issue: real kernels in CI)."""
+    bpftrace = shutil.which("bpftrace")
+    assert bpftrace, "bpftrace is not installed (./dev.sh setup installs it)"
+    ours = _run([str(VENV_BIN / "pycore"), "list", "-v", "kfunc:vfs_*"])
+    theirs = _run([bpftrace, "-lv", "kfunc:vfs_*"])
+    assert ours.returncode == 0 and theirs.returncode == 0, (ours.stderr, theirs.stderr)
+    assert "available_filter_functions" not in ours.stderr  # no fallback in the VM
+    mine, ref = _probe_blocks(ours.stdout), _probe_blocks(theirs.stdout)
+    assert len(ref) > 50
+    assert sorted(mine) == sorted(ref)
+    differ = {name: (mine[name], ref[name]) for name in ref if mine[name] != ref[name]}
+    assert not differ, differ

@@ -129,7 +129,9 @@ def tmp_path(tmp_path_factory):
     return tmp_path_factory.mktemp("work")
 
 
-def test_fget_crack_fallback_exact_output(tmp_path):
+def test_fget_crack_fallback_exact_output(tmp_path, record_property):
+    record_property("tool", "fget-crack")
+    record_property("fallback", "tp_btf/sys_exit")
     cmd = script(tmp_path, FGET_WORKLOAD) + f" {tmp_path}"
     r = pycore("run", "fget-crack", "-c", cmd)
     assert r.returncode == 0, r.stderr
@@ -185,7 +187,9 @@ UNLINK_WORKLOAD = """
 """
 
 
-def test_vfs_unlink_fallback_exact_output(tmp_path):
+def test_vfs_unlink_fallback_exact_output(tmp_path, record_property):
+    record_property("tool", "vfs-unlink")
+    record_property("fallback", "syscall tracepoints")
     work = tmp_path / "unlinkdir"
     work.mkdir()
     cmd = script(tmp_path, UNLINK_WORKLOAD) + f" {work}"
@@ -233,7 +237,8 @@ CONTENTION_WORKLOAD = """
 HIST_ROW = r"\[(\d+[KMG]?), (\d+[KMG]?)\)\s+\d+ \|@*\s*\|"
 
 
-def test_lock_contention_hist_output(tmp_path):
+def test_lock_contention_hist_output(tmp_path, record_property):
+    record_property("tool", "lock-contention")
     import re
 
     work = tmp_path / "renames"
@@ -303,7 +308,8 @@ LEAK_WORKLOAD = """
 """
 
 
-def test_fd_leak_reports_what_the_child_never_closed(tmp_path):
+def test_fd_leak_reports_what_the_child_never_closed(tmp_path, record_property):
+    record_property("tool", "fd-leak")
     import re
 
     cmd = script(tmp_path, LEAK_WORKLOAD) + f" {tmp_path}"

@@ -72,7 +72,8 @@ def test_demo_all_locations_and_semaphore():
     assert all(e.err == 0 for e in events)
 
 
-def test_tool_usdt_passwd():
+def test_tool_usdt_passwd(record_property):
+    record_property("tool", "usdt-passwd")
     proc = subprocess.Popen([demo(), "0", "100"])
     try:
         out = subprocess.run([sys.executable, "-m", "pycore", "run", "usdt-passwd", "-d", "1"],
@@ -118,7 +119,8 @@ def test_postgres_all_71_probes_decode():
 
 
 @pytest.mark.skipif(not pg_available(), reason="PostgreSQL 15 not installed")
-def test_tool_pg_queries():
+def test_tool_pg_queries(record_property):
+    record_property("tool", "pg-queries")
     with pg_server() as server:
         tool = subprocess.Popen([sys.executable, "-m", "pycore", "run", "pg-queries", "-d", "6"],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -144,7 +146,8 @@ def test_tool_pg_queries_min_ms():
 
 
 @pytest.mark.skipif(not os.path.exists("/usr/bin/python3.11"), reason="no python3.11")
-def test_tool_py_calls(tmp_path):
+def test_tool_py_calls(tmp_path, record_property):
+    record_property("tool", "py-calls")
     script = tmp_path / "s.py"
     script.write_text("import time\ndef leaf(x):\n    return x + 1\ndef middle(x):\n    return leaf(x) * 2\n"
                       "def top():\n    return list(map(middle, range(2)))\n"
