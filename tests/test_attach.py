@@ -15,6 +15,7 @@ import os
 import shutil
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
@@ -391,3 +392,43 @@ def test_kprobe_counts_reads(obj):
     obj.programs["pat_kprobe"].attach_kprobe("vfs_read")
     read_files()
     assert count(obj, SRC_KPROBE) >= N
+
+
+@pytest.mark.kernel
+def test_fmod_ret_replaces_return_value():
+    """fmod_ret on a security hook (the verifier allows every security_* one):
+    getsid() of this process fails with the errno the program returns; once
+    detached, it works again."""
+    me = os.getpid()  # getsid(0) returns early, before the hook; a pid goes through it
+    sid = os.getsid(me)
+    with BpfObject(object_path("test_fmod_ret")) as obj:
+        obj.globals["target_tgid"] = os.getpid()
+        obj.globals["forced"] = -errno.EACCES
+        obj.load()
+        link = obj.programs["force_getsid"].attach_trace()
+        with pytest.raises(PermissionError) as err:
+            os.getsid(me)
+        assert err.value.errno == errno.EACCES
+        link.destroy()
+        assert os.getsid(me) == sid
+
+
+def test_btf_custom_path(tmp_path):
+    """CO-RE against a BTF file given by path (BTFHub-style, for kernels
+    without /sys/kernel/btf): a copy of this kernel's works, a bad one is a
+    clear error naming the object."""
+    good = tmp_path / "vmlinux.btf"
+    good.write_bytes(Path("/sys/kernel/btf/vmlinux").read_bytes())
+    with BpfObject(object_path("test_attach"), btf_custom_path=str(good)) as obj:
+        for p in obj.programs.values():
+            p.autoload = p.name == "pat_tp_btf"
+        obj.load()
+        assert obj.loaded
+    bad = tmp_path / "bad.btf"
+    bad.write_bytes(b"not btf at all")
+    with BpfObject(object_path("test_attach"), btf_custom_path=str(bad)) as obj:
+        for p in obj.programs.values():
+            p.autoload = p.name == "pat_tp_btf"
+        with pytest.raises(BpfError) as err:
+            obj.load()
+    assert "test_attach" in str(err.value)
