@@ -392,17 +392,19 @@ def read_file(path: str | os.PathLike[str]) -> bytes:
     """Read a whole file into one preallocated buffer.
 
     sysfs BTF cannot be mmapped and hands out a page or so per read; growing
-    and joining chunks costs five times more than reading into place.
+    and joining chunks costs five times more than reading into place.  Files
+    that report no size (procfs, tracefs) start from 64 KiB and double.
     """
     fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     try:
         size = os.fstat(fd).st_size
-        buf = bytearray(size + 1)
+        buf = bytearray((size or 1 << 16) + 1)
         view = memoryview(buf)
         n = 0
         while True:
             if n == len(buf):
-                buf.extend(bytes(len(buf)))  # the file grew or st_size lied
+                view.release()  # a bytearray with a live view cannot grow
+                buf.extend(bytes(len(buf)))  # no size (procfs), or the file grew
                 view = memoryview(buf)
             got = os.readv(fd, [view[n:]])
             if not got:

@@ -63,6 +63,12 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, ValueError) as e:  # BtfError is a ValueError
         print(f"pycore: error: {e}", file=sys.stderr)
         return 2
+    except Exception as e:  # a bug of ours: one line, the traceback on request
+        if os.environ.get("PYCORE_DEBUG"):
+            raise
+        print(f"pycore: internal error: {type(e).__name__}: {e} (PYCORE_DEBUG=1 shows where)",
+              file=sys.stderr)
+        return 70  # EX_SOFTWARE
 
 
 def _silence_stdout() -> None:

@@ -30,15 +30,10 @@ class Kallsyms:
     def data(self) -> bytes:
         """The whole file; OSError if unreadable."""
         if self._data is None:
-            fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
-            try:
-                chunks = []
-                while chunk := os.read(fd, 1 << 20):
-                    chunks.append(chunk)
-            finally:
-                os.close(fd)
+            from btf.spec import read_file
+
             # A leading newline lets every line be found as "\n<addr> <type> <name>".
-            self._data = b"\n" + b"".join(chunks)
+            self._data = b"\n" + read_file(self.path)
         return self._data
 
     def text_symbols(self, name_regex: bytes) -> dict[str, set[str]]:

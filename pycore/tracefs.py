@@ -65,14 +65,9 @@ class Tracefs:
 
     def read_bytes(self, *parts: str) -> bytes:
         """A whole tracefs file (OSError, e.g. EPERM, if unreadable)."""
-        fd = os.open(self.path(*parts), os.O_RDONLY | os.O_CLOEXEC)
-        try:
-            chunks = []
-            while chunk := os.read(fd, 1 << 20):
-                chunks.append(chunk)
-        finally:
-            os.close(fd)
-        return b"".join(chunks)
+        from btf.spec import read_file
+
+        return read_file(self.path(*parts))
 
     def available_events(self) -> list[str]:
         """``CATEGORY:NAME`` of every tracepoint, from ``available_events``

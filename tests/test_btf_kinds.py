@@ -444,3 +444,17 @@ def test_c_matches_bpftool(cspec, tmp_path):
     c = _bpftool("btf", "dump", "file", str(path), "format", "c")
     for type_id in (n.s, n.packed, n.pad, n.tail, n.e, n.e64, n.td):
         assert _defn(spec, type_id) + ";\n" in c
+
+
+def test_read_file_grows_for_files_without_a_size(tmp_path):
+    """procfs and tracefs report st_size 0: read_file must grow its buffer."""
+    from btf.spec import read_file
+
+    with open("/proc/self/maps", "rb") as f:
+        expected_start = f.read(64)
+    data = read_file("/proc/kallsyms")
+    assert len(data) > 1 << 17 and data.count(b"\n") > 1000   # far past the first 64 KiB
+    assert read_file("/proc/self/maps")[:16] == expected_start[:16]
+    big = tmp_path / "big"
+    big.write_bytes(bytes(range(256)) * 4000)
+    assert read_file(big) == bytes(range(256)) * 4000
