@@ -171,14 +171,18 @@ class Spec:
         """Number of type ids, void (id 0) included."""
         return self._first_id + len(self._offsets)
 
-    def type(self, type_id: int) -> T.Type:
-        """The type with this id, decoded on first use."""
+    def type(self, type_id: int, cache: bool = True) -> T.Type:
+        """The type with this id, decoded on first use.
+
+        ``cache=False`` decodes without keeping the object: for walks over
+        tens of thousands of functions that are looked at once.
+        """
         cached = self._cache.get(type_id)
         if cached is not None:
             return cached
         if type_id < self._first_id:
             if self.base is not None:
-                return self.base.type(type_id)
+                return self.base.type(type_id, cache)
             if type_id == 0:
                 t: T.Type = T.Void(self, 0, "void")
                 self._cache[0] = t
@@ -186,7 +190,8 @@ class Spec:
         if not 0 <= type_id - self._first_id < len(self._offsets):
             raise BtfError(f"no type with id {type_id} (have {len(self)})")
         t = self._decode(type_id)
-        self._cache[type_id] = t
+        if cache:
+            self._cache[type_id] = t
         return t
 
     __getitem__ = type

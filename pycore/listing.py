@@ -137,6 +137,7 @@ class Lister:
         self._prefixed_funcs: dict[tuple[int, str], dict[str, int]] = {}
         self._bpf_trace_by_signature: dict[int, dict[tuple[int, ...], list[str] | None]] = {}
         self._fmt = CFormatter()
+        self._notes: dict[tuple[int, int], str] = {}  # (spec, proto id) -> fentry verdict
 
     # -- sources --------------------------------------------------------
 
@@ -195,7 +196,8 @@ class Lister:
             else:
                 found = {}
                 rx = re.compile(rb"(?m)^(" + name_regex + rb")(?: \[([^\]\n]+)\])?$")
-                for name, module in rx.findall(data):
+                for m in rx.finditer(data):
+                    name, module = m.groups()
                     found.setdefault(module.decode() if module else VMLINUX, set()).add(name.decode())
         if found is None:
             self.warn(f"{why}; listing BTF functions found in /proc/kallsyms")
@@ -265,10 +267,16 @@ class Lister:
                 yield self._function_entry(pattern.kind, module, spec, by_name[name], max_args)
 
     def _function_entry(self, kind: str, module: str, spec: Spec, func_id: int, max_args: int) -> Entry:
-        func = spec.type(func_id)
-        proto = func.type  # type: ignore[attr-defined]
+        # A listing looks at each function once: don't keep 55k decoded
+        # functions and prototypes in the spec's cache (peak RSS).
+        func = spec.type(func_id, cache=False)
+        proto_id = func.type_id  # type: ignore[attr-defined]
+        proto = spec.type(proto_id, cache=False)
         entry = Entry(f"{kind}:{module}:{func.name}")
-        entry.note = self._fentry_problem(proto, max_args)
+        note = self._notes.get((id(spec), proto_id))
+        if note is None:
+            note = self._notes[(id(spec), proto_id)] = self._fentry_problem(proto, max_args)
+        entry.note = note
         if self.verbose:
             type_name = self._fmt.type_name
             for i, p in enumerate(proto.params):
