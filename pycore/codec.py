@@ -32,7 +32,6 @@ import gc
 import keyword
 import re
 import struct
-import weakref
 from collections.abc import Callable, Iterable, Iterator
 from functools import partial
 from itertools import starmap
@@ -690,15 +689,19 @@ def _c_name(t: T.Type) -> str:
     return f"{kind}(anonymous type {r.id})"
 
 
-# One registry per spec, dropped with the spec: a cache, not configuration.
-_registries: weakref.WeakKeyDictionary[Any, CodecRegistry] = weakref.WeakKeyDictionary()
+# One registry per spec, kept on the spec itself so that it goes with it.  (A
+# module-level WeakKeyDictionary cannot do that: the registry, its codecs and
+# their types all refer to the spec, so the weak key never died and every
+# BpfObject ever opened stayed in memory, about 50 kB each.)
+_REGISTRY_ATTR = "_pycore_codec_registry"
 
 
 def codec_registry(spec: Spec) -> CodecRegistry:
     """The (shared) registry of codecs for ``spec``."""
-    reg = _registries.get(spec)
+    reg = getattr(spec, _REGISTRY_ATTR, None)
     if reg is None:
-        reg = _registries[spec] = CodecRegistry(spec)
+        reg = CodecRegistry(spec)
+        setattr(spec, _REGISTRY_ATTR, reg)
     return reg
 
 

@@ -38,5 +38,6 @@ def missing_privileges(capeff: int | None = None) -> str | None:
     if has(CAP_SYS_ADMIN) or (has(CAP_BPF) and has(CAP_PERFMON)):
         return None
     held = [name for cap, name in sorted(_NAMES.items()) if has(cap)]
-    return ("needs root, or CAP_BPF and CAP_PERFMON (or CAP_SYS_ADMIN); this process has "
-            + (", ".join(held) if held else "none of them") + " (run it with sudo)")
+    missing = [_NAMES[cap] for cap in (CAP_BPF, CAP_PERFMON) if not has(cap)]
+    return ("needs root, or CAP_BPF and CAP_PERFMON (or CAP_SYS_ADMIN): missing " + ", ".join(missing)
+            + "; this process has " + (", ".join(held) if held else "none of them") + " (run it with sudo)")

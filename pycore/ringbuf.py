@@ -47,6 +47,7 @@ import gc
 import mmap
 import os
 import select
+import threading
 
 from .errors import BpfError
 
@@ -86,7 +87,10 @@ class RingBuffer:
     - ``async for ev in rb``: waits on the epoll fd with ``loop.add_reader``;
     - ``rb.read_batch()``: everything available as a numpy structured array.
 
-    ``close()`` (or the end of a ``with`` block) unmaps; it is safe twice.
+    ``close()`` (or the end of a ``with`` block) unmaps; it is safe twice,
+    and safe from another thread while a consumer waits or decodes: it wakes
+    the waiter (an eventfd in the epoll set), takes the lock decoding holds,
+    and the consumer's loop ends as if it had timed out.
     """
 
     #: Records decoded per step.  Bounded so that a full ring does not become
@@ -112,6 +116,11 @@ class RingBuffer:
         self._np_dtypes: dict[int, Any] = {}
         self._fd = -1
         self._ep = None
+        self._wake = -1
+        self._lock = threading.RLock()  # decoding vs close() from another thread
+        self._idle = threading.Condition(self._lock)
+        self._waiters = 0               # threads inside epoll_wait
+        self._closing = False
         self._cons_map = self._data_map = None
         self._page = mmap.PAGESIZE
         if self.size <= 0 or self.size & (self.size - 1) or self.size % self._page:
@@ -125,6 +134,8 @@ class RingBuffer:
                                        mmap.PROT_READ, offset=self._page)
             self._ep = select.epoll()
             self._ep.register(self._fd, select.EPOLLIN)
+            self._wake = os.eventfd(0, os.EFD_CLOEXEC | os.EFD_NONBLOCK)
+            self._ep.register(self._wake, select.EPOLLIN)
         except OSError as exc:
             self.close()
             raise BpfError(f"{obj.name}: map {map_name}: mmap/epoll ring buffer", exc.errno or 1) from None
@@ -142,23 +153,35 @@ class RingBuffer:
     # -- lifecycle --------------------------------------------------------
 
     def close(self) -> None:
-        """Unmap and close the fds; safe to call twice.  Pending events are dropped."""
-        for name in ("_words", "_data", "_prod", "_cons"):
-            mv = self.__dict__.pop(name, None)
-            if mv is not None:
-                mv.release()
-        for name in ("_cons_map", "_data_map"):
-            mp = getattr(self, name, None)
-            if mp is not None:
-                mp.close()
-                setattr(self, name, None)
-        if self._ep is not None:
-            self._ep.close()
-            self._ep = None
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
-        self._pending = []
+        """Unmap and close the fds; safe to call twice, and from any thread.  Pending events are dropped."""
+        with self._lock:
+            self._closing = True
+            if self._wake >= 0:
+                # Wake consumers blocked in epoll and let them leave it before
+                # closing: closing the eventfd would take its readiness off the
+                # epoll ready list before a woken waiter reads it, and the
+                # waiter would sleep on until its timeout.
+                os.eventfd_write(self._wake, 1)
+                self._idle.wait_for(lambda: self._waiters == 0, timeout=5.0)
+            for name in ("_words", "_data", "_prod", "_cons"):
+                mv = self.__dict__.pop(name, None)
+                if mv is not None:
+                    mv.release()
+            for name in ("_cons_map", "_data_map"):
+                mp = getattr(self, name, None)
+                if mp is not None:
+                    mp.close()
+                    setattr(self, name, None)
+            if self._ep is not None:
+                self._ep.close()
+                self._ep = None
+            if self._wake >= 0:
+                os.close(self._wake)
+                self._wake = -1
+            if self._fd >= 0:
+                os.close(self._fd)
+                self._fd = -1
+            self._pending = []
 
     @property
     def closed(self) -> bool:
@@ -326,7 +349,9 @@ class RingBuffer:
                     {"names": ["ev"], "formats": [dtype], "offsets": [HEADER_SIZE], "itemsize": stride})
             parts.append(np.frombuffer(mm, dtype=rec, count=n, offset=base + off)["ev"].copy())
 
-        self._walk(run, max_events)
+        with self._lock:
+            if not self._closing:
+                self._walk(run, max_events)
         if slow:
             parts.append(np.frombuffer(b"".join(slow), dtype=dtype))
         if not parts:
@@ -343,12 +368,32 @@ class RingBuffer:
         return self._prod[0] != self._cons_pos
 
     def _wait(self, timeout: float | None) -> bool:
-        if self._pending or self._has_data():
-            return True
-        return bool(self._ep.poll(-1 if timeout is None else timeout))
+        """True when there is something to take; False on timeout or once closed."""
+        with self._lock:
+            if self._closing:
+                return False
+            if self._pending or self._has_data():
+                return True
+            ep = self._ep
+            self._waiters += 1
+        try:
+            ready = ep.poll(-1 if timeout is None else timeout)
+        except (OSError, ValueError):  # closed by another thread
+            ready = []
+        finally:
+            with self._lock:
+                self._waiters -= 1
+                self._idle.notify_all()
+        return bool(ready) and not self._closing
 
     def _take(self, limit: int | None = None) -> list[Any]:
         """Pending events, else up to ``limit`` (default :attr:`batch_size`) decoded from the ring."""
+        with self._lock:
+            if self._closing:
+                return []
+            return self._take_locked(limit)
+
+    def _take_locked(self, limit: int | None) -> list[Any]:
         if self._pending:
             batch, self._pending = self._pending, []
             return batch
