@@ -8,4 +8,17 @@ BTF, read by the pure-Python :mod:`btf` package.
 
 __version__ = "0.1.0"
 
-__all__ = ["__version__"]
+__all__ = ["__version__", "open_tool"]
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from pycore.session import open_tool
+
+
+def __getattr__(name: str):
+    # lazy, so that `pycore list` does not pay for libbpf and the tools at start-up
+    if name == "open_tool":
+        from pycore.session import open_tool
+
+        return open_tool
+    raise AttributeError(f"module 'pycore' has no attribute {name!r}")

@@ -1,0 +1,168 @@
+"""Built-in tools inside your own process: ``pycore.open_tool(name, **options)``.
+
+``pycore run`` is a :class:`~pycore.tools.base.Runner` that owns the process
+(signals, stdout, exit status).  An agent embeds the same tools without any
+of that: :func:`open_tool` picks the attach method exactly as ``pycore run``
+does (fallbacks included), and the :class:`ToolSession` it returns hands out
+the tool's events and aggregations as Python objects.  Nothing here is
+global: open as many sessions as you like, of the same tool or different
+ones, from any thread; each owns its BPF object and ring buffer.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import AsyncIterator, Callable, Iterator
+from typing import Any
+
+from pycore.object import BpfObject
+from pycore.ringbuf import RingBuffer
+from pycore.tools.base import Method, NoMethod, Runner, Tool
+
+__all__ = ["ToolSession", "open_tool", "NoMethod"]
+
+
+def open_tool(name: str, *, pid: int = 0, **options: Any) -> ToolSession:
+    """Load and attach the tool ``name`` (as ``pycore tools`` lists them).
+
+    ``pid`` filters in the kernel like ``-p``; ``options`` are the tool's own
+    options with ``_`` for ``-`` (``pattern="crack"``, ``threshold=50``);
+    unknown ones raise TypeError.  Raises PermissionError (one line naming
+    the missing capabilities), :class:`NoMethod` (no attach method works on
+    this kernel: the message says what would), KeyError (no such tool), or
+    :class:`~pycore.errors.BpfError`.
+    """
+    from pycore.privileges import missing_privileges
+    from pycore.tools import registry
+
+    tool_cls = registry.get(name)
+    why = missing_privileges()
+    if why:
+        raise PermissionError(f"pycore: {why}")
+    return ToolSession(tool_cls(_tool_args(tool_cls, pid, options), out=io.StringIO()))
+
+
+def _tool_args(tool_cls: type[Tool], pid: int, options: dict[str, Any]) -> Any:
+    """The namespace ``pycore run NAME`` would parse: defaults, then ``options``."""
+    from pycore.commands.run import tool_parser
+
+    args = tool_parser(tool_cls).parse_args([])
+    for key, value in options.items():
+        if not hasattr(args, key) or key in ("cmd", "duration", "json"):
+            known = sorted(k for k in vars(args) if k not in ("cmd", "duration", "json", "pid"))
+            raise TypeError(f"{tool_cls.name}: no option {key!r} (has: {', '.join(known) or 'none'})")
+        setattr(args, key, value)
+    args.pid = pid
+    return args
+
+
+class ToolSession:
+    """One attached tool.  Read events with :meth:`events` (iterator),
+    :meth:`poll` (callback) or ``async for``; read aggregations with
+    :meth:`summary`; :meth:`close` (or ``with``) detaches everything.
+
+    One consumer at a time per session; :meth:`close` may be called from
+    any thread and ends a consumer blocked in :meth:`events`.
+    """
+
+    def __init__(self, tool: Tool) -> None:
+        self.tool = tool
+        self._notes = io.StringIO()
+        runner = Runner(tool, err=self._notes)
+        try:
+            self.obj: BpfObject = runner.open(tool.args.pid)
+        except SystemExit as exc:  # a tool rejecting an option, as it would on the command line
+            raise ValueError(str(exc.code)) from None
+        self._rb: RingBuffer | None = None
+        if tool.event is not None:
+            try:
+                self._rb = RingBuffer(self.obj, tool.ringbuf, event=tool.event)
+            except BaseException:
+                self.obj.close()
+                raise
+        tool.started(self.obj)
+
+    # -- what is running ---------------------------------------------------
+
+    @property
+    def name(self) -> str:
+        return self.tool.name
+
+    @property
+    def method(self) -> Method:
+        """The attach method in use (the first that worked)."""
+        assert self.tool.method is not None
+        return self.tool.method
+
+    @property
+    def notice(self) -> str:
+        """The fallback notice ``pycore run`` prints on stderr ('' when the first method worked)."""
+        return self._notes.getvalue().strip()
+
+    @property
+    def has_events(self) -> bool:
+        """Whether the tool streams events (some only aggregate in maps)."""
+        return self._rb is not None
+
+    @property
+    def lost(self) -> int:
+        """Events dropped because the ring buffer was full."""
+        return self._rb.lost if self._rb is not None else 0
+
+    # -- events ----------------------------------------------------------------
+
+    def _ring(self) -> RingBuffer:
+        if self._rb is None:
+            raise ValueError(f"{self.name} has no event stream; read summary()")
+        return self._rb
+
+    def events(self, timeout: float | None = None) -> Iterator[Any]:
+        """Events (dataclasses) as they come; ends after ``timeout`` s without one, or at close()."""
+        return self._ring().events(timeout)
+
+    def poll(self, callback: Callable[[Any], object], timeout: float | None = None) -> int:
+        """``callback(event)`` for each available event, waiting up to ``timeout`` s; returns the count."""
+        return self._ring().poll(callback, timeout)
+
+    def __aiter__(self) -> AsyncIterator[Any]:
+        return self._ring().__aiter__()
+
+    def format(self, event: Any) -> str | None:
+        """The line ``pycore run`` prints for ``event``."""
+        return self.tool.format_event(event)
+
+    def as_dict(self, event: Any) -> dict[str, Any] | None:
+        """The JSON object ``pycore run --json`` prints for ``event``."""
+        return self.tool.event_json(event)
+
+    # -- aggregations --------------------------------------------------------------
+
+    def summary(self) -> dict[str, Any] | None:
+        """The tool's aggregations now (what ``--json`` prints at the end), read live from maps."""
+        return self.tool.summary_json(self.obj)
+
+    def summary_text(self) -> str:
+        """The same, as ``pycore run`` prints it."""
+        return self.tool.summary(self.obj)
+
+    # -- lifecycle -------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Detach and free everything; safe twice and from any thread."""
+        if self._rb is not None:
+            self._rb.close()
+        self.obj.close()
+
+    @property
+    def closed(self) -> bool:
+        return self.obj.closed
+
+    def __enter__(self) -> ToolSession:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self.closed else f"attached via {self.method.name}"
+        return f"<ToolSession {self.name} {state}>"
