@@ -112,7 +112,21 @@ int bpf_prog_get_next_id(__u32 start_id, __u32 *next_id);
 int bpf_link_get_next_id(__u32 start_id, __u32 *next_id);
 int bpf_prog_get_fd_by_id(__u32 id);
 int bpf_link_get_fd_by_id(__u32 id);
-int bpf_enable_stats(int type);
+int bpf_enable_stats(int type);   /* enum bpf_stats_type: BPF_STATS_RUN_TIME = 0 */
+
+/* The prefix of the kernel's struct bpf_prog_info (uapi/linux/bpf.h) up to
+ * the run-time statistics (Linux >= 5.1); the kernel copies min(our size,
+ * its size), so a prefix is enough.  gpl_compatible:1 is folded into a u32. */
+struct bpf_prog_info {
+    __u32 type; __u32 id; unsigned char tag[8]; __u32 jited_prog_len; __u32 xlated_prog_len;
+    __u64 jited_prog_insns; __u64 xlated_prog_insns; __u64 load_time; __u32 created_by_uid;
+    __u32 nr_map_ids; __u64 map_ids; char name[16]; __u32 ifindex; __u32 gpl_compatible;
+    __u64 netns_dev; __u64 netns_ino; __u32 nr_jited_ksyms; __u32 nr_jited_func_lens;
+    __u64 jited_ksyms; __u64 jited_func_lens; __u32 btf_id; __u32 func_info_rec_size;
+    __u64 func_info; __u32 nr_func_info; __u32 nr_line_info; __u64 line_info; __u64 jited_line_info;
+    __u32 nr_jited_line_info; __u32 line_info_rec_size; __u32 jited_line_info_rec_size;
+    __u32 nr_prog_tags; __u64 prog_tags; __u64 run_time_ns; __u64 run_cnt; __u64 recursion_misses;
+};
 
 typedef int (*ring_buffer_sample_fn)(void *ctx, void *data, size_t size);
 struct ring_buffer *ring_buffer__new(int map_fd, ring_buffer_sample_fn sample_cb, void *ctx,
