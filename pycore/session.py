@@ -152,6 +152,7 @@ class ToolSession:
         if self._rb is not None:
             self._rb.close()
         self.obj.close()
+        self.tool.close()
 
     @property
     def closed(self) -> bool:

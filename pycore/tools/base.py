@@ -169,6 +169,9 @@ class Tool:
         """End-of-run JSON object, or None."""
         return None
 
+    def close(self) -> None:
+        """Release what the tool holds besides its BPF object (called once detached)."""
+
     # -- helpers ---------------------------------------------------------------
 
     @classmethod
@@ -308,6 +311,7 @@ class Runner:
                 signal.signal(s, signal.SIG_IGN)
             if self.obj is not None:
                 self.obj.close()
+            self.tool.close()
             if child is not None:
                 _stop_child(child)
             for s, h in old.items():

@@ -25,6 +25,7 @@ TOOLS: dict[str, str] = {
     "usdt-passwd": "pycore.tools.usdt_passwd",
     "pg-queries": "pycore.tools.pg_queries",
     "py-calls": "pycore.tools.py_calls",
+    "net-drops": "pycore.tools.net_drops",
 }
 
 
