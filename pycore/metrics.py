@@ -4,7 +4,8 @@ Everything is read when scraped, not pushed: event and loss counters kept
 by the consumers, each program's run count and run time from the kernel
 (:mod:`pycore.progstats`, needs statistics on), and the tools' own
 aggregations read live from their maps (lock-contention's log2 histogram
-becomes a Prometheus histogram, fd-leak's table a gauge).
+becomes a Prometheus histogram, fd-leak's table a gauge, net-drops' counts
+a counter).
 """
 
 from __future__ import annotations
@@ -93,8 +94,21 @@ def _fd_leak(s: ToolSession) -> list[Any]:
     return [g]
 
 
+def _net_drops(s: ToolSession) -> list[Any]:
+    c = CounterMetricFamily("pycore_net_drops", "packets the kernel dropped, per network namespace, "
+                            "interface and drop reason", labels=["netns", "interface", "reason"])
+    per: dict[tuple[str, str, str], int] = {}
+    for row in s.tool.counts(s.obj):
+        key = (row["netns_name"], row["interface"], row["reason"])
+        per[key] = per.get(key, 0) + row["count"]
+    for labels, n in sorted(per.items()):
+        c.add_metric(list(labels), n)
+    return [c]
+
+
 #: tool name -> its own families, read from its maps at scrape time
 TOOL_METRICS: dict[str, Callable[[ToolSession], list[Any]]] = {
     "lock-contention": _lock_contention,
     "fd-leak": _fd_leak,
+    "net-drops": _net_drops,
 }

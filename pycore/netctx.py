@@ -6,8 +6,8 @@ network namespace (``net->ns.inum``, the inode ``stat /proc/PID/ns/net`` or
 that namespace.  :class:`NetContext` turns the pair into the interface's
 name by asking the namespace itself over rtnetlink (pyroute2), keeps the
 answers, and keeps them right: per namespace it holds a socket subscribed to
-link notifications (RTM_NEWLINK/RTM_DELLINK), drained without a thread
-before each lookup, and it asks again on a miss.
+link notifications (RTM_NEWLINK/RTM_DELLINK), read without blocking
+before each lookup (no listener thread), and it asks again on a miss.
 
 Namespaces are named from ``/run/netns`` (``ip netns add``'s directory);
 others are found through a process inside them (``/proc/PID/ns/net``).
@@ -19,6 +19,7 @@ until :meth:`NetContext.close`.
 
 from __future__ import annotations
 
+import errno
 import os
 import select
 import threading
@@ -42,34 +43,50 @@ def own_netns() -> int:
 
 
 class _Netns:
-    """Two rtnetlink sockets inside one namespace: queries, and link notifications."""
+    """Inside one namespace: an rtnetlink query socket (pyroute2's IPRoute) and
+    a plain netlink socket subscribed to link notifications, read without
+    blocking and decoded by pyroute2's parser (pyroute2's own reader would
+    keep notifications buffered where select() cannot see them)."""
 
     def __init__(self, path: str | None) -> None:
-        from pyroute2 import IPRoute
+        import socket
+
+        from pyroute2 import IPRoute, netns
+        from pyroute2.netlink import NETLINK_ROUTE
         from pyroute2.netlink.rtnl import RTMGRP_LINK
+        from pyroute2.netlink.rtnl.marshal import MarshalRtnl
 
         # flags=0: never create a namespace, only enter an existing one
-        kw: dict[str, Any] = {} if path is None else {"netns": path, "flags": 0}
-        self.query = IPRoute(**kw)
+        self.query = IPRoute() if path is None else IPRoute(netns=path, flags=0)
         try:
-            self.monitor = IPRoute(**kw)
-            self.monitor.bind(groups=RTMGRP_LINK)
+            self.monitor = netns.create_socket(netns=path, family=socket.AF_NETLINK, socket_type=socket.SOCK_RAW,
+                                               proto=NETLINK_ROUTE, flags=0)
+            self.monitor.bind((0, RTMGRP_LINK))
+            self.monitor.setblocking(False)
         except BaseException:
             self.query.close()
             raise
+        self.marshal = MarshalRtnl()
 
     def links(self) -> dict[int, str]:
         return {msg["index"]: msg.get_attr("IFLA_IFNAME") for msg in self.query.get_links()}
 
-    def changes(self) -> list[tuple[str, int, str]]:
-        """(event, ifindex, name) of the link notifications waiting, without blocking."""
+    def changes(self) -> list[tuple[str, int, str]] | None:
+        """(event, ifindex, name) of the link notifications waiting, without
+        blocking; None when some were lost (ENOBUFS): ask for every link again."""
         out = []
-        fd = self.monitor.fileno()
-        while select.select([fd], [], [], 0)[0]:
-            for msg in self.monitor.get():
-                if msg["event"] in ("RTM_NEWLINK", "RTM_DELLINK"):
+        while True:
+            try:
+                data = self.monitor.recv(65536)
+            except BlockingIOError:
+                return out
+            except OSError as exc:
+                if exc.errno == errno.ENOBUFS:
+                    return None
+                raise
+            for msg in self.marshal.parse(data):
+                if msg.get("event") in ("RTM_NEWLINK", "RTM_DELLINK"):
                     out.append((msg["event"], msg["index"], msg.get_attr("IFLA_IFNAME")))
-        return out
 
     def close(self) -> None:
         self.monitor.close()
@@ -196,6 +213,13 @@ class NetContext:
                 changes = space.changes()
             except OSError:
                 changes = []
+            if changes is None:   # notifications lost: start this namespace afresh
+                for key in [k for k in self._names if k[0] == inode]:
+                    del self._names[key]
+                try:
+                    changes = [("RTM_NEWLINK", i, n) for i, n in space.links().items()]
+                except OSError:
+                    changes = []
             for event, index, name in changes:
                 if event == "RTM_NEWLINK" and name:
                     self._names[(inode, index)] = name

@@ -4,7 +4,8 @@ Each TOOL is attached as 'pycore run TOOL' would (same fallbacks, default
 options), its events are counted as they arrive, and /metrics exports
 pycore_events_total, pycore_lost_events_total, per-program run counts and
 run time from the kernel's BPF statistics (on while serving), and the tools'
-aggregations (lock-contention's histogram, fd-leak's open descriptors).
+aggregations (lock-contention's histogram, fd-leak's open descriptors,
+net-drops' drops by namespace, interface and reason).
 SIGTERM or Ctrl-C stops it and detaches everything.
 
 Needs the 'prometheus' extra (prometheus_client).
