@@ -1,13 +1,21 @@
 """Functions of an ELF file for ``uprobe:`` listing and ``symbol+offset`` checks.
 
 Functions come from ``.symtab`` and ``.dynsym`` (STT_FUNC/STT_GNU_IFUNC,
-defined, non-zero address), one per address+name.  Names are demangled with
-libstdc++'s own ``__cxa_demangle`` through ctypes: that is exactly what the
-``cxxfilt`` package wraps, without adding a dependency, and it also demangles
-legacy Rust symbols (Itanium-style ``_ZN...17h<hash>E``; the hash is
-dropped as rustfilt does).  Rust v0 (``_R``) names are shown mangled: no
-maintained pure-Python v0 demangler is packaged in Debian.  The mangled name
-always stays usable to attach.
+defined, non-zero address), one per address+name.  Names are demangled so
+that people can read them; the mangled name always stays usable to attach:
+
+* Rust, legacy (``_ZN...17h<hash>E``) and v0 (``_R...``), with ``pyderust``,
+  the bindings to the ``rustc-demangle`` crate that rustc, rustfilt and perf
+  use (hashes dropped, as rustfilt does);
+* C++ with libstdc++'s own ``__cxa_demangle`` through ctypes (what
+  ``cxxfilt`` wraps, without adding a dependency).
+
+``symbol+offset`` must land inside the function and, where the ELF allows
+knowing it, on an instruction boundary: a uprobe in the middle of an
+instruction corrupts the traced process (the kernel refuses some of these,
+not all).  x86 code is decoded from the file with capstone (the ``disasm``
+extra); without it only the function's size is checked.  arm64 instructions
+are 4 bytes, so there the check needs no decoder.
 """
 
 from __future__ import annotations
@@ -20,7 +28,8 @@ from functools import lru_cache
 
 from .stapsdt import UsdtError
 
-__all__ = ["Function", "functions", "demangle", "resolve"]
+__all__ = ["Function", "functions", "demangle", "resolve", "parse_spec", "find_function", "check_offset",
+           "instruction_offsets", "file_offset", "attach_uprobe", "capstone_available"]
 
 
 @dataclass(frozen=True)
@@ -46,11 +55,35 @@ def _cxa():
     return fn, libc.free
 
 
-_RUST_HASH = re.compile(r"::h[0-9a-f]{16}$")
+# A legacy Rust symbol ends in a 16-hex-digit hash element (maybe with an LLVM suffix).
+_RUST_LEGACY = re.compile(r"_ZN.*17h[0-9a-f]{16}E(\..*)?")
+
+
+@lru_cache(maxsize=1)
+def _rust_demangler():
+    try:
+        import pyderust
+    except ImportError:  # a broken install: names stay mangled, attaching still works
+        return None
+    return pyderust
+
+
+def _demangle_rust(name: str) -> str | None:
+    mod = _rust_demangler()
+    if mod is None:
+        return None
+    try:
+        return mod.demangle(name)
+    except ValueError:  # pyderust.DemangleError: not (valid) Rust
+        return None
 
 
 def demangle(name: str) -> str:
-    """C++ and legacy Rust names demangled; anything else unchanged."""
+    """Rust (legacy and v0) and C++ names demangled; anything else unchanged."""
+    if name.startswith("_R") or _RUST_LEGACY.fullmatch(name):
+        rust = _demangle_rust(name)
+        if rust is not None:
+            return rust
     if not name.startswith("_Z"):
         return name
     cxa = _cxa()
@@ -62,10 +95,9 @@ def demangle(name: str) -> str:
     if status.value != 0 or not ptr:
         return name
     try:
-        out = ctypes.string_at(ptr).decode(errors="replace")
+        return ctypes.string_at(ptr).decode(errors="replace")
     finally:
         free(ptr)
-    return _RUST_HASH.sub("", out)
 
 
 def functions(path: str) -> list[Function]:
@@ -101,30 +133,149 @@ def functions(path: str) -> list[Function]:
     return sorted(seen.values(), key=lambda f: (f.demangled, f.address))
 
 
-def resolve(path: str, spec: str) -> tuple[str, int]:
-    """``symbol``, ``symbol+offset`` or an address (``0x1234``) -> (symbol or "", offset),
-    checking that an offset stays inside the function's size."""
-    m = re.fullmatch(r"(0[xX][0-9a-fA-F]+|\d+)", spec)
-    if m:
-        return "", int(spec, 0)
-    name, _, off_text = spec.partition("+")
+_EM_X86_64, _EM_386, _EM_AARCH64 = 62, 3, 183
+
+
+@lru_cache(maxsize=1)
+def _capstone():
     try:
-        off = int(off_text, 0) if off_text else 0
+        import capstone
+    except ImportError:
+        return None
+    return capstone
+
+
+def capstone_available() -> bool:
+    return _capstone() is not None
+
+
+def _segments(path: str) -> tuple[int, list[tuple[int, int, int]]]:
+    """(e_machine number, PT_LOAD segments as (vaddr, filesz, file offset))."""
+    from elftools.common.exceptions import ELFError
+    from elftools.elf.elffile import ELFFile
+
+    try:
+        with open(path, "rb") as fh:
+            elf = ELFFile(fh)
+            machine = {"EM_X86_64": _EM_X86_64, "EM_386": _EM_386, "EM_AARCH64": _EM_AARCH64}.get(
+                elf["e_machine"], 0)
+            return machine, [(seg["p_vaddr"], seg["p_filesz"], seg["p_offset"])
+                             for seg in elf.iter_segments() if seg["p_type"] == "PT_LOAD"]
+    except OSError as e:
+        raise UsdtError(f"{path}: {e.strerror}") from None
+    except (ELFError, ValueError, KeyError) as e:
+        raise UsdtError(f"{path}: malformed ELF: {e}") from None
+
+
+def file_offset(path: str, address: int) -> int:
+    """The file offset of a link-time address (what a uprobe without a symbol takes)."""
+    for vaddr, filesz, offset in _segments(path)[1]:
+        if vaddr <= address < vaddr + filesz:
+            return address - vaddr + offset
+    raise UsdtError(f"{path}: address {address:#x} is in no loaded segment")
+
+
+def _function_code(path: str, f: Function) -> tuple[int, bytes]:
+    """(e_machine, the function's bytes from the file)."""
+    machine, segments = _segments(path)
+    for vaddr, filesz, offset in segments:
+        if vaddr <= f.address < vaddr + filesz:
+            try:
+                with open(path, "rb") as fh:
+                    fh.seek(f.address - vaddr + offset)
+                    return machine, fh.read(min(f.size, vaddr + filesz - f.address))
+            except OSError as e:
+                raise UsdtError(f"{path}: {e.strerror}") from None
+    return machine, b""
+
+
+def instruction_offsets(path: str, f: Function) -> tuple[list[int], int] | None:
+    """Offsets of ``f``'s instructions from its start and where decoding ended
+    (the decoder stops at bytes that are not code), or None when this cannot
+    be known: no decoder for the architecture, capstone not installed, or no
+    bytes in the file (size 0)."""
+    machine, code = _function_code(path, f)
+    if not code:
+        return None
+    if machine == _EM_AARCH64:
+        return list(range(0, len(code), 4)), len(code) - len(code) % 4
+    cs = _capstone()
+    if cs is None or machine not in (_EM_X86_64, _EM_386):
+        return None
+    md = cs.Cs(cs.CS_ARCH_X86, cs.CS_MODE_64 if machine == _EM_X86_64 else cs.CS_MODE_32)
+    starts, end = [], 0
+    for addr, size, _mnemonic, _operands in md.disasm_lite(code, 0):
+        starts.append(addr)
+        end = addr + size
+    return starts, end
+
+
+def check_offset(path: str, f: Function, off: int) -> str:
+    """Raise :class:`UsdtError` unless ``off`` is inside ``f`` and, where it
+    can be known, on an instruction boundary; return how it was checked."""
+    label = f.demangled if f.demangled != f.name else f.name
+    if off < 0 or (f.size and off >= f.size):
+        hint = "" if capstone_available() else " (capstone not installed: offsets are checked against the size only)"
+        raise UsdtError(f"offset {off:#x} is outside {label} ({f.size} bytes){hint}")
+    if not off:
+        return "function entry"
+    decoded = instruction_offsets(path, f)
+    if decoded is None:
+        if _capstone() is None:
+            return "inside the function's size only (install capstone, pip install 'pycore[disasm]', " \
+                "to check instruction boundaries)"
+        return "inside the function's size only (no instruction decoder for this architecture)"
+    starts, end = decoded
+    if off in starts:
+        return "instruction boundary"
+    if off >= end:
+        return "inside the function's size only (past the bytes the decoder understood)"
+    before = max(s for s in starts if s < off)
+    after = min([s for s in starts if s > off] + [end])
+    raise UsdtError(f"{off:#x} is not on an instruction boundary of {label} "
+                    f"(nearest: +{before:#x}, +{after:#x})")
+
+
+def parse_spec(spec: str) -> tuple[str, int | None]:
+    """``symbol``, ``symbol+offset`` or an address -> (symbol or "", offset or None).
+    A ``+`` not followed by a digit belongs to the name (C++ ``operator+``)."""
+    if re.fullmatch(r"0[xX][0-9a-fA-F]+|\d+", spec):
+        return "", int(spec, 0)
+    name, plus, off_text = spec.rpartition("+")
+    if not plus or not name or not off_text[:1].isdigit():
+        return spec, None
+    try:
+        return name, int(off_text, 0)
     except ValueError:
         raise UsdtError(f"{spec!r}: bad offset {off_text!r}") from None
+
+
+def find_function(path: str, name: str) -> Function:
     funcs = [f for f in functions(path) if name in (f.name, f.demangled)]
     if not funcs:
         raise UsdtError(f"{path}: no function {name!r}")
-    f = funcs[0]
-    if off and (off < 0 or (f.size and off >= f.size)):
-        raise UsdtError(f"{spec!r}: offset {off:#x} is outside {f.name} ({f.size} bytes)")
-    return f.name, off
+    return funcs[0]
+
+
+def resolve(path: str, spec: str) -> tuple[str, int]:
+    """``symbol``, ``symbol+offset`` or an address (``0x1234``, a file offset)
+    -> (mangled symbol or "", offset), checking that an offset is inside the
+    function and on an instruction boundary (see :func:`check_offset`)."""
+    name, off = parse_spec(spec)
+    if not name:
+        return "", off or 0
+    f = find_function(path, name)
+    if off:
+        check_offset(path, f, off)
+    return f.name, off or 0
 
 
 def attach_uprobe(program, path: str, spec: str, pid: int = -1, retprobe: bool = False):  # noqa: ANN001, ANN201
     """Attach ``program`` (a loaded :class:`pycore.object.Program`) at ``symbol``,
-    ``symbol+offset`` (checked to be inside the function) or an address (file offset)."""
-    if retprobe and "+" in spec:
+    ``symbol+offset`` (checked to be inside the function, on an instruction
+    boundary) or an address (file offset)."""
+    name, off = parse_spec(spec)
+    if retprobe and name and off:
         raise UsdtError(f"{spec!r}: a uretprobe takes a function, not function+offset")
     name, off = resolve(path, spec)
     return program.attach_uprobe(path, symbol=name or None, offset=off, pid=pid, retprobe=retprobe)

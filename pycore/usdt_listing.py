@@ -13,7 +13,7 @@ from fnmatch import fnmatchcase
 from typing import Iterator
 
 from .listing import INDENT, Entry
-from .probes import ProbePattern
+from .probes import ProbePattern, has_wildcard
 from .stapsdt import UsdtError
 from .usdt import check_binary, iter_probes, mapped_objects, resolve_path
 
@@ -55,9 +55,12 @@ def usdt_entries(pattern: ProbePattern, verbose: int, pid: int | None) -> Iterat
 
 
 def uprobe_entries(pattern: ProbePattern, verbose: int, pid: int | None) -> Iterator[Entry]:
-    from .elfsyms import functions
+    from .elfsyms import functions, parse_spec
 
     paths, strict = target_paths(pattern, pid)
+    if not has_wildcard(pattern.target) and parse_spec(pattern.target)[1] is not None:
+        yield from _offset_entries(pattern, paths, strict, verbose)
+        return
     for path in paths:
         try:
             funcs = functions(path)
@@ -74,3 +77,29 @@ def uprobe_entries(pattern: ProbePattern, verbose: int, pid: int | None) -> Iter
                 mangled = f"  mangled: {fn.name}" if fn.demangled != fn.name else ""
                 entry.details.append(f"{INDENT}address: {fn.address:#x}  size: {fn.size}{mangled}")
             yield entry
+
+
+def _offset_entries(pattern: ProbePattern, paths: list[str], strict: bool, verbose: int) -> Iterator[Entry]:
+    """``uprobe:PATH:FUNC+OFF``: the one place it names, after checking the
+    offset is inside FUNC and on an instruction boundary (an error otherwise)."""
+    from .elfsyms import check_offset, file_offset, find_function, parse_spec
+
+    name, off = parse_spec(pattern.target)
+    if not name:
+        raise UsdtError(f"{pattern.kind}:{pattern.target}: give FUNCTION+OFFSET, not a bare address")
+    for path in paths:
+        try:
+            fn = find_function(path, name)
+        except UsdtError:
+            if strict:
+                raise
+            continue
+        how = check_offset(path, fn, off)
+        shown = fn.demangled if fn.demangled != fn.name else fn.name
+        entry = Entry(f"{pattern.kind}:{path}:{shown}+{off:#x}")
+        if verbose:
+            mangled = f"  mangled: {fn.name}" if fn.demangled != fn.name else ""
+            entry.details.append(f"{INDENT}address: {fn.address + off:#x} (file offset "
+                                 f"{file_offset(path, fn.address + off):#x})  size: {fn.size}{mangled}")
+            entry.details.append(f"{INDENT}checked: {how}")
+        yield entry

@@ -88,3 +88,109 @@ def postmaster_pid(server: PgServer) -> int:
     # runuser forks: the postmaster is its child
     out = subprocess.run(["pgrep", "-P", str(server.proc.pid)], capture_output=True, text=True).stdout.split()
     return int(out[0]) if out else server.proc.pid
+
+
+# -- a shared library with USDT probes and plain functions, and programs using it --
+
+LIBPC_C = r"""
+#include <sys/sdt.h>
+long pc_table[8] = {11, 22, 33, 44, 55, 66, 77, 88};
+
+__attribute__((noinline)) int pc_add(int a, int b)
+{
+	__asm__ volatile("" ::: "memory");
+	return a * 3 + b;
+}
+
+/* gcc -O2 -fPIC passes pc_table[i] as a SIB operand: -8@(%rax,%rdx,8) */
+__attribute__((noinline)) void pc_fire(int i)
+{
+	DTRACE_PROBE2(pc, sib, pc_table[i], i);
+}
+
+/* gcc never picks %ah for an argument; sdt.h takes an explicit spec in asm */
+__attribute__((noinline)) void pc_ah(unsigned char c, long tag)
+{
+	__asm__ __volatile__("movb %b0, %%ah\n\t"
+			     STAP_PROBE_ASM(pc, ah, -1@%%ah 1@%%ah 8@%%rdi)
+			     : : "q"(c), "D"(tag) : "rax");
+}
+"""
+
+PC_TARGET_CC = r"""
+#include <cstdio>
+#include <cstdlib>
+#include <stdexcept>
+#include <unistd.h>
+extern "C" { int pc_add(int, int); void pc_fire(int); void pc_ah(unsigned char, long); }
+
+int main(int argc, char **argv)
+{
+	int n = argc > 1 ? atoi(argv[1]) : 1;
+	char go;
+	if (read(0, &go, 1) != 1)	/* wait until the probes are attached */
+		return 1;
+	long sum = 0;
+	int caught = 0;
+	for (int i = 0; i < n; i++) {
+		try {
+			throw std::runtime_error("pycore");
+		} catch (const std::exception &) {
+			caught++;
+		}
+		sum += pc_add(i, 1);
+		pc_fire(i % 8);
+		pc_ah((unsigned char)(0xf0 + i % 16), 1000 + i);
+	}
+	printf("%d %ld\n", caught, sum);
+	return 0;
+}
+"""
+
+
+def build_shared_lib_target(d: str) -> tuple[str, str]:
+    """Build ``libpc.so`` (USDT probes pc:sib and pc:ah, functions pc_add, pc_fire,
+    pc_ah) and ``pc_target`` (C++, throws and catches argv[1] exceptions and calls
+    each libpc function once per iteration after reading a byte from stdin)
+    in ``d``; returns their paths."""
+    lib, target = os.path.join(d, "libpc.so"), os.path.join(d, "pc_target")
+    with open(os.path.join(d, "pc.c"), "w") as f:
+        f.write(LIBPC_C)
+    with open(os.path.join(d, "pc_target.cc"), "w") as f:
+        f.write(PC_TARGET_CC)
+    subprocess.run(["gcc", "-O2", "-fPIC", "-shared", "-o", lib, os.path.join(d, "pc.c")], check=True)
+    subprocess.run(["g++", "-O2", "-o", target, os.path.join(d, "pc_target.cc"), f"-L{d}", "-lpc",
+                    f"-Wl,-rpath,{d}"], check=True)
+    return lib, target
+
+
+RUST_TARGET_RS = r"""
+use std::io::Read;
+pub struct Counter { n: u64 }
+impl Counter {
+    #[inline(never)]
+    pub fn bump(&mut self, by: u64) -> u64 { self.n += by; self.n }
+}
+fn main() {
+    let n: u64 = std::env::args().nth(1).and_then(|s| s.parse().ok()).unwrap_or(1);
+    let mut go = [0u8; 1];
+    std::io::stdin().read_exact(&mut go).unwrap();   // wait until the probes are attached
+    let mut c = Counter { n: 0 };
+    let mut total = 0u64;
+    for i in 0..n { total = total.wrapping_add(c.bump(i)); }
+    println!("{} {}", c.n, total);
+}
+"""
+
+
+def build_rust_target(d: str, mangling: str) -> str:
+    """A Rust program (Debian's rustc) calling ``Counter::bump`` argv[1] times
+    after reading a byte from stdin, with ``legacy`` or ``v0`` symbol mangling."""
+    src, out = os.path.join(d, "counter.rs"), os.path.join(d, f"counter_{mangling}")
+    with open(src, "w") as f:
+        f.write(RUST_TARGET_RS)
+    # rustc 1.63 mangles legacy by default and takes =legacy only with -Z unstable-options
+    flags = [] if mangling == "legacy" else ["-C", f"symbol-mangling-version={mangling}"]
+    subprocess.run([shutil.which("rustc", path="/usr/bin") or "rustc", "-O", *flags, "-o", out, src],
+                   check=True)
+    return out
