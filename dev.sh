@@ -27,6 +27,7 @@ VENV=$ROOT/.venv
 STAMP=$VENV/.pycore-build-stamp
 APT_PACKAGES=(clang llvm libbpf-dev libbpf1 bpftool bpftrace pkg-config cmake make
               gcc g++ rustc systemtap-sdt-dev binutils postgresql-15 python3.11)   # USDT demo, targets (C++, Rust), readelf
+APT_PACKAGES+=(iproute2 nftables)   # net-drops tests: namespaces, veth pairs, an nft drop rule
 VM_APT_PACKAGES=(qemu-system-x86 kmod busybox-static)   # vm-test only: QEMU, depmod, initramfs
 export DEBIAN_FRONTEND=noninteractive PIP_DISABLE_PIP_VERSION_CHECK=1
 
