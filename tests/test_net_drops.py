@@ -6,7 +6,9 @@ and drops packets on purpose where the kernel's reason is certain:
 
 - UDP to a port nobody listens on: NO_SOCKET, on the receiving veth;
 - an Ethernet frame to a MAC address that is not the receiver's:
-  OTHERHOST (ip_rcv drops it before looking at it).
+  OTHERHOST (ip_rcv drops it before looking at it);
+- UDP to a port an nftables rule in the receiving namespace drops:
+  NETFILTER_DROP (``nft`` is in dev.sh's APT_PACKAGES).
 
 Counts are exact on the (namespace, interface, reason) the packets were
 sent to.  The namespaces are deleted by the fixture, also on failure.
@@ -36,7 +38,7 @@ UDP_SEND = """
 import socket, sys
 s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
 for _ in range(int(sys.argv[2])):
-    s.sendto(b"drop me", (sys.argv[1], 9))
+    s.sendto(b"drop me", (sys.argv[1], int(sys.argv[3])))
 """
 
 # An IPv4 packet in an Ethernet frame addressed to 02:00:00:00:00:01 (nobody).
@@ -92,8 +94,15 @@ class Pair:
         for ns in self.created:
             subprocess.run(["ip", "netns", "del", ns], capture_output=True, timeout=30)
 
-    def udp_to_closed_port(self, count: int = N, *, src: str | None = None, dst: str | None = None) -> None:
-        _in_ns(src or self.a, sys.executable, "-c", UDP_SEND, dst or self.addr_b, str(count))
+    def udp_to_closed_port(self, count: int = N, *, src: str | None = None, dst: str | None = None,
+                           port: int = 9) -> None:
+        _in_ns(src or self.a, sys.executable, "-c", UDP_SEND, dst or self.addr_b, str(count), str(port))
+
+    def nft_drop_udp(self, port: int) -> None:
+        """An nftables rule in b dropping UDP to ``port`` on input."""
+        _in_ns(self.b, "nft", f"add table inet pycore_t; add chain inet pycore_t in "
+                              f"{{ type filter hook input priority 0; policy accept; }}; "
+                              f"add rule inet pycore_t in udp dport {port} drop")
 
     def frames_to_otherhost(self, count: int = N) -> None:
         _in_ns(self.a, sys.executable, "-c", OTHERHOST_SEND, self.ifa, str(count))
@@ -155,6 +164,23 @@ def test_reasons_are_told_apart(pair):
         time.sleep(0.3)
         rows = _rows(s.summary(), pair.ino_b)
     assert rows == {(pair.ifb, "NO_SOCKET"): N, (pair.ifb, "OTHERHOST"): 7, ("lo", "NO_SOCKET"): 3}
+
+
+def test_nftables_drop_is_netfilter_drop(pair):
+    import shutil
+
+    import pycore
+
+    assert shutil.which("nft"), "nft is missing: ./dev.sh setup installs nftables"
+    pair.nft_drop_udp(7777)
+    with pycore.open_tool("net-drops", netns=pair.b) as s:
+        pair.udp_to_closed_port(N, port=7777)     # dropped by the rule, before any socket lookup
+        pair.udp_to_closed_port(2, port=7778)     # not matched: no socket
+        events = [s.as_dict(e) for e in _settle(s, N + 2)]
+        rows = _rows(s.summary(), pair.ino_b)
+    assert rows == {(pair.ifb, "NETFILTER_DROP"): N, (pair.ifb, "NO_SOCKET"): 2}
+    assert all(e["netns"] == pair.ino_b for e in events)    # --netns filtered in the kernel
+    assert len(events) == N + 2
 
 
 def test_tracepoint_fallback_counts_the_same(pair):
