@@ -10,12 +10,13 @@ import subprocess
 import sys
 
 import pytest
+from hypothesis import given, settings, strategies as st
 
 sys.path.insert(0, os.path.dirname(__file__))
 from usdt_targets import build_rust_target  # noqa: E402
 
 from pycore.cli import main  # noqa: E402
-from pycore.elfsyms import attach_uprobe, demangle, functions, resolve  # noqa: E402
+from pycore.elfsyms import attach_uprobe, demangle, functions, parse_spec, resolve  # noqa: E402
 from pycore.stapsdt import UsdtError  # noqa: E402
 
 LIBSTDCXX = "/usr/lib/x86_64-linux-gnu/libstdc++.so.6"
@@ -92,6 +93,27 @@ def test_without_capstone_only_the_size_is_checked():
         f"offset 0x186a0 is outside readline ({size} bytes) "
         "(capstone not installed: offsets are checked against the size only)",
     ]
+
+
+def test_parse_spec():
+    assert parse_spec("readline") == ("readline", None)
+    assert parse_spec("readline+0x10") == ("readline", 16)
+    assert parse_spec("0x1234") == ("", 0x1234)
+    assert parse_spec("operator+") == ("operator+", None)
+    assert parse_spec("A::operator+(int)+4") == ("A::operator+(int)", 4)
+    with pytest.raises(UsdtError, match="bad offset '4x'"):
+        parse_spec("f+4x")
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.text(alphabet=st.sampled_from("abx0123456789+:_<>()*- "), max_size=30) | st.text(max_size=30))
+def test_fuzz_parse_spec(spec):
+    try:
+        name, off = parse_spec(spec)
+    except UsdtError as e:
+        assert "\n" not in str(e)
+        return
+    assert isinstance(name, str) and (off is None or off >= 0)
 
 
 def test_cli_offset_errors_are_one_line():
