@@ -26,7 +26,7 @@ ROOT=$PWD
 VENV=$ROOT/.venv
 STAMP=$VENV/.pycore-build-stamp
 APT_PACKAGES=(clang llvm libbpf-dev libbpf1 bpftool bpftrace pkg-config cmake make
-              gcc g++ rustc systemtap-sdt-dev binutils postgresql-15 python3.11)   # USDT demo, targets (C++, Rust), readelf
+              gcc g++ rustc systemtap-sdt-dev binutils postgresql-15 python3.11 python3.11-dev)   # USDT demo, targets (C++, Rust), readelf; CPython headers (py-calls offsets test)
 APT_PACKAGES+=(iproute2 nftables)   # net-drops tests: namespaces, veth pairs, an nft drop rule
 VM_APT_PACKAGES=(qemu-system-x86 kmod busybox-static)   # vm-test only: QEMU, depmod, initramfs
 export DEBIAN_FRONTEND=noninteractive PIP_DISABLE_PIP_VERSION_CHECK=1

@@ -1,0 +1,109 @@
+"""Where a CPython interpreter keeps the frames of the thread running bytecode,
+for BPF programs that walk them (py-calls' depth).
+
+The chain read is ``_PyRuntime.gilstate.tstate_current`` (the thread state
+holding the GIL) ``->cframe->current_frame`` (a ``_PyInterpreterFrame``)
+``->previous->...``; ``native_thread_id`` lets the BPF side check that the
+thread state is the current thread's.  These are CPython internals that
+change between minor versions, so a layout is known only for the versions
+listed in :data:`LAYOUTS`, and the version is read from the binary itself
+(the ``Py_Version`` constant, exported since 3.11), never assumed.
+
+The offsets are ``offsetof()`` against the headers of the same version
+(Debian's ``python3.11-dev``: ``internal/pycore_runtime.h``,
+``cpython/pystate.h``, ``internal/pycore_frame.h``) for x86-64;
+``tests/test_py_calls.py`` compiles that ``offsetof()`` program against the
+installed headers and compares.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+__all__ = ["FrameLayout", "LAYOUTS", "PythonBinary", "layout_for"]
+
+
+@dataclass(frozen=True)
+class FrameLayout:
+    """Byte offsets of the fields on the way from ``_PyRuntime`` to the frame chain."""
+
+    tstate_current: int         # _PyRuntimeState.gilstate.tstate_current
+    tstate_thread_id: int       # PyThreadState.native_thread_id
+    tstate_cframe: int          # PyThreadState.cframe
+    cframe_current_frame: int   # _PyCFrame.current_frame
+    frame_previous: int         # _PyInterpreterFrame.previous
+
+
+# (major, minor) -> layout, x86-64 release builds (not Py_DEBUG).
+LAYOUTS: dict[tuple[int, int], FrameLayout] = {
+    (3, 11): FrameLayout(tstate_current=576, tstate_thread_id=160, tstate_cframe=56,
+                         cframe_current_frame=8, frame_previous=48),
+}
+
+RUNTIME_SYMBOL = "_PyRuntime"
+
+
+class PythonBinary:
+    """What an ELF file (an interpreter, or a libpython) says about the CPython in it."""
+
+    def __init__(self, path: str) -> None:
+        from elftools.elf.elffile import ELFFile
+
+        self.path = path
+        with open(path, "rb") as f:
+            elf = ELFFile(f)
+            self.machine = elf["e_machine"]
+            self.symbols: dict[str, int] = {}
+            for name in (".dynsym", ".symtab"):
+                sec = elf.get_section_by_name(name)
+                if sec is None or not hasattr(sec, "iter_symbols"):
+                    continue
+                for sym in sec.iter_symbols():
+                    if sym.name and sym["st_shndx"] != "SHN_UNDEF" and sym["st_value"]:
+                        self.symbols[sym.name] = sym["st_value"]
+            self.version_hex = self._read_u32(elf, f, self.symbols.get("Py_Version"))
+
+    @staticmethod
+    def _read_u32(elf, f, vaddr: int | None) -> int | None:  # noqa: ANN001
+        if vaddr is None:
+            return None
+        for seg in elf.iter_segments():
+            if seg["p_type"] == "PT_LOAD" and seg["p_vaddr"] <= vaddr < seg["p_vaddr"] + seg["p_filesz"]:
+                f.seek(seg["p_offset"] + vaddr - seg["p_vaddr"])
+                return struct.unpack("<I", f.read(4))[0]
+        return None
+
+    @property
+    def version(self) -> tuple[int, int, int] | None:
+        """(major, minor, micro) from ``Py_Version`` (PY_VERSION_HEX), None before 3.11."""
+        v = self.version_hex
+        return None if v is None else (v >> 24, (v >> 16) & 0xFF, (v >> 8) & 0xFF)
+
+    @property
+    def debug_build(self) -> bool:
+        """Py_DEBUG builds (python3.11d) export the reference total; their layout differs."""
+        return "_Py_RefTotal" in self.symbols
+
+    def runtime_address(self) -> int | None:
+        """Link-time address of ``_PyRuntime``, None when this file does not define it."""
+        return self.symbols.get(RUNTIME_SYMBOL)
+
+
+def layout_for(binary: PythonBinary) -> tuple[FrameLayout | None, str]:
+    """The frame layout for ``binary``, or None and a few words saying why not."""
+    version = binary.version
+    if version is None:
+        return None, "no Py_Version symbol (CPython before 3.11, or not CPython)"
+    name = "CPython {}.{}.{}".format(*version)
+    if binary.machine != "EM_X86_64":
+        return None, f"{name} on {binary.machine}: frame offsets are known for x86-64 only"
+    if binary.debug_build:
+        return None, f"{name} is a debug build (Py_DEBUG): its frame offsets are not known"
+    if binary.runtime_address() is None:
+        return None, f"{name}: no {RUNTIME_SYMBOL} symbol in {binary.path}"
+    layout = LAYOUTS.get(version[:2])
+    if layout is None:
+        known = ", ".join("{}.{}".format(*v) for v in sorted(LAYOUTS))
+        return None, f"{name}: frame offsets are known for {known} only"
+    return layout, name
