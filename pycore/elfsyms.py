@@ -236,18 +236,28 @@ def check_offset(path: str, f: Function, off: int) -> str:
                     f"(nearest: +{before:#x}, +{after:#x})")
 
 
+_NUMBER = re.compile(r"0[xX]([0-9a-fA-F]+)|([0-9]+)")
+
+
+def _number(text: str) -> int | None:
+    """``0x1f`` or decimal (``010`` is ten, as in bpftrace), None otherwise."""
+    m = _NUMBER.fullmatch(text)
+    if not m:
+        return None
+    return int(m.group(1), 16) if m.group(1) else int(m.group(2))
+
+
 def parse_spec(spec: str) -> tuple[str, int | None]:
     """``symbol``, ``symbol+offset`` or an address -> (symbol or "", offset or None).
     A ``+`` not followed by a digit belongs to the name (C++ ``operator+``)."""
-    if re.fullmatch(r"0[xX][0-9a-fA-F]+|\d+", spec):
-        return "", int(spec, 0)
+    if (address := _number(spec)) is not None:
+        return "", address
     name, plus, off_text = spec.rpartition("+")
     if not plus or not name or not off_text[:1].isdigit():
         return spec, None
-    try:
-        return name, int(off_text, 0)
-    except ValueError:
-        raise UsdtError(f"{spec!r}: bad offset {off_text!r}") from None
+    if (off := _number(off_text)) is None:
+        raise UsdtError(f"{spec!r}: bad offset {off_text!r}")
+    return name, off
 
 
 def find_function(path: str, name: str) -> Function:

@@ -199,6 +199,8 @@ def test_uprobe_library_function_plus_offset(built):
         with pytest.raises(UsdtError, match=rf"^{misaligned:#x} is not on an instruction boundary of pc_add "
                                             rf"\(nearest: \+{offsets[0]:#x}, \+{offsets[1]:#x}\)$"):
             attach_uprobe(obj.programs["uprobe_args"], lib, f"pc_add+{misaligned}")
+        with pytest.raises(UsdtError, match=r"a uretprobe takes a function, not function\+offset"):
+            attach_uprobe(obj.programs["uretprobe_value"], lib, f"pc_add+{aligned}", retprobe=True)
         assert not obj.links
         attach_uprobe(obj.programs["uprobe_args"], lib, f"pc_add+{aligned:#x}")
         proc = start(target, n)

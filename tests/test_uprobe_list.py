@@ -99,6 +99,8 @@ def test_parse_spec():
     assert parse_spec("readline") == ("readline", None)
     assert parse_spec("readline+0x10") == ("readline", 16)
     assert parse_spec("0x1234") == ("", 0x1234)
+    assert parse_spec("010") == ("", 10)
+    assert parse_spec("f+010") == ("f", 10)
     assert parse_spec("operator+") == ("operator+", None)
     assert parse_spec("A::operator+(int)+4") == ("A::operator+(int)", 4)
     with pytest.raises(UsdtError, match="bad offset '4x'"):
