@@ -31,9 +31,10 @@ import gc
 import io
 import sys
 from array import array
-from itertools import accumulate, compress, count, repeat
-from operator import add, itemgetter
-from typing import TYPE_CHECKING, Callable, Sequence, TextIO
+from itertools import accumulate, chain, compress, count, repeat
+from operator import add, and_, itemgetter, lt, mod, mul
+
+TYPE_CHECKING = False  # typing costs milliseconds to import; annotations are strings
 
 from . import types as T
 from .errors import BtfError
@@ -41,6 +42,9 @@ from .kinds import Kind
 from .layout import padding_fields
 
 if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable, Iterator, Sequence
+    from typing import TextIO
+
     from .spec import Spec
     from .strings import StringTable
 
@@ -61,6 +65,7 @@ _NOT_DUMPED = frozenset((_FUNC, _VAR, _DATASEC, _DECL_TAG))
 _NOT, _DOING, _DONE = 0, 1, 2
 
 _MAX_INDENT = 13  # libbpf's indent string is 13 tabs long
+_INDENT = ["\n" + "\t" * i for i in range(_MAX_INDENT + 1)]  # a new line at each level
 
 HEADER_PROLOGUE = (
     "#ifndef __VMLINUX_H__\n"
@@ -127,7 +132,7 @@ class Namer:
         self._vlen = vlen
         self.type_counts: dict[str, int] = {}
         self.ident_counts: dict[str, int] = {}
-        self._resolved: dict[int, str] = {}
+        self._resolved: list[str | None] = [None] * len(kinds)  # by id: no int hashing
 
     def _resolve(self, type_id: int, counts: dict[str, int]) -> str:
         name = self._name_of(type_id)
@@ -145,12 +150,12 @@ class Namer:
 
     def type_name(self, type_id: int) -> str:
         """A struct, union, enum or forward declaration's tag."""
-        got = self._resolved.get(type_id)
+        got = self._resolved[type_id]
         return got if got is not None else self._resolve(type_id, self.type_counts)
 
     def ident_name(self, type_id: int) -> str:
         """A typedef's name."""
-        got = self._resolved.get(type_id)
+        got = self._resolved[type_id]
         return got if got is not None else self._resolve(type_id, self.ident_counts)
 
     def enumerator(self, name: str) -> str:
@@ -229,12 +234,16 @@ class HeaderWriter:
         self.order_state[0] = _DONE
         self.emit_state[0] = _DONE
         self._referenced_ids: set[int] | None = None
-        self._size_cache: dict[int, int] = {}
-        self._align_cache: dict[int, int] = {0: 0}
-        self._packed_cache: dict[int, bool] = {}
-        self._members_cache: dict[int, list[tuple[int, int, int, int]]] = {}
-        self._decl_cache: dict[int, tuple[str, str]] = {}
-        self._bare_cache: dict[int, str] = {}
+        # Memos indexed by type id.  Lists, not dicts: the ids come out of
+        # arrays as new int objects, and a dict lookup would hash and compare
+        # them (a cache miss per member on a big table).
+        self._size_cache: list[int | None] = [None] * n
+        self._align_cache: list[int | None] = [None] * n
+        self._align_cache[0] = 0
+        self._packed_cache: list[bool | None] = [None] * n
+        self._members_cache: list[tuple | None] = [None] * n
+        self._decl_cache: list[tuple[str, str] | None] = [None] * n
+        self._bare_cache: list[str | None] = [None] * n
         self._inline_bodies = 0   # counts anonymous bodies printed inside declarations
         self._emit_budget = 16 * n + 100_000
         self.out: list[str] = []
@@ -291,21 +300,28 @@ class HeaderWriter:
         if worst >= n:
             raise BtfError(f"a type refers to type id {worst}, past the last type ({n - 1})")
 
-    def members(self, type_id: int) -> list[tuple[int, int, int, int]]:
-        """(name offset, type, bit offset, bitfield size) of each member."""
-        got = self._members_cache.get(type_id)
+    def member_columns(self, type_id: int) -> tuple[Sequence[int], Sequence[int], Sequence[int], Sequence[int] | None]:
+        """A struct or union's members as columns: name offsets, types, bit
+        offsets, and bitfield sizes (None when the record has no kflag, so
+        no member is a bitfield).  Slices of the word array, made in C."""
+        got = self._members_cache[type_id]
         if got is not None:
             return got
         p = self.offsets[type_id] + 3
         info = self.infos[type_id]
         w = self.words[p:p + 3 * (info & 0xFFFF)]
+        offs = w[2::3]
         if info >> 31:
-            offs = w[2::3]
-            got = list(zip(w[0::3], w[1::3], [o & 0xFFFFFF for o in offs], [o >> 24 for o in offs]))
+            got = (w[0::3], w[1::3], [o & 0xFFFFFF for o in offs], [o >> 24 for o in offs])
         else:
-            got = list(zip(w[0::3], w[1::3], w[2::3], repeat(0)))
+            got = (w[0::3], w[1::3], offs, None)
         self._members_cache[type_id] = got
         return got
+
+    def members(self, type_id: int) -> list[tuple[int, int, int, int]]:
+        """(name offset, type, bit offset, bitfield size) of each member."""
+        names, types, offs, bits = self.member_columns(type_id)
+        return list(zip(names, types, offs, repeat(0) if bits is None else bits))
 
     def member_types(self, type_id: int) -> Sequence[int]:
         p = self.offsets[type_id] + 4
@@ -326,7 +342,7 @@ class HeaderWriter:
 
     def sizeof(self, type_id: int) -> int:
         """libbpf's btf__resolve_size, with 0 for what has no size."""
-        got = self._size_cache.get(type_id)
+        got = self._size_cache[type_id]
         if got is not None:
             return got
         kinds, st = self.kinds, self.st
@@ -355,7 +371,7 @@ class HeaderWriter:
 
     def alignof(self, type_id: int, depth: int = 0) -> int:
         """libbpf's btf__align_of: natural alignment, 1 for packed records."""
-        got = self._align_cache.get(type_id)
+        got = self._align_cache[type_id]
         if got is not None:
             return got
         if depth > 64:
@@ -385,8 +401,9 @@ class HeaderWriter:
         alignof, cache = self.alignof, self._align_cache
         best = 1
         irregular = False
-        for _, mtype, moff, mbits in self.members(type_id):
-            a = cache.get(mtype)
+        _, mtypes, moffs, bits = self.member_columns(type_id)
+        for mtype, moff, mbits in zip(mtypes, moffs, repeat(0) if bits is None else bits):
+            a = cache[mtype]
             if a is None:
                 a = alignof(mtype, depth + 1)
             if a <= 0:
@@ -432,10 +449,10 @@ class HeaderWriter:
 
     def is_packed(self, type_id: int) -> bool:
         """Whether a struct's BTF layout needs ``__attribute__((packed))``."""
-        got = self._packed_cache.get(type_id)
+        got = self._packed_cache[type_id]
         if got is None:
             self.alignof(type_id)
-            got = self._packed_cache.get(type_id)
+            got = self._packed_cache[type_id]
             if got is None:
                 got = self._record_layout(type_id)[1]
         return got
@@ -449,7 +466,9 @@ class HeaderWriter:
         before its user), 0 when a forward declaration would do.  Qualifiers,
         arrays and prototypes carry no state of their own in libbpf; once
         everything under one is done it answers 1 forever, so we mark it
-        done to skip the walk next time.
+        done to skip the walk next time.  Callers test ``_DONE`` themselves
+        before calling (a done type answers 1): a third of the calls were
+        for ``int`` and ``void``.
         """
         state = self.order_state
         s = state[type_id]
@@ -460,9 +479,32 @@ class HeaderWriter:
             if (k == _STRUCT or k == _UNION) and through_ptr and self.names_off[type_id]:
                 return 0
             raise BtfError(f"unsatisfiable type cycle through type {type_id}")
+        if k == _FUNC_PROTO:
+            # Most prototypes only use types that are done by the time they
+            # are reached: one test in C then, and no walk.
+            ret = self.st[type_id]
+            p = self.offsets[type_id] + 4
+            ptypes = self.words[p:p + 2 * (self.infos[type_id] & 0xFFFF):2]
+            get = state.__getitem__
+            if state[ret] == _DONE and min(map(get, ptypes), default=_DONE) == _DONE:
+                state[type_id] = _DONE
+                return 1
+            order = self.order
+            strong = state[ret] == _DONE or order(ret, through_ptr) > 0
+            for ptype in ptypes:
+                if state[ptype] == _DONE or order(ptype, through_ptr):
+                    strong = True
+            if state[ret] == _DONE and min(map(get, ptypes), default=_DONE) == _DONE:
+                state[type_id] = _DONE
+            return int(strong)
         if k == _PTR:
             target = self.st[type_id]
-            strong = 1 if state[target] == _DONE else self.order(target, True)
+            if state[target] == _DONE:
+                strong = 1
+            elif (self.kinds[target] == _STRUCT or self.kinds[target] == _UNION) and self.names_off[target]:
+                strong = 0  # a named record through a pointer: a declaration will do
+            else:
+                strong = self.order(target, True)
             state[type_id] = _DONE
             return strong
         if k == _STRUCT or k == _UNION:
@@ -471,7 +513,8 @@ class HeaderWriter:
                 return 0
             state[type_id] = _DOING
             order = self.order
-            for mtype in self.member_types(type_id):
+            p = self.offsets[type_id] + 4
+            for mtype in self.words[p:p + 3 * (self.infos[type_id] & 0xFFFF):3]:
                 if state[mtype] != _DONE:
                     order(mtype, False)
             if named:
@@ -488,28 +531,22 @@ class HeaderWriter:
             return 1
         if k in _MODS:
             target = self.st[type_id]
+            if state[target] == _DONE:
+                state[type_id] = _DONE
+                return 1
             strong = self.order(target, through_ptr)
             if state[target] == _DONE:
                 state[type_id] = _DONE
             return strong
         if k == _ARRAY:
             target = self.array_elem(type_id)
+            if state[target] == _DONE:
+                state[type_id] = _DONE
+                return 1
             strong = self.order(target, False)
             if state[target] == _DONE:
                 state[type_id] = _DONE
             return strong
-        if k == _FUNC_PROTO:
-            ret = self.st[type_id]
-            strong = self.order(ret, through_ptr) > 0
-            ptypes = self.param_types(type_id)
-            for ptype in ptypes:
-                if state[ptype] == _DONE:
-                    strong = True
-                elif self.order(ptype, through_ptr):
-                    strong = True
-            if state[ret] == _DONE and all(state[p] == _DONE for p in ptypes):
-                state[type_id] = _DONE
-            return int(strong)
         if k == _ENUM or k == _ENUM64 or k == _FWD:
             if self.names_off[type_id] or type_id not in self.referenced:
                 self.queue.append(type_id)
@@ -606,12 +643,17 @@ class HeaderWriter:
             es[type_id] = _DONE
         elif k == _FUNC_PROTO:
             emit = self.emit
-            parts = (self.st[type_id], *self.param_types(type_id))
-            for part in parts:
-                if es[part] != _DONE:
-                    emit(part, cont_id)
-            if all(es[part] == _DONE for part in parts):
-                es[type_id] = _DONE
+            p = self.offsets[type_id] + 4
+            parts = self.words[p:p + 2 * (self.infos[type_id] & 0xFFFF):2]
+            parts.insert(0, self.st[type_id])  # the return type first, as libbpf
+            get = es.__getitem__
+            if min(map(get, parts)) != _DONE:
+                for part in parts:
+                    if es[part] != _DONE:
+                        emit(part, cont_id)
+                if min(map(get, parts)) != _DONE:
+                    return
+            es[type_id] = _DONE
         elif k == _INT:
             es[type_id] = _DONE
 
@@ -675,44 +717,57 @@ class HeaderWriter:
         return "".join(parts)
 
     def struct_def(self, type_id: int, lvl: int) -> str:
+        """A struct or union with its body, members indented to ``lvl + 1``."""
         is_struct = self.kinds[type_id] == _STRUCT
         packed = is_struct and self.is_packed(type_id)
         name = self.namer.type_name(type_id)
         keyword = "struct" if is_struct else "union"
         parts = [f"{keyword} {name} {{" if name else f"{keyword} {{"]
         inner_lvl = lvl + 1
-        prefix = "\n" + "\t" * min(inner_lvl, _MAX_INDENT)
+        prefix = _INDENT[min(inner_lvl, _MAX_INDENT)]
         off = 0
         prev_bitfield = False
         strings = self.strings
         alignof, sizeof, decl = self.alignof, self.sizeof, self.decl
         decl_cache, size_cache = self._decl_cache, self._size_cache
         append = parts.append
-        members = self.members(type_id)
-        for name_off, mtype, m_off, m_sz in members:
-            if off < m_off:
-                self._padding(parts, off, m_off, 1 if packed else alignof(mtype),
-                              prev_bitfield and m_sz != 0, inner_lvl)
-            fname = strings[name_off]
-            got = decl_cache.get(mtype) if fname else None
-            text = got[0] + fname + got[1] if got is not None else decl(mtype, fname, inner_lvl)
-            if m_sz:
-                append(f"{prefix}{text}: {m_sz};")
-                off = m_off + m_sz
-                prev_bitfield = True
-            else:
-                append(prefix + text + ";")
-                size = size_cache.get(mtype)
+        names, mtypes, moffs, bits = self.member_columns(type_id)
+        if bits is None:
+            for name_off, mtype, m_off in zip(names, mtypes, moffs):
+                if off < m_off:
+                    self._padding(parts, off, m_off, 1 if packed else alignof(mtype), False, inner_lvl)
+                fname = strings[name_off]
+                got = decl_cache[mtype] if fname else None
+                append(prefix + (got[0] + fname + got[1] if got is not None else decl(mtype, fname, inner_lvl))
+                       + ";")
+                size = size_cache[mtype]
                 off = m_off + (sizeof(mtype) if size is None else size) * 8
-                prev_bitfield = False
-        if is_struct and off < self.st[type_id] * 8:
-            self._padding(parts, off, self.st[type_id] * 8, self.alignof(type_id), False, inner_lvl)
-        if members or self.st[type_id]:
-            parts.append("\n" + "\t" * min(lvl, _MAX_INDENT) + "}")
         else:
-            parts.append("}")
+            for name_off, mtype, m_off, m_sz in zip(names, mtypes, moffs, bits):
+                if off < m_off:
+                    self._padding(parts, off, m_off, 1 if packed else alignof(mtype),
+                                  prev_bitfield and m_sz != 0, inner_lvl)
+                fname = strings[name_off]
+                got = decl_cache[mtype] if fname else None
+                text = got[0] + fname + got[1] if got is not None else decl(mtype, fname, inner_lvl)
+                if m_sz:
+                    append(f"{prefix}{text}: {m_sz};")
+                    off = m_off + m_sz
+                    prev_bitfield = True
+                else:
+                    append(prefix + text + ";")
+                    size = size_cache[mtype]
+                    off = m_off + (sizeof(mtype) if size is None else size) * 8
+                    prev_bitfield = False
+        size_bits = self.st[type_id] * 8
+        if is_struct and off < size_bits:
+            self._padding(parts, off, size_bits, self.alignof(type_id), False, inner_lvl)
+        if mtypes or size_bits:
+            append(_INDENT[min(lvl, _MAX_INDENT)] + "}")
+        else:
+            append("}")
         if packed:
-            parts.append(" __attribute__((packed))")
+            append(" __attribute__((packed))")
         return "".join(parts)
 
     def _padding(self, out: list[str], cur_off: int, next_off: int, next_align: int,
@@ -734,7 +789,7 @@ class HeaderWriter:
         the indent, so it is built once as the text around the name.
         """
         if fname:
-            got = self._decl_cache.get(type_id)
+            got = self._decl_cache[type_id]
             if got is not None:
                 return got[0] + fname + got[1]
             left = self._simple_prefix(type_id)
@@ -749,7 +804,7 @@ class HeaderWriter:
                 self._decl_cache[type_id] = (left, right)
                 return left + fname + right
             return text.replace("\x00", fname, 1)
-        got = self._bare_cache.get(type_id)
+        got = self._bare_cache[type_id]
         if got is not None:
             return got
         before = self._inline_bodies
