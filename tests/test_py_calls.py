@@ -307,3 +307,34 @@ def test_errors_exit_2():
     assert r.stderr.splitlines() == ["pycore: error: /bin/true: no USDT probes (no .note.stapsdt)"]
     r = pycore("run", "py-calls", "--binary", "/nonexistent/python", "-d", "0")
     assert r.returncode == 2 and len(r.stderr.splitlines()) == 1 and "no such file" in r.stderr
+
+
+def semaphores(pid: int) -> dict[str, int]:
+    """CPython's probe semaphores in a running process (Debian's python3.11 is not PIE)."""
+    from pycore.usdt import UsdtFile
+
+    values = {}
+    with UsdtFile(PYTHON) as f, open(f"/proc/{pid}/mem", "rb") as mem:
+        for name in ("function__entry", "function__return", "line"):
+            mem.seek(f.probe("python", name).semaphore)
+            values[name] = int.from_bytes(mem.read(2), "little")
+    return values
+
+
+def test_semaphores_up_while_tracing_then_back_to_zero():
+    """The line semaphore puts 3.11 on its slow tracing path: it must come down after."""
+    target = subprocess.Popen([PYTHON, "-c", "import time\nwhile True: time.sleep(0.05)"])
+    try:
+        time.sleep(0.3)
+        assert semaphores(target.pid) == {"function__entry": 0, "function__return": 0, "line": 0}
+        tool = subprocess.Popen([sys.executable, "-m", "pycore", "run", "py-calls", "-p", str(target.pid)],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        tool.stdout.readline()   # attached
+        assert semaphores(target.pid) == {"function__entry": 1, "function__return": 1, "line": 1}
+        tool.send_signal(signal.SIGINT)
+        tool.communicate(timeout=60)
+        assert tool.returncode == 0
+        assert semaphores(target.pid) == {"function__entry": 0, "function__return": 0, "line": 0}
+    finally:
+        target.kill()
+        target.wait()

@@ -72,7 +72,7 @@ struct {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
-	__uint(max_entries, 4 * 1024 * 1024);
+	__uint(max_entries, 32 * 1024 * 1024);
 } events SEC(".maps");
 
 /* The current thread's id in its own pid namespace: what gettid() returned
