@@ -217,6 +217,34 @@ def test_attached_mid_run_with_p(tmp_path):
     assert text_flow(header + out, str(script)) == WAIT_FLOW
 
 
+def test_depth_in_a_pid_namespace(tmp_path):
+    """native_thread_id is the pid namespace's tid: the BPF check must compare like with like."""
+    script = tmp_path / "wait.py"
+    script.write_text(WAIT_SCRIPT)
+    go = tmp_path / "go"
+    outer = subprocess.Popen(["unshare", "--pid", "--fork", "--kill-child", PYTHON, str(script), str(go)])
+    tool = None
+    try:
+        time.sleep(0.5)
+        with open(f"/proc/{outer.pid}/task/{outer.pid}/children") as f:
+            inner = int(f.read().split()[0])   # python, pid 1 in its namespace
+        tool = subprocess.Popen([sys.executable, "-m", "pycore", "run", "py-calls", "-p", str(inner)],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        header = tool.stdout.readline()
+        go.touch()
+        assert outer.wait(30) == 0
+        tool.send_signal(signal.SIGINT)
+        out, err = tool.communicate(timeout=60)
+    finally:
+        outer.kill()
+        outer.wait()
+        if tool is not None and tool.poll() is None:
+            tool.kill()
+            tool.wait()
+    assert tool.returncode == 0 and err == "", err
+    assert text_flow(header + out, str(script)) == WAIT_FLOW
+
+
 def test_layout_matches_cpython_headers(tmp_path):
     """The 3.11 offsets are offsetof() against the installed python3.11-dev headers."""
     if not os.path.exists(f"{HEADERS}/internal/pycore_frame.h"):
