@@ -29,7 +29,7 @@ class PyCalls(Tool):
     name = "py-calls"
     description = "Python call flow: file, function, line, indented by depth (USDT function__entry/return)"
     object = "py_calls"
-    methods = (Method("usdt/python:function__entry+function__return",
+    methods = (Method("usdt/python:function__entry+function__return+line",
                       ("function_entry", "function_return", "line_enable"), "usdt"),)
     event = "py_call_event"
 
