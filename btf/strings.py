@@ -29,22 +29,32 @@ class StringTable:
         return self._start + len(self._data)
 
     def lookup(self, offset: int) -> str:
-        """The string at ``offset``; BtfError if it is out of range."""
+        """The string at ``offset``; BtfError if it is out of range.  Kept
+        for the next lookup (member names repeat across types)."""
         try:
             return self._cache[offset]
         except KeyError:
             pass
         if offset < self._start:
             return self._base.lookup(offset)  # type: ignore[union-attr]
+        s = self._cache[offset] = self.get(offset)
+        return s
+
+    def get(self, offset: int) -> str:
+        """The string at ``offset``, not kept: for walks over every function
+        name, where a cache would only hold 50k strings until exit."""
+        got = self._cache.get(offset)
+        if got is not None:
+            return got
+        if offset < self._start:
+            return self._base.get(offset)  # type: ignore[union-attr]
         local = offset - self._start
         data = self._data
         if local >= len(data):
             raise BtfError(f"string offset {offset} is past the string table ({len(self)} bytes)",
                            self._blob_offset)
         end = data.index(0, local)  # cannot fail: the table ends with NUL
-        s = data[local:end].decode("utf-8", "replace")
-        self._cache[offset] = s
-        return s
+        return data[local:end].decode("utf-8", "replace")
 
     def offsets_of(self, name: str, local: bool = False) -> list[int]:
         """Every offset whose string is exactly ``name``; ``local`` leaves out the base table."""

@@ -137,7 +137,7 @@ class Lister:
         self._prefixed_funcs: dict[tuple[int, str], dict[str, int]] = {}
         self._bpf_trace_by_signature: dict[int, dict[tuple[int, ...], list[str] | None]] = {}
         self._fmt = CFormatter()
-        self._notes: dict[tuple[int, int], str] = {}  # (spec, proto id) -> fentry verdict
+        self._notes: dict[int, dict[int, str]] = {}  # id(spec) -> proto id -> fentry verdict
 
     # -- sources --------------------------------------------------------
 
@@ -184,8 +184,17 @@ class Lister:
         cached = self._traceable_cache.get(name_regex)
         if cached is not None:
             return cached
+        found: dict[str, set[str]] = {}
+        for module, name in self._traceable(name_regex):
+            found.setdefault(module, set()).add(name)
+        self._traceable_cache[name_regex] = found
+        return found
+
+    def _traceable(self, name_regex: bytes) -> Iterator[tuple[str, str]]:
+        """(module, name) of each hookable function whose name matches, as
+        the source lists them (repeats included), without keeping them: a
+        'kfunc:*' listing would otherwise hold 120k names twice over."""
         tracefs = self.tracefs()
-        found: dict[str, set[str]] | None = None
         if tracefs is None:
             why = f"tracefs unavailable ({self._tracefs_why})"
         else:
@@ -194,16 +203,13 @@ class Lister:
             except OSError as e:
                 why = f"available_filter_functions unreadable ({_errno_name(e)})"
             else:
-                found = {}
                 rx = re.compile(rb"(?m)^(" + name_regex + rb")(?: \[([^\]\n]+)\])?$")
                 for m in rx.finditer(data):
                     name, module = m.groups()
-                    found.setdefault(module.decode() if module else VMLINUX, set()).add(name.decode())
-        if found is None:
-            self.warn(f"{why}; listing BTF functions found in /proc/kallsyms")
-            found = self._kallsyms.text_symbols(name_regex)
-        self._traceable_cache[name_regex] = found
-        return found
+                    yield (module.decode() if module else VMLINUX), name.decode()
+                return
+        self.warn(f"{why}; listing BTF functions found in /proc/kallsyms")
+        yield from self._kallsyms.iter_text_symbols(name_regex)
 
     # -- answering patterns ---------------------------------------------
 
@@ -246,13 +252,16 @@ class Lister:
     # kfunc / kretfunc
 
     def _functions(self, pattern: ProbePattern) -> Iterator[Entry]:
-        traceable = self.traceable_functions(glob_to_regex(pattern.target, rb"[^\s]"))
+        """BTF functions that match, then only those ftrace can hook.
+
+        BTF is searched first and the hookable names are streamed past it,
+        so only the matching BTF names are ever held (peak RSS of
+        'kfunc:*': the kernel has 120k text symbols, 55k BTF functions).
+        """
         name_rx = pattern.name_regex()
         max_args = fentry_max_args()
+        wanted: dict[str, tuple[Spec, dict[str, int]]] = {}
         for module, spec in self.btf_modules(pattern.module):
-            allowed = traceable.get(module)
-            if not allowed:
-                continue
             if spec is self._spec:
                 ids = spec.ids_matching(name_rx, (Kind.FUNC,))
             else:  # split BTF: search the module's own (small) part only
@@ -260,11 +269,26 @@ class Lister:
                 ids = [i for i in spec.ids_of_kind(Kind.FUNC) if rx.fullmatch(spec.name(i).encode())]
             by_name: dict[str, int] = {}
             for type_id in ids:
-                name = spec.name(type_id)
-                if name in allowed:
-                    by_name.setdefault(name, type_id)
-            for name in sorted(by_name):
-                yield self._function_entry(pattern.kind, module, spec, by_name[name], max_args)
+                by_name.setdefault(spec.name(type_id), type_id)
+            del ids
+            if by_name:
+                wanted[module] = (spec, by_name)
+        if not wanted:
+            return
+        found: dict[str, list[tuple[str, int]]] = {module: [] for module in wanted}
+        for module, name in self._traceable(glob_to_regex(pattern.target, rb"[^\s]")):
+            got = wanted.get(module)
+            if got is not None:
+                type_id = got[1].pop(name, None)  # pop: a name listed twice counts once
+                if type_id is not None:
+                    found[module].append((name, type_id))
+        self._kallsyms.release()  # 5 MB; read again if kprobes need it
+        for module, (spec, _) in list(wanted.items()):
+            del wanted[module]
+            matched = found.pop(module)
+            matched.sort()
+            for name, type_id in matched:
+                yield self._function_entry(pattern.kind, module, spec, type_id, max_args)
 
     def _function_entry(self, kind: str, module: str, spec: Spec, func_id: int, max_args: int) -> Entry:
         # A listing looks at each function once: don't keep 55k decoded
@@ -273,9 +297,12 @@ class Lister:
         proto_id = func.type_id  # type: ignore[attr-defined]
         proto = spec.type(proto_id, cache=False)
         entry = Entry(f"{kind}:{module}:{func.name}")
-        note = self._notes.get((id(spec), proto_id))
+        notes = self._notes.get(id(spec))
+        if notes is None:
+            notes = self._notes[id(spec)] = {}
+        note = notes.get(proto_id)
         if note is None:
-            note = self._notes[(id(spec), proto_id)] = self._fentry_problem(proto, max_args)
+            note = notes[proto_id] = self._fentry_problem(proto, max_args)
         entry.note = note
         if self.verbose:
             type_name = self._fmt.type_name
