@@ -48,21 +48,26 @@ class PythonBinary:
     """What an ELF file (an interpreter, or a libpython) says about the CPython in it."""
 
     def __init__(self, path: str) -> None:
+        """Reads the symbols and the version; a file that is not a readable
+        ELF raises :class:`pycore.stapsdt.UsdtError` (one line for the CLI)."""
         from elftools.elf.elffile import ELFFile
 
+        from .elferrors import elf_errors
+
         self.path = path
-        with open(path, "rb") as f:
-            elf = ELFFile(f)
-            self.machine = elf["e_machine"]
-            self.symbols: dict[str, int] = {}
-            for name in (".dynsym", ".symtab"):
-                sec = elf.get_section_by_name(name)
-                if sec is None or not hasattr(sec, "iter_symbols"):
-                    continue
-                for sym in sec.iter_symbols():
-                    if sym.name and sym["st_shndx"] != "SHN_UNDEF" and sym["st_value"]:
-                        self.symbols[sym.name] = sym["st_value"]
-            self.version_hex = self._read_u32(elf, f, self.symbols.get("Py_Version"))
+        self.symbols: dict[str, int] = {}
+        with elf_errors(path):
+            with open(path, "rb") as f:
+                elf = ELFFile(f)
+                self.machine = elf["e_machine"]
+                for name in (".dynsym", ".symtab"):
+                    sec = elf.get_section_by_name(name)
+                    if sec is None or not hasattr(sec, "iter_symbols"):
+                        continue
+                    for sym in sec.iter_symbols():
+                        if sym.name and sym["st_shndx"] != "SHN_UNDEF" and sym["st_value"]:
+                            self.symbols[sym.name] = sym["st_value"]
+                self.version_hex = self._read_u32(elf, f, self.symbols.get("Py_Version"))
 
     @staticmethod
     def _read_u32(elf, f, vaddr: int | None) -> int | None:  # noqa: ANN001

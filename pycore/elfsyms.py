@@ -22,10 +22,12 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import os
 import re
 from dataclasses import dataclass
 from functools import lru_cache
 
+from .elferrors import elf_errors
 from .stapsdt import UsdtError
 
 __all__ = ["Function", "functions", "demangle", "resolve", "parse_spec", "find_function", "check_offset",
@@ -101,35 +103,27 @@ def demangle(name: str) -> str:
 
 
 def functions(path: str) -> list[Function]:
-    from elftools.common.exceptions import ELFError
     from elftools.elf.elffile import ELFFile
 
-    try:
-        fh = open(path, "rb")
-    except OSError as e:
-        raise UsdtError(f"{path}: {e.strerror}") from None
-    with fh:
+    with elf_errors(path), open(path, "rb") as fh:
         if fh.read(4) != b"\x7fELF":
             raise UsdtError(f"{path}: not an ELF file")
         fh.seek(0)
-        try:
-            elf = ELFFile(fh)
-            seen: dict[tuple[str, int], Function] = {}
-            for secname in (".symtab", ".dynsym"):
-                sec = elf.get_section_by_name(secname)
-                if sec is None or not hasattr(sec, "iter_symbols"):
+        elf = ELFFile(fh)
+        seen: dict[tuple[str, int], Function] = {}
+        for secname in (".symtab", ".dynsym"):
+            sec = elf.get_section_by_name(secname)
+            if sec is None or not hasattr(sec, "iter_symbols"):
+                continue
+            for sym in sec.iter_symbols():
+                if sym["st_info"]["type"] not in ("STT_FUNC", "STT_LOOS") or not sym.name:
                     continue
-                for sym in sec.iter_symbols():
-                    if sym["st_info"]["type"] not in ("STT_FUNC", "STT_LOOS") or not sym.name:
-                        continue
-                    if sym["st_shndx"] == "SHN_UNDEF" or not sym["st_value"]:
-                        continue
-                    name = sym.name.split("@", 1)[0]
-                    key = (name, sym["st_value"])
-                    if key not in seen:
-                        seen[key] = Function(name, demangle(name), sym["st_value"], sym["st_size"])
-        except (ELFError, ValueError, KeyError) as e:
-            raise UsdtError(f"{path}: malformed ELF: {e}") from None
+                if sym["st_shndx"] == "SHN_UNDEF" or not sym["st_value"]:
+                    continue
+                name = sym.name.split("@", 1)[0]
+                key = (name, sym["st_value"])
+                if key not in seen:
+                    seen[key] = Function(name, demangle(name), sym["st_value"], sym["st_size"])
     return sorted(seen.values(), key=lambda f: (f.demangled, f.address))
 
 
@@ -151,20 +145,14 @@ def capstone_available() -> bool:
 
 def _segments(path: str) -> tuple[int, list[tuple[int, int, int]]]:
     """(e_machine number, PT_LOAD segments as (vaddr, filesz, file offset))."""
-    from elftools.common.exceptions import ELFError
     from elftools.elf.elffile import ELFFile
 
-    try:
-        with open(path, "rb") as fh:
-            elf = ELFFile(fh)
-            machine = {"EM_X86_64": _EM_X86_64, "EM_386": _EM_386, "EM_AARCH64": _EM_AARCH64}.get(
-                elf["e_machine"], 0)
-            return machine, [(seg["p_vaddr"], seg["p_filesz"], seg["p_offset"])
-                             for seg in elf.iter_segments() if seg["p_type"] == "PT_LOAD"]
-    except OSError as e:
-        raise UsdtError(f"{path}: {e.strerror}") from None
-    except (ELFError, ValueError, KeyError) as e:
-        raise UsdtError(f"{path}: malformed ELF: {e}") from None
+    with elf_errors(path), open(path, "rb") as fh:
+        elf = ELFFile(fh)
+        machine = {"EM_X86_64": _EM_X86_64, "EM_386": _EM_386, "EM_AARCH64": _EM_AARCH64}.get(
+            elf["e_machine"], 0)
+        return machine, [(seg["p_vaddr"], seg["p_filesz"], seg["p_offset"])
+                         for seg in elf.iter_segments() if seg["p_type"] == "PT_LOAD"]
 
 
 def file_offset(path: str, address: int) -> int:
@@ -180,12 +168,13 @@ def _function_code(path: str, f: Function) -> tuple[int, bytes]:
     machine, segments = _segments(path)
     for vaddr, filesz, offset in segments:
         if vaddr <= f.address < vaddr + filesz:
-            try:
-                with open(path, "rb") as fh:
-                    fh.seek(f.address - vaddr + offset)
-                    return machine, fh.read(min(f.size, vaddr + filesz - f.address))
-            except OSError as e:
-                raise UsdtError(f"{path}: {e.strerror}") from None
+            with elf_errors(path), open(path, "rb") as fh:
+                at = f.address - vaddr + offset
+                size = os.fstat(fh.fileno()).st_size   # a corrupt st_size or p_filesz may be huge
+                if at >= size:
+                    return machine, b""
+                fh.seek(at)
+                return machine, fh.read(min(f.size, vaddr + filesz - f.address, size - at))
     return machine, b""
 
 

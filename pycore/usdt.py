@@ -27,6 +27,7 @@ import struct
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterator
 
+from .elferrors import elf_errors
 from .stapsdt import MAX_ARGS, Arg, Note, UsdtError, parse_args, parse_notes
 
 if TYPE_CHECKING:
@@ -83,31 +84,27 @@ class UsdtFile:
     """The USDT probes of one ELF file (executable or shared library)."""
 
     def __init__(self, path: str) -> None:
-        from elftools.common.exceptions import ELFError
         from elftools.elf.elffile import ELFFile
 
         self.path = path
-        try:
+        with elf_errors(path):
             self._f = open(path, "rb")
-        except OSError as e:
-            raise UsdtError(f"{path}: {e.strerror}") from None
         try:
-            magic = self._f.read(4)
-            if magic != b"\x7fELF":
-                raise UsdtError(f"{path}: not an ELF file")
-            self._f.seek(0)
-            self.elf = ELFFile(self._f)
-            self._segments = [(s["p_vaddr"], s["p_memsz"], s["p_offset"], s["p_filesz"])
-                              for s in self.elf.iter_segments() if s["p_type"] == "PT_LOAD"]
-            self._notes = self._read_notes()
-        except ELFError as e:
+            with elf_errors(path):
+                magic = self._f.read(4)
+                if magic != b"\x7fELF":
+                    raise UsdtError(f"{path}: not an ELF file")
+                self._f.seek(0)
+                self.elf = ELFFile(self._f)
+                self._segments = [(s["p_vaddr"], s["p_memsz"], s["p_offset"], s["p_filesz"])
+                                  for s in self.elf.iter_segments() if s["p_type"] == "PT_LOAD"]
+                try:
+                    self._notes = self._read_notes()
+                except UsdtError as e:
+                    raise UsdtError(f"{path}: {e}") from None
+        except UsdtError:
             self.close()
-            raise UsdtError(f"{path}: malformed ELF: {e}") from None
-        except (struct.error, ValueError, OSError) as e:
-            self.close()
-            if isinstance(e, UsdtError):
-                raise UsdtError(f"{path}: {e}") from None
-            raise UsdtError(f"{path}: malformed ELF: {e}") from None
+            raise
         self._symbols: dict[str, int] | None = None
         self._probes: list[Probe] | None = None
 
@@ -151,22 +148,27 @@ class UsdtFile:
     def probes(self) -> list[Probe]:
         """Probes in note order, each with all its locations (one per note)."""
         if self._probes is None:
-            by_key: dict[tuple[str, str], Probe] = {}
-            for n in self._notes:
-                try:
-                    args = parse_args(n.args_text)
-                except UsdtError as e:
-                    raise UsdtError(f"{self.path}: {n.provider}:{n.name}: {e}") from None
-                p = by_key.get((n.provider, n.name))
-                if p is None:
-                    sema_off = self.file_offset(n.semaphore, f"{n.provider}:{n.name} semaphore") \
-                        if n.semaphore else 0
-                    p = by_key[(n.provider, n.name)] = Probe(self.path, n.provider, n.name,
-                                                             n.semaphore, sema_off, [])
-                loc_off = self.file_offset(n.location, f"{n.provider}:{n.name} location")
-                p.locations.append(Location(n.location, loc_off, args, n.args_text))
-            self._probes = list(by_key.values())
+            with elf_errors(self.path):
+                self._probes = self._read_probes()
         return self._probes
+
+    def _read_probes(self) -> list[Probe]:
+        """Probes in note order, each with all its locations (one per note)."""
+        by_key: dict[tuple[str, str], Probe] = {}
+        for n in self._notes:
+            try:
+                args = parse_args(n.args_text)
+            except UsdtError as e:
+                raise UsdtError(f"{self.path}: {n.provider}:{n.name}: {e}") from None
+            p = by_key.get((n.provider, n.name))
+            if p is None:
+                sema_off = self.file_offset(n.semaphore, f"{n.provider}:{n.name} semaphore") \
+                    if n.semaphore else 0
+                p = by_key[(n.provider, n.name)] = Probe(self.path, n.provider, n.name,
+                                                         n.semaphore, sema_off, [])
+            loc_off = self.file_offset(n.location, f"{n.provider}:{n.name} location")
+            p.locations.append(Location(n.location, loc_off, args, n.args_text))
+        return list(by_key.values())
 
     def probe(self, provider: str, name: str) -> Probe:
         for p in self.probes():
@@ -182,14 +184,16 @@ class UsdtFile:
     def symbol_address(self, name: str) -> int:
         """A data or function symbol's link-time address, from .symtab then .dynsym."""
         if self._symbols is None:
-            self._symbols = {}
-            for secname in (".dynsym", ".symtab"):  # .symtab wins: read last
-                sec = self.elf.get_section_by_name(secname)
-                if sec is None or not hasattr(sec, "iter_symbols"):
-                    continue
-                for sym in sec.iter_symbols():
-                    if sym.name and sym["st_shndx"] != "SHN_UNDEF" and sym["st_value"]:
-                        self._symbols[sym.name] = sym["st_value"]
+            symbols: dict[str, int] = {}
+            with elf_errors(self.path):
+                for secname in (".dynsym", ".symtab"):  # .symtab wins: read last
+                    sec = self.elf.get_section_by_name(secname)
+                    if sec is None or not hasattr(sec, "iter_symbols"):
+                        continue
+                    for sym in sec.iter_symbols():
+                        if sym.name and sym["st_shndx"] != "SHN_UNDEF" and sym["st_value"]:
+                            symbols[sym.name] = sym["st_value"]
+            self._symbols = symbols
         try:
             return self._symbols[name.split("@", 1)[0]]
         except KeyError:
