@@ -54,8 +54,13 @@ def main(argv: list[str] | None = None) -> int:
                                          formatter_class=argparse.RawDescriptionHelpFormatter)
         module.add_arguments(parser)
         return int(module.run(parser.parse_args(top.args)) or 0)
-    except SystemExit as e:  # argparse: --help, --version, usage errors
-        return e.code if isinstance(e.code, int) else (0 if e.code is None else 2)
+    except SystemExit as e:  # argparse (--help, --version, usage errors); tools' SystemExit("why")
+        if isinstance(e.code, int):
+            return e.code
+        if e.code is not None:
+            print(e.code, file=sys.stderr)   # as the interpreter would, but with status 2
+            return 2
+        return 0
     except BrokenPipeError:
         _silence_stdout()
         return 141  # as if killed by SIGPIPE, like C tools piped into head

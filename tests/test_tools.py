@@ -67,6 +67,16 @@ def test_unknown_tool():
     assert "no tool 'no-such-tool'; known: fget-crack" in r.stderr
 
 
+@pytest.mark.parametrize(("args", "message"), [
+    (("print-args", "no_such_func_xyz", "-d", "0"), "pycore run print-args: no_such_func_xyz is not in this kernel's BTF"),
+    (("fget-crack", "--pattern", "x" * 300, "-d", "0"), "pycore run fget-crack: --pattern is longer than 31 bytes"),
+])
+def test_tool_option_errors_say_why(args, message):
+    """A tool refusing its options says why in one line (it used to exit 2 silently)."""
+    r = pycore("run", *args)
+    assert (r.returncode, r.stdout, r.stderr) == (2, "", message + "\n")
+
+
 def test_duration_zero_attaches_and_exits():
     t0 = time.monotonic()
     r = pycore("run", "fget-crack", "-d", "0")
