@@ -127,11 +127,14 @@ def soak(duration: float, sample_every: float, warmup: float) -> dict:
         workload.stdin.close()
         t0 = time.monotonic()
         next_sample = t0
+        metrics: dict[str, float] = {}
         while workload.poll() is None:
             now = time.monotonic()
-            metrics = scrape(port)
-            scrapes += 1
             if now >= next_sample:
+                # Before this round's scrape, a second after the last one: the
+                # server has closed that connection by now, so fds counts
+                # only what serve holds (sampled right after a scrape, its
+                # socket shows up now and then as one more fd).
                 st = proc_status(serve.pid)
                 samples.append({
                     "t": round(now - t0, 1), "rss_kb": st["VmRSS"], "hwm_kb": st["VmHWM"], "fds": st["fds"],
@@ -139,6 +142,8 @@ def soak(duration: float, sample_every: float, warmup: float) -> dict:
                     "lost": int(metrics.get('pycore_lost_events_total{tool="fget-crack"}', 0)),
                 })
                 next_sample += sample_every
+            metrics = scrape(port)
+            scrapes += 1
             time.sleep(max(0.0, 1.0 - (time.monotonic() - now)))
         opens = int(workload.stdout.read().strip() or 0)
         elapsed = time.monotonic() - t0
