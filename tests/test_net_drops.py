@@ -201,7 +201,8 @@ def test_tracepoint_fallback_counts_the_same(pair):
     assert sum(e["interface"] == pair.ifb and e["protocol"] == "IPv4" for e in events) == N + 5
 
 
-def test_cli_filters_by_netns_and_interface(pair):
+def test_cli_filters_by_netns_and_interface(pair, record_property):
+    record_property("tool", "net-drops")   # the kernel-VM matrix's host column: first method, no fallback
     require_root()
     p = subprocess.Popen([sys.executable, "-m", "pycore", "run", "net-drops", "--netns", pair.b,
                           "--interface", pair.ifb], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
