@@ -23,6 +23,10 @@ from dataclasses import dataclass
 
 __all__ = ["FrameLayout", "LAYOUTS", "PythonBinary", "layout_for"]
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from .elffile import ElfFile
+
 
 @dataclass(frozen=True)
 class FrameLayout:
@@ -45,39 +49,28 @@ RUNTIME_SYMBOL = "_PyRuntime"
 
 
 class PythonBinary:
-    """What an ELF file (an interpreter, or a libpython) says about the CPython in it."""
+    """What an ELF file (an interpreter, or a libpython) says about the CPython in it.
 
-    def __init__(self, path: str) -> None:
-        """Reads the symbols and the version; a file that is not a readable
-        ELF raises :class:`pycore.stapsdt.UsdtError` (one line for the CLI)."""
-        from elftools.elf.elffile import ELFFile
+    ``source`` is a path, or an :class:`pycore.elffile.ElfFile` already open
+    (py-calls has the interpreter open for its probes).  A file that is not
+    a readable ELF raises :class:`pycore.stapsdt.UsdtError` (one line)."""
 
-        from .elferrors import elf_errors
+    def __init__(self, source: str | ElfFile) -> None:
+        from .elffile import ElfFile
 
-        self.path = path
-        self.symbols: dict[str, int] = {}
-        with elf_errors(path):
-            with open(path, "rb") as f:
-                elf = ELFFile(f)
-                self.machine = elf["e_machine"]
-                for name in (".dynsym", ".symtab"):
-                    sec = elf.get_section_by_name(name)
-                    if sec is None or not hasattr(sec, "iter_symbols"):
-                        continue
-                    for sym in sec.iter_symbols():
-                        if sym.name and sym["st_shndx"] != "SHN_UNDEF" and sym["st_value"]:
-                            self.symbols[sym.name] = sym["st_value"]
-                self.version_hex = self._read_u32(elf, f, self.symbols.get("Py_Version"))
+        if isinstance(source, ElfFile):
+            self._read(source)
+        else:
+            with ElfFile(source) as f:
+                self._read(f)
 
-    @staticmethod
-    def _read_u32(elf, f, vaddr: int | None) -> int | None:  # noqa: ANN001
-        if vaddr is None:
-            return None
-        for seg in elf.iter_segments():
-            if seg["p_type"] == "PT_LOAD" and seg["p_vaddr"] <= vaddr < seg["p_vaddr"] + seg["p_filesz"]:
-                f.seek(seg["p_offset"] + vaddr - seg["p_vaddr"])
-                return struct.unpack("<I", f.read(4))[0]
-        return None
+    def _read(self, f: ElfFile) -> None:
+        self.path = f.path
+        self.machine = f.machine
+        self.symbols = f.symbols()
+        at = self.symbols.get("Py_Version")
+        raw = f.read(at, 4) if at is not None else b""
+        self.version_hex: int | None = struct.unpack("<I", raw)[0] if len(raw) == 4 else None
 
     @property
     def version(self) -> tuple[int, int, int] | None:

@@ -22,12 +22,11 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
-import os
 import re
 from dataclasses import dataclass
 from functools import lru_cache
 
-from .elferrors import elf_errors
+from .elffile import ElfFile, elf_errors
 from .stapsdt import UsdtError
 
 __all__ = ["Function", "functions", "demangle", "resolve", "parse_spec", "find_function", "check_offset",
@@ -103,13 +102,8 @@ def demangle(name: str) -> str:
 
 
 def functions(path: str) -> list[Function]:
-    from elftools.elf.elffile import ELFFile
-
-    with elf_errors(path), open(path, "rb") as fh:
-        if fh.read(4) != b"\x7fELF":
-            raise UsdtError(f"{path}: not an ELF file")
-        fh.seek(0)
-        elf = ELFFile(fh)
+    with ElfFile(path) as f, elf_errors(path):
+        elf = f.elf
         seen: dict[tuple[str, int], Function] = {}
         for secname in (".symtab", ".dynsym"):
             sec = elf.get_section_by_name(secname)
@@ -127,9 +121,6 @@ def functions(path: str) -> list[Function]:
     return sorted(seen.values(), key=lambda f: (f.demangled, f.address))
 
 
-_EM_X86_64, _EM_386, _EM_AARCH64 = 62, 3, 183
-
-
 @lru_cache(maxsize=1)
 def _capstone():
     try:
@@ -143,39 +134,16 @@ def capstone_available() -> bool:
     return _capstone() is not None
 
 
-def _segments(path: str) -> tuple[int, list[tuple[int, int, int]]]:
-    """(e_machine number, PT_LOAD segments as (vaddr, filesz, file offset))."""
-    from elftools.elf.elffile import ELFFile
-
-    with elf_errors(path), open(path, "rb") as fh:
-        elf = ELFFile(fh)
-        machine = {"EM_X86_64": _EM_X86_64, "EM_386": _EM_386, "EM_AARCH64": _EM_AARCH64}.get(
-            elf["e_machine"], 0)
-        return machine, [(seg["p_vaddr"], seg["p_filesz"], seg["p_offset"])
-                         for seg in elf.iter_segments() if seg["p_type"] == "PT_LOAD"]
-
-
 def file_offset(path: str, address: int) -> int:
     """The file offset of a link-time address (what a uprobe without a symbol takes)."""
-    for vaddr, filesz, offset in _segments(path)[1]:
-        if vaddr <= address < vaddr + filesz:
-            return address - vaddr + offset
-    raise UsdtError(f"{path}: address {address:#x} is in no loaded segment")
+    with ElfFile(path) as f:
+        return f.file_offset(address)
 
 
-def _function_code(path: str, f: Function) -> tuple[int, bytes]:
-    """(e_machine, the function's bytes from the file)."""
-    machine, segments = _segments(path)
-    for vaddr, filesz, offset in segments:
-        if vaddr <= f.address < vaddr + filesz:
-            with elf_errors(path), open(path, "rb") as fh:
-                at = f.address - vaddr + offset
-                size = os.fstat(fh.fileno()).st_size   # a corrupt st_size or p_filesz may be huge
-                if at >= size:
-                    return machine, b""
-                fh.seek(at)
-                return machine, fh.read(min(f.size, vaddr + filesz - f.address, size - at))
-    return machine, b""
+def _function_code(path: str, f: Function) -> tuple[str, bytes]:
+    """(e_machine, e.g. ``"EM_X86_64"``, and the function's bytes from the file)."""
+    with ElfFile(path) as elf:
+        return elf.machine, elf.read(f.address, f.size)
 
 
 def instruction_offsets(path: str, f: Function) -> tuple[list[int], int] | None:
@@ -186,12 +154,12 @@ def instruction_offsets(path: str, f: Function) -> tuple[list[int], int] | None:
     machine, code = _function_code(path, f)
     if not code:
         return None
-    if machine == _EM_AARCH64:
+    if machine == "EM_AARCH64":
         return list(range(0, len(code), 4)), len(code) - len(code) % 4
     cs = _capstone()
-    if cs is None or machine not in (_EM_X86_64, _EM_386):
+    if cs is None or machine not in ("EM_X86_64", "EM_386"):
         return None
-    md = cs.Cs(cs.CS_ARCH_X86, cs.CS_MODE_64 if machine == _EM_X86_64 else cs.CS_MODE_32)
+    md = cs.Cs(cs.CS_ARCH_X86, cs.CS_MODE_64 if machine == "EM_X86_64" else cs.CS_MODE_32)
     starts, end = [], 0
     for addr, size, _mnemonic, _operands in md.disasm_lite(code, 0):
         starts.append(addr)

@@ -27,7 +27,7 @@ import struct
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterator
 
-from .elferrors import elf_errors
+from .elffile import ElfFile, elf_errors
 from .stapsdt import MAX_ARGS, Arg, Note, UsdtError, parse_args, parse_notes
 
 if TYPE_CHECKING:
@@ -80,51 +80,30 @@ class Probe:
         return f"usdt:{self.path}:{self.provider}:{self.name}"
 
 
-class UsdtFile:
+class UsdtFile(ElfFile):
     """The USDT probes of one ELF file (executable or shared library)."""
 
     def __init__(self, path: str) -> None:
-        from elftools.elf.elffile import ELFFile
-
-        self.path = path
-        with elf_errors(path):
-            self._f = open(path, "rb")
+        super().__init__(path)
         try:
             with elf_errors(path):
-                magic = self._f.read(4)
-                if magic != b"\x7fELF":
-                    raise UsdtError(f"{path}: not an ELF file")
-                self._f.seek(0)
-                self.elf = ELFFile(self._f)
-                self._segments = [(s["p_vaddr"], s["p_memsz"], s["p_offset"], s["p_filesz"])
-                                  for s in self.elf.iter_segments() if s["p_type"] == "PT_LOAD"]
-                try:
-                    self._notes = self._read_notes()
-                except UsdtError as e:
-                    raise UsdtError(f"{path}: {e}") from None
+                self._notes = self._read_notes()
         except UsdtError:
             self.close()
             raise
-        self._symbols: dict[str, int] | None = None
         self._probes: list[Probe] | None = None
-
-    def close(self) -> None:
-        self._f.close()
 
     def __enter__(self) -> UsdtFile:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
     def _read_notes(self) -> list[Note]:
-        sec = self.elf.get_section_by_name(".note.stapsdt")
-        if sec is None:
+        data = self.section_data(".note.stapsdt")
+        if data is None:
             return []
-        data = sec.data()
-        if len(data) != sec["sh_size"]:
-            raise UsdtError(f"truncated .note.stapsdt ({len(data)} of {sec['sh_size']} bytes)")
-        notes = parse_notes(data, self.elf.elfclass, self.elf.little_endian, decode_args=False)
+        try:
+            notes = parse_notes(data, self.elf.elfclass, self.elf.little_endian, decode_args=False)
+        except UsdtError as e:
+            raise UsdtError(f"{self.path}: {e}") from None
         base = self.elf.get_section_by_name(".stapsdt.base")
         if base is not None:
             real = base["sh_addr"]
@@ -137,13 +116,6 @@ class UsdtFile:
     @property
     def has_notes(self) -> bool:
         return bool(self._notes)
-
-    def file_offset(self, vaddr: int, what: str) -> int:
-        """The file offset of a link-time address, through the PT_LOAD segments."""
-        for start, memsz, offset, filesz in self._segments:
-            if start <= vaddr < start + filesz:
-                return vaddr - start + offset
-        raise UsdtError(f"{self.path}: {what} at {vaddr:#x} is in no loaded segment")
 
     def probes(self) -> list[Probe]:
         """Probes in note order, each with all its locations (one per note)."""
@@ -183,19 +155,8 @@ class UsdtFile:
 
     def symbol_address(self, name: str) -> int:
         """A data or function symbol's link-time address, from .symtab then .dynsym."""
-        if self._symbols is None:
-            symbols: dict[str, int] = {}
-            with elf_errors(self.path):
-                for secname in (".dynsym", ".symtab"):  # .symtab wins: read last
-                    sec = self.elf.get_section_by_name(secname)
-                    if sec is None or not hasattr(sec, "iter_symbols"):
-                        continue
-                    for sym in sec.iter_symbols():
-                        if sym.name and sym["st_shndx"] != "SHN_UNDEF" and sym["st_value"]:
-                            symbols[sym.name] = sym["st_value"]
-            self._symbols = symbols
         try:
-            return self._symbols[name.split("@", 1)[0]]
+            return self.symbols()[name.split("@", 1)[0]]
         except KeyError:
             raise UsdtError(f"{self.path}: symbol {name!r} of a %rip-relative argument "
                             "is in neither .symtab nor .dynsym") from None

@@ -71,7 +71,7 @@ class PyCalls(Tool):
         with UsdtFile(path) as f:   # no probes: one line, exit 2, before any notice
             for name in ("function__entry", "function__return", "line"):
                 f.probe("python", name)
-        python = PythonBinary(path)
+            python = PythonBinary(f)
         self.runtime = None
         obj.globals["self_tgid"] = os.getpid()
         layout, why = layout_for(python)

@@ -1,0 +1,139 @@
+"""An executable or shared library that users point pycore at, read with
+pyelftools: what every reader here needs of it, in one place.
+
+USDT notes (:mod:`pycore.usdt`), function symbols and ``symbol+offset``
+(:mod:`pycore.elfsyms`) and CPython's version and ``_PyRuntime``
+(:mod:`pycore.cpython`) all need the same few things: the PT_LOAD segments,
+a link-time address turned into a file offset (what a uprobe takes), a few
+bytes at an address, and the symbol table.  :class:`ElfFile` reads each
+once.
+
+pyelftools trusts a file's tables: on a corrupt one it fails with whatever
+its parsing ran into (ELFError, a negative seek's OSError, struct.error,
+IndexError, KeyError, UnicodeDecodeError, ...), and much of its reading is
+lazy, so the failure can come long after the file was opened.  For pycore a
+corrupt file is bad input, reported in one line with exit status 2, so every
+read runs under :func:`elf_errors` (tests/test_elf_fuzz.py mutates real
+binaries to keep this true).
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from .stapsdt import UsdtError
+
+__all__ = ["ElfFile", "elf_errors"]
+
+
+@contextmanager
+def elf_errors(path: str) -> Iterator[None]:
+    """Turn what reading ``path`` with pyelftools raises into :class:`UsdtError`."""
+    from elftools.common.exceptions import ELFError
+
+    try:
+        yield
+    except UsdtError:
+        raise
+    except OSError as e:
+        if e.filename is not None:      # open() itself: missing, not allowed, a directory
+            raise UsdtError(f"{path}: {e.strerror}") from None
+        # a seek or read at an offset the file's tables made up (seek(-1): EINVAL)
+        raise UsdtError(f"{path}: malformed ELF: {e.strerror or e} while reading it") from None
+    except (ELFError, struct.error, ValueError, KeyError, IndexError, OverflowError, RecursionError) as e:
+        raise UsdtError(f"{path}: malformed ELF: {e}"[:300]) from None
+
+
+class ElfFile:
+    """One open ELF file: ``elf`` (pyelftools' ELFFile), ``machine``
+    (``"EM_X86_64"``...), its PT_LOAD ``segments`` as (vaddr, filesz,
+    file offset), and the lookups below.  Close it (or use ``with``)."""
+
+    def __init__(self, path: str) -> None:
+        from elftools.elf.elffile import ELFFile
+
+        self.path = path
+        with elf_errors(path):
+            self._f = open(path, "rb")
+        try:
+            with elf_errors(path):
+                if self._f.read(4) != b"\x7fELF":
+                    raise UsdtError(f"{path}: not an ELF file")
+                self._f.seek(0)
+                self._size = os.fstat(self._f.fileno()).st_size
+                self.elf = ELFFile(self._f)
+                self.machine: str = self.elf["e_machine"]
+                self.segments = [(s["p_vaddr"], s["p_filesz"], s["p_offset"])
+                                 for s in self.elf.iter_segments() if s["p_type"] == "PT_LOAD"]
+        except UsdtError:
+            self.close()
+            raise
+        self._symbols: dict[str, int] | None = None
+
+    def close(self) -> None:
+        self._f.close()
+
+    def __enter__(self) -> ElfFile:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _segment(self, vaddr: int) -> tuple[int, int, int] | None:
+        for seg in self.segments:
+            if seg[0] <= vaddr < seg[0] + seg[1]:
+                return seg
+        return None
+
+    def file_offset(self, vaddr: int, what: str = "address") -> int:
+        """The file offset of a link-time address, through the PT_LOAD segments."""
+        seg = self._segment(vaddr)
+        if seg is None:
+            raise UsdtError(f"{self.path}: {what} at {vaddr:#x} is in no loaded segment")
+        return vaddr - seg[0] + seg[2]
+
+    def read(self, vaddr: int, size: int) -> bytes:
+        """Up to ``size`` bytes the file holds at link-time address ``vaddr``
+        (fewer at the end of its segment or of the file; b"" outside)."""
+        seg = self._segment(vaddr)
+        if seg is None:
+            return b""
+        at = vaddr - seg[0] + seg[2]
+        if at >= self._size:                # the tables may claim more than the file has
+            return b""
+        with elf_errors(self.path):
+            self._f.seek(at)
+            return self._f.read(min(size, seg[0] + seg[1] - vaddr, self._size - at))
+
+    def section_data(self, name: str) -> bytes | None:
+        """The contents of section ``name``, None when there is none.  Checked
+        against the file's size first: a corrupt ``sh_size`` would otherwise
+        make pyelftools allocate that much before reading."""
+        with elf_errors(self.path):
+            sec = self.elf.get_section_by_name(name)
+            if sec is None:
+                return None
+            end = sec["sh_offset"] + sec["sh_size"]
+            if sec["sh_type"] != "SHT_NOBITS" and end > self._size:
+                raise UsdtError(f"{self.path}: malformed ELF: section {name} ends at {end:#x}, "
+                                f"past the end of the file ({self._size:#x})")
+            return sec.data()
+
+    def symbols(self) -> dict[str, int]:
+        """Defined symbols with an address, name -> link-time address; read
+        once, ``.symtab`` winning over ``.dynsym``."""
+        if self._symbols is None:
+            symbols: dict[str, int] = {}
+            with elf_errors(self.path):
+                for secname in (".dynsym", ".symtab"):   # .symtab wins: read last
+                    sec = self.elf.get_section_by_name(secname)
+                    if sec is None or not hasattr(sec, "iter_symbols"):
+                        continue
+                    for sym in sec.iter_symbols():
+                        if sym.name and sym["st_shndx"] != "SHN_UNDEF" and sym["st_value"]:
+                            symbols[sym.name] = sym["st_value"]
+            self._symbols = symbols
+        return self._symbols
