@@ -112,6 +112,9 @@ class NetContext:
         self._spaces: dict[int, _Netns] = {}
         self._monitors: dict[int, int] = {}   # netns inode -> notification socket fd
         self._unreachable: dict[int, float] = {}
+        self._named: dict[int, str] = {}      # what named() read last, and when
+        self._named_mtime = -1
+        self._named_at = 0.0
         self._lock = threading.Lock()
         self._worker = ThreadPoolExecutor(1, thread_name_prefix="pycore-netctx")
         self._closed = False
@@ -126,18 +129,30 @@ class NetContext:
     # -- namespaces ------------------------------------------------------------
 
     def named(self) -> dict[int, str]:
-        """inode -> name of the namespaces in /run/netns (read now)."""
-        out: dict[int, str] = {}
+        """inode -> name of the namespaces in /run/netns.
+
+        Asked for every event printed, so it is read again only when the
+        directory changed (``ip netns add/del`` create and remove its
+        files) or a second has passed (``ip netns add`` mounts the
+        namespace on its file just after creating it): one stat a call."""
         try:
-            entries = sorted(os.listdir(self.run_dir))
+            mtime = os.stat(self.run_dir).st_mtime_ns
         except OSError:
-            return out
-        for name in entries:
+            return {}
+        now = time.monotonic()
+        if mtime != self._named_mtime or now - self._named_at > _RETRY_S:
+            out: dict[int, str] = {}
             try:
-                out.setdefault(netns_inode(os.path.join(self.run_dir, name)), name)
+                entries = sorted(os.listdir(self.run_dir))
             except OSError:
-                continue
-        return out
+                entries = []
+            for name in entries:
+                try:
+                    out.setdefault(netns_inode(os.path.join(self.run_dir, name)), name)
+                except OSError:
+                    continue
+            self._named, self._named_mtime, self._named_at = out, mtime, now
+        return self._named
 
     def netns_name(self, inode: int) -> str | None:
         """The /run/netns name of a namespace, None when it has none."""
