@@ -16,7 +16,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
-__all__ = ["KALLSYMS_PATH", "Kallsyms"]
+__all__ = ["KALLSYMS_PATH", "Kallsyms", "TextSymbols"]
 
 KALLSYMS_PATH = "/proc/kallsyms"
 VMLINUX = "vmlinux"
@@ -24,7 +24,8 @@ VMLINUX = "vmlinux"
 
 class Kallsyms:
     """The kernel's symbol table, read lazily; names only (addresses may be
-    zeroed by kptr_restrict and are never needed for listing)."""
+    zeroed by kptr_restrict and are never needed for listing; see
+    :class:`TextSymbols` for them)."""
 
     def __init__(self, path: str = KALLSYMS_PATH) -> None:
         self.path = path
@@ -65,3 +66,40 @@ class Kallsyms:
     def has_text_symbol(self, name: str) -> bool:
         """Whether the kernel proper or a module has a function called ``name``."""
         return re.search(rb" [tT] " + re.escape(name.encode()) + rb"[\t\n]", self.data) is not None
+
+
+class TextSymbols:
+    """Kernel text addresses to ``symbol+0xoff`` (where a drop or a call
+    happened), from the text symbols' addresses, read on first use.  With
+    kptr_restrict hiding them (all zero), addresses stay as hex."""
+
+    def __init__(self, kallsyms: Kallsyms | None = None) -> None:
+        self._kallsyms = kallsyms or Kallsyms()
+        self._addrs: list[int] | None = None
+        self._names: list[str] = []
+
+    def _load(self) -> None:
+        try:
+            data = self._kallsyms.data
+        except OSError:
+            data = b""
+        pairs = []
+        for addr, name in re.findall(rb"\n([0-9a-f]+) [tT] (\S+)", data):
+            a = int(addr, 16)
+            if a:
+                pairs.append((a, name.decode()))
+        pairs.sort()
+        self._kallsyms.release()   # the sorted columns are all that is needed now
+        self._addrs = [a for a, _ in pairs]
+        self._names = [n for _, n in pairs]
+
+    def __call__(self, addr: int) -> str:
+        import bisect
+
+        if self._addrs is None:
+            self._load()
+        assert self._addrs is not None
+        i = bisect.bisect_right(self._addrs, addr) - 1
+        if i < 0 or not addr:
+            return f"{addr:#x}"
+        return f"{self._names[i]}+{addr - self._addrs[i]:#x}"

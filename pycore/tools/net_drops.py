@@ -79,43 +79,6 @@ def protocol_name(proto: int) -> str:
     return PROTOCOLS.get(proto, f"{proto:#06x}")
 
 
-class _Symbols:
-    """Kernel text addresses to ``symbol+0xoff`` from /proc/kallsyms, read on first use."""
-
-    def __init__(self) -> None:
-        self._addrs: list[int] | None = None
-        self._names: list[str] = []
-
-    def _load(self) -> None:
-        import re
-
-        from pycore.kallsyms import Kallsyms
-
-        pairs = []
-        try:
-            data = Kallsyms().data
-        except OSError:
-            data = b""
-        for addr, name in re.findall(rb"\n([0-9a-f]+) [tT] (\S+)", data):
-            a = int(addr, 16)
-            if a:
-                pairs.append((a, name.decode()))
-        pairs.sort()
-        self._addrs = [a for a, _ in pairs]
-        self._names = [n for _, n in pairs]
-
-    def __call__(self, addr: int) -> str:
-        import bisect
-
-        if self._addrs is None:
-            self._load()
-        assert self._addrs is not None
-        i = bisect.bisect_right(self._addrs, addr) - 1
-        if i < 0 or not addr:
-            return f"{addr:#x}"
-        return f"{self._names[i]}+{addr - self._addrs[i]:#x}"
-
-
 class NetDrops(Tool):
     name = "net-drops"
     description = "dropped packets by network namespace, interface and the kernel's drop reason"
@@ -140,7 +103,9 @@ class NetDrops(Tool):
         self._net: Any = None
         self._closed = False
         self._reasons: dict[int, str] | None = None
-        self._symbols = _Symbols()
+        from pycore.kallsyms import TextSymbols
+
+        self._symbols = TextSymbols()
 
     # -- context -----------------------------------------------------------------
 
