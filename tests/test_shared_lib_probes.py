@@ -14,7 +14,7 @@ import time
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from usdt_targets import build_shared_lib_target  # noqa: E402
+from usdt_targets import build_shared_lib_target, objdump_offsets  # noqa: E402
 
 from pycore.elfsyms import attach_uprobe, functions  # noqa: E402
 from pycore.object import BpfObject  # noqa: E402
@@ -160,15 +160,6 @@ def test_sib_and_ah_arguments_decode(built):
 def uprobe_events(obj: BpfObject) -> list[tuple[int, int, int, int]]:
     rb = RingBuffer(obj, "events", event="uprobe_args_event")
     return [(e.pid, e.kind, e.arg0, e.arg1) for e in rb.consume()]
-
-
-def objdump_offsets(path: str, func: str) -> list[int]:
-    """Instruction offsets of ``func`` from binutils' objdump (an independent decoder)."""
-    f = next(f for f in functions(path) if f.name == func)
-    out = subprocess.run(["objdump", "-d", f"--start-address={f.address:#x}",
-                          f"--stop-address={f.address + f.size:#x}", path],
-                         capture_output=True, text=True, check=True).stdout
-    return [int(m.group(1), 16) - f.address for m in re.finditer(r"^\s+([0-9a-f]+):\t", out, re.M)]
 
 
 def test_uprobe_uretprobe_library_function_by_symbol(built):

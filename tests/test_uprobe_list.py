@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 sys.path.insert(0, os.path.dirname(__file__))
-from usdt_targets import build_rust_target  # noqa: E402
+from usdt_targets import build_rust_target, objdump_offsets  # noqa: E402
 
 from pycore.cli import main  # noqa: E402
 from pycore.elfsyms import attach_uprobe, demangle, functions, parse_spec, resolve  # noqa: E402
@@ -41,15 +41,6 @@ def test_demangle():
 def test_cxx_functions_keep_mangled_name():
     fs = [f for f in functions(LIBSTDCXX) if f.demangled == "std::terminate()"]
     assert fs and fs[0].name == "_ZSt9terminatev"
-
-
-def objdump_offsets(path: str, func: str) -> list[int]:
-    """Instruction offsets of ``func`` from binutils' objdump (an independent decoder)."""
-    f = next(f for f in functions(path) if f.name == func)
-    out = subprocess.run(["objdump", "-d", f"--start-address={f.address:#x}",
-                          f"--stop-address={f.address + f.size:#x}", path],
-                         capture_output=True, text=True, check=True).stdout
-    return [int(m.group(1), 16) - f.address for m in re.finditer(r"^\s+([0-9a-f]+):\t", out, re.M)]
 
 
 def test_resolve_offsets():

@@ -1,10 +1,13 @@
-"""Real USDT targets for the tests: a throw-away PostgreSQL 15 server, the demo binary."""
+"""Real USDT and uprobe targets for the tests: a throw-away PostgreSQL 15 server,
+the demo binary, small C/C++/Rust programs built here, and objdump as an
+independent instruction decoder."""
 
 from __future__ import annotations
 
 import contextlib
 import os
 import pwd
+import re
 import shutil
 import socket
 import subprocess
@@ -194,3 +197,14 @@ def build_rust_target(d: str, mangling: str) -> str:
     subprocess.run([shutil.which("rustc", path="/usr/bin") or "rustc", "-O", *flags, "-o", out, src],
                    check=True)
     return out
+
+
+def objdump_offsets(path: str, func: str) -> list[int]:
+    """Instruction offsets of ``func`` from binutils' objdump (an independent decoder)."""
+    from pycore.elfsyms import functions
+
+    f = next(f for f in functions(path) if f.name == func)
+    out = subprocess.run(["objdump", "-d", f"--start-address={f.address:#x}",
+                          f"--stop-address={f.address + f.size:#x}", path],
+                         capture_output=True, text=True, check=True).stdout
+    return [int(m.group(1), 16) - f.address for m in re.finditer(r"^\s+([0-9a-f]+):\t", out, re.M)]
