@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -121,3 +122,42 @@ def test_byte_flips(seeds, tmp_path, data):
     path = tmp_path / "f"
     path.write_bytes(bytes(blob))
     exercise(path)
+
+
+def _section_index(data: bytes, name: str) -> int:
+    import io
+
+    from elftools.elf.elffile import ELFFile
+
+    elf = ELFFile(io.BytesIO(data))
+    return next(i for i, s in enumerate(elf.iter_sections()) if s.name == name)
+
+
+def _corrupt(seeds, tmp_path, how: str) -> str:
+    """The demo, with one field of its headers made impossible."""
+    blob = bytearray(seeds["usdt-passwd"])
+    shoff = int.from_bytes(blob[0x28:0x30], "little")
+    if how == "note-size":          # .note.stapsdt claims more bytes than the file has
+        at = shoff + 64 * _section_index(bytes(blob), ".note.stapsdt") + 0x20   # sh_size
+        blob[at:at + 8] = (1 << 40).to_bytes(8, "little")
+    else:                           # the section header table starts past the end
+        blob[0x28:0x30] = (len(blob) + 4096).to_bytes(8, "little")
+    path = tmp_path / f"corrupt-{how}"
+    path.write_bytes(bytes(blob))
+    path.chmod(0o755)
+    return str(path)
+
+
+@pytest.mark.parametrize("how", ["note-size", "shoff"])
+def test_cli_says_malformed_in_one_line(seeds, tmp_path, how):
+    """What a user sees for a corrupt binary: one line naming the file, exit 2."""
+    path = _corrupt(seeds, tmp_path, how)
+    commands = [["list", f"usdt:{path}"], ["run", "py-calls", "--binary", path, "-d", "0"]]
+    if how == "shoff":              # function listings read the section table, not the notes
+        commands.append(["list", f"uprobe:{path}:*"])
+    for args in commands:
+        r = subprocess.run([sys.executable, "-m", "pycore", *args], capture_output=True, text=True, timeout=60)
+        assert r.returncode == 2, (args, r.stdout, r.stderr)
+        lines = r.stderr.splitlines()
+        assert len(lines) == 1 and path in lines[0] and "malformed ELF" in lines[0], (args, r.stderr)
+        assert "Traceback" not in r.stderr
