@@ -51,11 +51,20 @@ def _dump(args: argparse.Namespace, out: TextIO) -> None:
     if args.format == "c":
         from .cdump import write_header
 
-        write_header(spec, out)
+        write_header(spec, out, jobs=_jobs(spec))
     else:
         from .raw import dump_raw  # written separately; only needed for this format
 
         dump_raw(spec, out)
+
+
+def _jobs(spec) -> int:
+    """A second process pays off for kernel-sized BTF, given a CPU to run on."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        cpus = os.cpu_count() or 1
+    return 2 if cpus > 1 and len(spec) > 20_000 else 1
 
 
 _KEYWORDS = {"struct": "STRUCT", "union": "UNION", "enum": "ENUM", "typedef": "TYPEDEF"}

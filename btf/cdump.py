@@ -29,6 +29,8 @@ from __future__ import annotations
 
 import gc
 import io
+import os
+import signal
 import sys
 from array import array
 from itertools import accumulate, compress, repeat
@@ -38,7 +40,7 @@ TYPE_CHECKING = False  # typing costs milliseconds to import; annotations are st
 
 from . import types as T
 from .errors import BtfError
-from .kinds import Kind
+from .cnames import GNUC_VA_LIST, DeferredNames, Namer, placeholders_safe, resolve, va_list_placeholder
 from .layout import padding_fields
 
 if TYPE_CHECKING:
@@ -60,6 +62,9 @@ _TERMINAL = frozenset((_INT, _ENUM, _ENUM64, _FWD, _STRUCT, _UNION, _TYPEDEF, _F
 # Kinds the header never prints at top level: skipping them is libbpf's
 # result too (they are "ordered" without queueing anything).
 _NOT_DUMPED = frozenset((_FUNC, _VAR, _DATASEC, _DECL_TAG))
+
+# What a plan item does with its type id (the low 3 bits of the item).
+STRUCT_DEF, STRUCT_FWD, TYPEDEF_DEF, ENUM_DEF, FWD_DEF = range(5)
 
 # Ordering and emitting states (libbpf keeps the same three of each).
 _NOT, _DOING, _DONE = 0, 1, 2
@@ -115,76 +120,32 @@ def _columns(spec: Spec) -> tuple[Sequence[int], array, array, array]:
     return flat, offsets, names, infos
 
 
-class Namer:
-    """Unique C names, libbpf's way: one counter per namespace.
-
-    Struct, union and enum tags share one namespace; typedefs and enum
-    constants share the other.  A name is fixed the first time it is asked
-    for, so the suffix follows the order in which the header mentions types.
-    Forward declarations and empty enums keep their names as they are (they
-    may stand for a definition printed elsewhere).
-    """
-
-    def __init__(self, name_of: Callable[[int], str], kinds: Sequence[int],
-                 vlen: Callable[[int], int]) -> None:
-        self._name_of = name_of
-        self._kinds = kinds
-        self._vlen = vlen
-        self.type_counts: dict[str, int] = {}
-        self.ident_counts: dict[str, int] = {}
-        self._resolved: list[str | None] = [None] * len(kinds)  # by id: no int hashing
-
-    def _resolve(self, type_id: int, counts: dict[str, int]) -> str:
-        name = self._name_of(type_id)
-        if not name:
-            return ""
-        k = self._kinds[type_id]
-        if k == _FWD or (k == _ENUM and self._vlen(type_id) == 0):
-            self._resolved[type_id] = name
-            return name
-        n = counts.get(name, 0) + 1
-        counts[name] = n
-        unique = name if n == 1 else f"{name}___{n}"
-        self._resolved[type_id] = unique
-        return unique
-
-    def type_name(self, type_id: int) -> str:
-        """A struct, union, enum or forward declaration's tag."""
-        got = self._resolved[type_id]
-        return got if got is not None else self._resolve(type_id, self.type_counts)
-
-    def ident_name(self, type_id: int) -> str:
-        """A typedef's name."""
-        got = self._resolved[type_id]
-        return got if got is not None else self._resolve(type_id, self.ident_counts)
-
-    def enumerator(self, name: str) -> str:
-        """An enum constant: counted each time an enum body is printed."""
-        counts = self.ident_counts
-        n = counts.get(name, 0) + 1
-        counts[name] = n
-        return name if n == 1 else f"{name}___{n}"
-
-    def __call__(self, t: T.Type) -> str:
-        """As a :data:`btf.cformat.Namer`: typedefs by identifier, others by tag."""
-        return self.ident_name(t.id) if t.kind == Kind.TYPEDEF else self.type_name(t.id)
-
-
 class _Strings(dict):
     """Offset -> string, filled from the string table on first use (a plain
     dict hit is several times cheaper than a method call per member name)."""
 
-    def __init__(self, table: StringTable) -> None:
+    def __init__(self, table: StringTable, fill: bool = True) -> None:
         super().__init__()
+        self._table = table
         self._lookup = table.lookup
+        self._filled = False
+        self[0] = ""
+        if fill:
+            self.fill()
+
+    def fill(self) -> None:
+        """Every string at once: splitting the whole table in C beats ~100k
+        one-by-one lookups when the text is about to name most types."""
+        if self._filled:
+            return
+        self._filled = True
+        table = self._table
         data = table._data  # noqa: SLF001 - same package
         if data.isascii():
-            # Splitting the whole table in C beats ~100k one-by-one lookups.
             parts = data.decode("ascii").split("\0")
             # string i starts after strings 0..i-1 and their i NULs
             starts = accumulate(map((1).__add__, map(len, parts)), initial=table._start)  # noqa: SLF001
             self.update(zip(starts, parts))
-        self[0] = ""
 
     def __missing__(self, off: int) -> str:
         s = self[off] = self._lookup(off)
@@ -206,7 +167,10 @@ def _ids_of(kinds: bytes, wanted: frozenset[int] | set[int]) -> list[int]:
 class HeaderWriter:
     """One pass of libbpf's btf_dump over a whole spec."""
 
-    def __init__(self, spec: Spec, type_tags: bool = False) -> None:
+    def __init__(self, spec: Spec, type_tags: bool = False, strings: bool = True) -> None:
+        """``strings=False`` leaves the string table to be read on demand
+        (planning needs few names; call :meth:`prepare_text` before making
+        much text)."""
         self.spec = spec
         self.type_tags = type_tags
         words, offsets, names_off, infos = _columns(spec)
@@ -222,9 +186,8 @@ class HeaderWriter:
         self.st = st                      # size or referenced type, by id
         self.kind_bytes = _kind_bytes(infos)
         self.kinds = self.kind_bytes      # indexing bytes gives ints
-        strings = _Strings(spec.strings)
-        self.strings = strings
-        self.namer = Namer(self.name_of, self.kinds, self.vlen)
+        self.strings = _Strings(spec.strings, fill=strings)
+        self.namer: Namer | DeferredNames = Namer(self.name_of, self.kinds, self.vlen)
         self.ptr_size = self._pointer_size()
         self.order_state = bytearray(n)
         self.emit_state = bytearray(n)
@@ -244,7 +207,7 @@ class HeaderWriter:
         self._bare_cache: list[str | None] = [None] * n
         self._inline_bodies = 0   # counts anonymous bodies printed inside declarations
         self._emit_budget = 16 * n + 100_000
-        self.out: list[str] = []
+        self.items: list[int] = []
         self.queue: list[int] = []
         self.order = self._ordering_walk()
 
@@ -255,6 +218,28 @@ class HeaderWriter:
 
     def vlen(self, type_id: int) -> int:
         return self.infos[type_id] & 0xFFFF
+
+    def prepare_text(self, deferred_names: bool = False) -> None:
+        """Read every string now, and with ``deferred_names`` name types so
+        that text can be made out of order (see :mod:`btf.cnames`)."""
+        self.strings.fill()
+        if not deferred_names:
+            return
+        kb, words, offsets, infos, names_off = self.kind_bytes, self.words, self.offsets, self.infos, self.names_off
+        name_offs = array("I")  # every typedef name and enum constant: one namespace
+        name_offs.extend(map(names_off.__getitem__, _ids_of(kb, {_TYPEDEF})))
+        for t in _ids_of(kb, {_ENUM}):
+            p = offsets[t] + 3
+            name_offs.extend(words[p:p + 2 * (infos[t] & 0xFFFF):2])
+        for t in _ids_of(kb, {_ENUM64}):
+            p = offsets[t] + 3
+            name_offs.extend(words[p:p + 3 * (infos[t] & 0xFFFF):3])
+        # tags that take a suffix: not forward declarations or empty enums
+        tags = _ids_of(kb, {_STRUCT, _UNION, _ENUM64})
+        tags += compress(enums := _ids_of(kb, {_ENUM}), map(infos.__getitem__, enums))  # vlen in the low bits
+        self.namer = DeferredNames(self.name_of, self.kinds, self.vlen,
+                                   map(self.strings.__getitem__, map(names_off.__getitem__, tags)),
+                                   map(self.strings.__getitem__, name_offs))
 
     def _pointer_size(self) -> int:
         """libbpf guesses it from the size of ``long``; 8 when there is none."""
@@ -588,18 +573,18 @@ class HeaderWriter:
         if self._emit_budget < 0:
             raise BtfError("anonymous types nest too widely to print (malformed BTF?)")
         k = self.kinds[type_id]
-        out = self.out
+        items = self.items
         if s == _DOING:
             if self.fwd_emitted[type_id]:
                 return
             if k == _STRUCT or k == _UNION:
                 if type_id == cont_id or not self.names_off[type_id]:
                     return
-                out.append(self.struct_fwd(type_id) + ";\n\n")
+                items.append(type_id << 3 | STRUCT_FWD)
                 self.fwd_emitted[type_id] = 1
             elif k == _TYPEDEF:
                 if not self._blacklisted(type_id):
-                    out.append(self.typedef_def(type_id, 0) + ";\n\n")
+                    items.append(type_id << 3 | TYPEDEF_DEF)
                 self.fwd_emitted[type_id] = 1
             return
         if k == _PTR or k in _MODS:
@@ -619,10 +604,10 @@ class HeaderWriter:
                     if es[mtype] != _DONE:
                         emit(mtype, inner)
             elif not self.fwd_emitted[type_id] and type_id != cont_id:
-                out.append(self.struct_fwd(type_id) + ";\n\n")
+                items.append(type_id << 3 | STRUCT_FWD)
                 self.fwd_emitted[type_id] = 1
             if cont_id == 0:
-                out.append(self.struct_def(type_id, 0) + ";\n\n")
+                items.append(type_id << 3 | STRUCT_DEF)
                 es[type_id] = _DONE
             else:
                 es[type_id] = _NOT
@@ -632,7 +617,7 @@ class HeaderWriter:
             if es[target] != _DONE:
                 self.emit(target, type_id)
             if not self.fwd_emitted[type_id] and not self._blacklisted(type_id):
-                out.append(self.typedef_def(type_id, 0) + ";\n\n")
+                items.append(type_id << 3 | TYPEDEF_DEF)
             es[type_id] = _DONE
         elif k == _ARRAY:
             target = self.array_elem(type_id)
@@ -643,10 +628,10 @@ class HeaderWriter:
             es[type_id] = _DONE
         elif k == _ENUM or k == _ENUM64:
             if cont_id == 0:
-                out.append(self.enum_def(type_id, 0) + ";\n\n")
+                items.append(type_id << 3 | ENUM_DEF)
             es[type_id] = _DONE
         elif k == _FWD:
-            out.append(self.fwd_def(type_id) + ";\n\n")
+            items.append(type_id << 3 | FWD_DEF)
             es[type_id] = _DONE
         elif k == _FUNC_PROTO:
             emit = self.emit
@@ -680,13 +665,20 @@ class HeaderWriter:
         return f"{keyword} {self.namer.type_name(type_id)}"
 
     def typedef_def(self, type_id: int, lvl: int) -> str:
+        claim = self.namer.claim(type_id)
         name = self.namer.ident_name(type_id)
         target = self.st[type_id]
-        if target == 0 and name == "__gnuc_va_list":
-            return "typedef __builtin_va_list __gnuc_va_list"
-        return "typedef " + self.decl(target, name, lvl)
+        if target == 0 and self.name_of(type_id) == "__gnuc_va_list":
+            # old gcc's typedef to void: libbpf writes a valid one instead
+            if claim:
+                return va_list_placeholder(type_id)
+            if name == "__gnuc_va_list":
+                return GNUC_VA_LIST
+        return claim + "typedef " + self.decl(target, name, lvl)
 
-    def enum_def(self, type_id: int, lvl: int) -> str:
+    def enum_def(self, type_id: int, lvl: int, inline: bool = False) -> str:
+        """An enum with its constants; ``inline`` when printed inside a
+        declaration (an anonymous enum is printed again at each use)."""
         name = self.namer.type_name(type_id)
         head = f"enum {name}" if name else "enum"
         vlen = self.infos[type_id] & 0xFFFF
@@ -694,7 +686,9 @@ class HeaderWriter:
             return head
         parts = [head, " {"]
         prefix = "\n" + "\t" * min(lvl + 1, _MAX_INDENT)
-        counts = self.namer.ident_counts
+        namer = self.namer
+        counts = None if namer.deferred else namer.ident_counts
+        enumerator = namer.inline_enumerator if inline else namer.enumerator
         strings = self.strings
         p = self.offsets[type_id] + 3
         w = self.words
@@ -705,9 +699,12 @@ class HeaderWriter:
                 if signed and v & 0x80000000:
                     v -= 1 << 32
                 name = strings[w[q]]
-                n = counts[name] = counts.get(name, 0) + 1
-                if n > 1:
-                    name = f"{name}___{n}"
+                if counts is None:
+                    name = enumerator(name)
+                else:
+                    n = counts[name] = counts.get(name, 0) + 1
+                    if n > 1:
+                        name = f"{name}___{n}"
                 parts.append(f"{prefix}{name} = {v},")
         else:
             suffix = "LL," if signed else "ULL,"
@@ -715,10 +712,7 @@ class HeaderWriter:
                 v = w[q + 1] | (w[q + 2] << 32)
                 if signed and v & (1 << 63):
                     v -= 1 << 64
-                name = strings[w[q]]
-                n = counts[name] = counts.get(name, 0) + 1
-                if n > 1:
-                    name = f"{name}___{n}"
+                name = enumerator(strings[w[q]])
                 parts.append(f"{prefix}{name} = {v}{suffix}")
         parts.append("\n" + "\t" * min(lvl, _MAX_INDENT) + "}")
         return "".join(parts)
@@ -918,7 +912,7 @@ class HeaderWriter:
                     out.append("enum " + self.namer.type_name(t))
                 else:
                     self._inline_bodies += 1
-                    out.append(self.enum_def(t, lvl))
+                    out.append(self.enum_def(t, lvl, True))
             elif k == _FWD:
                 self._mods(out, stack)
                 out.append(self.fwd_def(t))
@@ -978,30 +972,174 @@ class HeaderWriter:
 
     # -- the whole header -------------------------------------------------
 
-    def run(self) -> list[str]:
-        """Every type in id order, each after what it needs."""
-        out = self.out
-        out.append(HEADER_PROLOGUE)
+    def plan(self) -> list[int]:
+        """What the header defines, in order: ``id << 3 | op`` per item
+        (:data:`STRUCT_DEF`, :data:`STRUCT_FWD`, ...).  Every type in id
+        order, each after what it needs; no text is made here."""
+        items = self.items
         queue = self.queue
         order, emit = self.order, self.emit
         state = self.order_state
         self._check_references()
-        dumped = set(range(32)) - _NOT_DUMPED
-        for type_id in _ids_of(self.kind_bytes, dumped):
-            if state[type_id] == _DONE or not type_id:
-                continue
+        # Kinds the header never prints count as done, so that the next id
+        # to order is found by a search in C.
+        state[:] = self.kind_bytes.translate(bytes(_DONE if k in _NOT_DUMPED else _NOT for k in range(256)))
+        state[0] = _DONE
+        find = state.find
+        type_id = find(_NOT)
+        while type_id > 0:
             del queue[:]
             order(type_id, False)
             for queued in queue:
                 emit(queued, 0)
-        out.append(HEADER_EPILOGUE)
-        return out
+            type_id = find(_NOT, type_id + 1)
+        return items
+
+    def render(self, item: int) -> str:
+        """One planned item's C text, its ``;`` and blank line included."""
+        op, type_id = item & 7, item >> 3
+        if op == STRUCT_DEF:
+            return self.struct_def(type_id, 0) + ";\n\n"
+        if op == TYPEDEF_DEF:
+            return self.typedef_def(type_id, 0) + ";\n\n"
+        if op == ENUM_DEF:
+            return self.enum_def(type_id, 0) + ";\n\n"
+        if op == STRUCT_FWD:
+            return self.struct_fwd(type_id) + ";\n\n"
+        return self.fwd_def(type_id) + ";\n\n"
+
+    def struct_definition(self, type_id: int) -> str:
+        """A struct or union's top-level definition, as :meth:`render` makes it."""
+        return self.struct_def(type_id, 0) + ";\n\n"
+
+    def run(self) -> list[str]:
+        """The header's text in parts: the plan, rendered in its order."""
+        return [HEADER_PROLOGUE, *map(self.render, self.plan()), HEADER_EPILOGUE]
 
 
-def write_header(spec: Spec, out: TextIO, type_tags: bool = False) -> None:
+def _placeholders_safe(table: StringTable | None) -> bool:
+    while table is not None:
+        if not placeholders_safe(table._data):  # noqa: SLF001 - same package
+            return False
+        table = table._base  # noqa: SLF001
+    return True
+
+
+class _Shared:
+    """What a rendering child has done so far, in memory both processes see
+    (an anonymous shared mapping made before the fork): a count of finished
+    texts, their UTF-8 bytes so far, and a stop flag the parent raises.
+
+    The child writes text first and the counts after it, and the parent reads
+    the counts first, so what a count covers is always there (x86 and arm64
+    both keep a process's own stores in order as another one sees them, and
+    the interpreter's memory barriers on its lock keep the rest)."""
+
+    _HEAD = 24  # done count, bytes used, stop flag: three little-endian u64
+
+    def __init__(self, capacity: int) -> None:
+        import mmap
+
+        self.map = mmap.mmap(-1, self._HEAD + capacity)
+        self.capacity = capacity
+
+    def _get(self, at: int) -> int:
+        return int.from_bytes(self.map[at:at + 8], "little")
+
+    def _set(self, at: int, value: int) -> None:
+        self.map[at:at + 8] = value.to_bytes(8, "little")
+
+    @property
+    def done(self) -> int:
+        return self._get(0)
+
+    @property
+    def stopped(self) -> bool:
+        return self._get(16) != 0
+
+    def stop(self) -> None:
+        self._set(16, 1)
+
+    def produce(self, texts: Iterable[str]) -> None:
+        """The child's loop: append each text NUL-terminated until the space
+        runs out or the parent says stop."""
+        used = done = 0
+        head, cap, mem = self._HEAD, self.capacity, self.map
+        for text in texts:
+            data = text.encode() + b"\0"
+            if used + len(data) > cap or mem[16]:
+                return
+            mem[head + used:head + used + len(data)] = data
+            used += len(data)
+            done += 1
+            self._set(8, used)
+            self._set(0, done)
+
+    def taken(self, count: int) -> list[str]:
+        """The first ``count`` texts the child made."""
+        used = self._get(8)
+        texts = self.map[self._HEAD:self._HEAD + used].decode().split("\0")
+        return texts[:count]
+
+
+def _parallel_parts(spec: Spec, type_tags: bool) -> list[str]:
+    """The header made by two processes.  This one plans it (the ordering
+    walk cannot be split) while a forked child renders struct and union
+    bodies from the first one on; then this one renders the other items and
+    struct bodies from the last one back until it meets the child.  Names
+    that depend on the order of the text are placeholders until the parts
+    are put together (:mod:`btf.cnames`)."""
+    writer = HeaderWriter(spec, type_tags, strings=False)
+    writer.prepare_text(deferred_names=True)  # once, for both processes
+    bodies = _ids_of(writer.kind_bytes, {_STRUCT, _UNION})
+    bodies = list(compress(bodies, map(writer.names_off.__getitem__, bodies)))
+    shared = _Shared(64 * len(writer.words) + (1 << 20))
+    pid = os.fork()
+    if pid == 0:  # the child: never returns into the caller's code
+        try:
+            shared.produce(map(writer.struct_definition, bodies))
+        finally:
+            os._exit(0)
+    try:
+        items = writer.plan()
+        render = writer.render
+        parts = [HEADER_PROLOGUE]
+        slots = []
+        for item in items:
+            if item & 7 == STRUCT_DEF:
+                slots.append(len(parts))
+                parts.append(item)
+            else:
+                parts.append(render(item))
+        # struct bodies from the end, until the child has the rest
+        tail: list[str] = []
+        last = len(bodies)
+        while last > shared.done:
+            last -= 1
+            tail.append(writer.struct_definition(bodies[last]))
+        shared.stop()
+        texts = shared.taken(last)
+        texts += reversed(tail)
+    finally:
+        shared.stop()
+        os.kill(pid, signal.SIGKILL)  # what it does now is not needed
+        os.waitpid(pid, 0)
+        shared.map.close()
+    index = {t: i for i, t in enumerate(bodies)}
+    for slot in slots:
+        type_id = parts[slot] >> 3
+        i = index.get(type_id)
+        parts[slot] = writer.struct_definition(type_id) if i is None else texts[i]
+    parts.append(HEADER_EPILOGUE)
+    namer = Namer(writer.name_of, writer.kinds, writer.vlen)
+    return [resolve("".join(parts), namer)]
+
+
+def write_header(spec: Spec, out: TextIO, type_tags: bool = False, jobs: int = 1) -> None:
     """Write ``vmlinux.h`` for ``spec``: what ``bpftool btf dump ... format c`` prints.
 
     ``type_tags`` adds ``btf_type_tag`` attributes, which bpftool 7.1 leaves out.
+    With ``jobs`` > 1 (and fork), struct bodies are rendered in a second process.
     """
     limit = sys.getrecursionlimit()
     sys.setrecursionlimit(max(limit, 20000))
@@ -1010,7 +1148,10 @@ def write_header(spec: Spec, out: TextIO, type_tags: bool = False) -> None:
     gc_was_on = gc.isenabled()
     gc.disable()
     try:
-        parts = HeaderWriter(spec, type_tags).run()
+        if jobs > 1 and hasattr(os, "fork") and _placeholders_safe(spec.strings):
+            parts = _parallel_parts(spec, type_tags)
+        else:
+            parts = HeaderWriter(spec, type_tags).run()
     except RecursionError:
         # Ordering is a depth-first walk like libbpf's; real BTF stays under a
         # hundred levels, so this depth means a cycle through typedefs/modifiers.
@@ -1022,8 +1163,8 @@ def write_header(spec: Spec, out: TextIO, type_tags: bool = False) -> None:
     out.write("".join(parts))
 
 
-def header(spec: Spec, type_tags: bool = False) -> str:
+def header(spec: Spec, type_tags: bool = False, jobs: int = 1) -> str:
     """The whole ``vmlinux.h`` as one string."""
     buf = io.StringIO()
-    write_header(spec, buf, type_tags)
+    write_header(spec, buf, type_tags, jobs)
     return buf.getvalue()

@@ -64,14 +64,21 @@ class Blob:
             extra += [self._str(vname), v & 0xFFFFFFFF]
         return self._add(Kind.ENUM, name, len(values), size, extra)
 
-    def spec(self) -> Spec:
+    def blob(self) -> bytes:
         types = b"".join(self.records)
         hdr = struct.pack("<HBBIIIII", 0xEB9F, 1, 0, 24, 0, len(types), len(types), len(self.strings))
-        return Spec(hdr + types + bytes(self.strings))
+        return hdr + types + bytes(self.strings)
+
+    def spec(self) -> Spec:
+        return Spec(self.blob())
 
 
 def body(spec: Spec) -> str:
+    """The header without its fixed start and end; made both ways (in one
+    process, and planned here while a child renders struct bodies), which
+    must agree."""
     text = header(spec)
+    assert header(spec, jobs=2) == text
     assert text.startswith(HEADER_PROLOGUE) and text.endswith(HEADER_EPILOGUE)
     return text[len(HEADER_PROLOGUE):-len(HEADER_EPILOGUE)]
 
@@ -141,6 +148,48 @@ def test_enumerators_share_the_typedef_namespace():
     assert body(b.spec()).endswith("enum e {\n\tFOO___2 = 1,\n};\n\n")
 
 
+def test_names_fixed_in_text_order_equal_bpftool(tmp_path):
+    """Names whose suffix depends on the order of the text: two typedefs
+    ``u8``, the second one used (through a pointer) before its definition;
+    an anonymous enum printed at each of its two uses; a typedef named like
+    its own enum constant (libbpf names the typedef first); two structs
+    ``s``.  bpftool prints this blob; ours, made either way, must match."""
+    bpftool = _require("bpftool")
+    b = Blob()
+    i = b.int("int")
+    uchar = b.int("unsigned char", 1, signed=False)
+    u8a = b.typedef("u8", uchar)
+    u8b = b.typedef("u8", i)
+    anon = b.enum("", [("SHARED_A", 0), ("SHARED_B", 1)])
+    b.struct("s", 8, [("p", b.ptr(u8b), 0)])
+    b.struct("s", 8, [("x", u8a, 0), ("e", anon, 32)])
+    b.struct("t", 4, [("e", anon, 0)])
+    self_named = b.enum("", [("FOO", 1)])
+    b.typedef("FOO", self_named)
+    b.enum("named", [("u8", 3), ("SHARED_A", 2)])
+    spec = b.spec()
+    path = tmp_path / "names.btf"
+    path.write_bytes(b.blob())
+    ref = subprocess.run([bpftool, "btf", "dump", "file", str(path), "format", "c"],
+                         capture_output=True, text=True, check=True).stdout
+    assert "___2" in ref and "___3" in ref
+    assert header(spec) == ref
+    assert header(spec, jobs=2) == ref
+
+
+def test_names_with_placeholder_bytes_are_made_in_one_process():
+    """A name holding the bytes that delimit placeholders: the two-process
+    way must not be taken (it would misread them), and the text is right."""
+    b = Blob()
+    i = b.int("int")
+    b.struct("odd\x01t1\x02", 4, [("a\x02", i, 0)])
+    b.struct("odd\x01t1\x02", 4, [("b", i, 0)])
+    assert body(b.spec()) == (
+        "struct odd\x01t1\x02 {\n\tint a\x02;\n};\n\n"
+        "struct odd\x01t1\x02___2 {\n\tint b;\n};\n\n"
+    )
+
+
 # -- the running kernel ---------------------------------------------------
 
 def _require(tool: str) -> str:
@@ -181,6 +230,12 @@ def test_header_equals_bpftool(kernel_header):
             if a != b:
                 pytest.fail(f"first difference at line {n}: ours {a!r}, bpftool {b!r}")
         pytest.fail(f"length differs: ours {len(ours_lines)} lines, bpftool {len(ref_lines)}")
+
+
+def test_two_processes_equal_one(kernel_spec, kernel_header):
+    """The CLI's way (a child renders struct bodies while this process
+    plans) gives the same vmlinux.h as the one-process way."""
+    assert header(kernel_spec, jobs=2) == kernel_header[0]
 
 
 def test_cli_dump_c_equals_library(kernel_header, tmp_path):
