@@ -34,7 +34,6 @@ import signal
 import sys
 from array import array
 from itertools import accumulate, compress, repeat
-from operator import itemgetter
 
 TYPE_CHECKING = False  # typing costs milliseconds to import; annotations are strings
 
@@ -92,8 +91,9 @@ HEADER_EPILOGUE = (
 # bpftool pads with these, widest first.
 
 
-def _columns(spec: Spec) -> tuple[Sequence[int], array, array, array]:
-    """Type words, and per id (0 = void): record offset, name offset, info word.
+def _columns(spec: Spec) -> tuple[Sequence[int], array, array, array, array]:
+    """Type words, and per id (0 = void): record offset, name offset, info
+    word, size-or-type word.
 
     Split BTF continues its base's ids, so a base's words come first.  For
     plain vmlinux these are the spec's own arrays, not copies.
@@ -104,20 +104,21 @@ def _columns(spec: Spec) -> tuple[Sequence[int], array, array, array]:
         chain.append(s)
         s = s.base
     chain.reverse()
-    offsets, names, infos = array("I", [0]), array("I", [0]), array("I", [0])
+    offsets, names, infos, sizes = array("I", [0]), array("I", [0]), array("I", [0]), array("I", [0])
     for s in chain:
         names.extend(array("I", s._names_column()))  # noqa: SLF001 - same package
         infos.extend(array("I", s._kinds_column()))  # noqa: SLF001 - info words
+        sizes.extend(array("I", s._sizes_column()))  # noqa: SLF001 - size or type
     if len(chain) == 1:
         words: Sequence[int] = spec._words  # noqa: SLF001
         offsets.extend(spec._offsets)  # noqa: SLF001
-        return words, offsets, names, infos
+        return words, offsets, names, infos, sizes
     flat = array("I")
     for s in chain:
         shift = len(flat)
         flat.extend(s._words)  # noqa: SLF001
         offsets.extend(o + shift for o in s._offsets)  # noqa: SLF001
-    return flat, offsets, names, infos
+    return flat, offsets, names, infos, sizes
 
 
 class _Strings(dict):
@@ -173,16 +174,12 @@ class HeaderWriter:
         much text)."""
         self.spec = spec
         self.type_tags = type_tags
-        words, offsets, names_off, infos = _columns(spec)
+        words, offsets, names_off, infos, st = _columns(spec)
         self.words = words
         self.offsets = offsets
         self.names_off = names_off
         self.infos = infos
         self.n = n = len(offsets)
-        st = array("I", [0])
-        if n > 1:
-            got = itemgetter(*offsets[1:])(words[2:])
-            st.extend((got,) if n == 2 else got)
         self.st = st                      # size or referenced type, by id
         self.kind_bytes = _kind_bytes(infos)
         self.kinds = self.kind_bytes      # indexing bytes gives ints

@@ -1,4 +1,5 @@
-"""A persistent cache of pass one: record offsets and the name and info columns.
+"""A persistent cache of pass one: record offsets and the name, info and
+size-or-type columns (the first three words of every record).
 
 Walking vmlinux's 126k records costs about 20 ms of pure Python on every
 start, and the result depends only on the blob's bytes.  So it is kept in
@@ -15,7 +16,8 @@ import zlib
 import sys
 from array import array
 
-MAGIC = b"PYBTFIX1"
+MAGIC = b"PYBTFIX2"
+COLUMNS = 4  # offsets, names, infos, size-or-type
 # Only worth it for big blobs; a .bpf.o's BTF indexes in microseconds.
 MIN_BLOB = 1 << 20
 
@@ -40,8 +42,8 @@ def _path(key: str) -> str | None:
     return None if d is None else os.path.join(d, f"{key}-{sys.byteorder}.idx")
 
 
-def load(key: str, words: array) -> tuple[array, array, array] | None:
-    """(offsets, names, infos) if a sound cached index exists for this blob."""
+def load(key: str, words: array) -> tuple[array, array, array, array] | None:
+    """(offsets, names, infos, sizes) if a sound cached index exists for this blob."""
     path = _path(key)
     if path is None:
         return None
@@ -50,33 +52,35 @@ def load(key: str, words: array) -> tuple[array, array, array] | None:
             raw = f.read()
     except OSError:
         return None
-    if raw[:8] != MAGIC or len(raw) < 12:
+    if raw[:8] != MAGIC or len(raw) < 16:
         return None
     count = int.from_bytes(raw[8:12], sys.byteorder)
-    if len(raw) != 12 + 12 * count or count == 0:
+    if len(raw) != 16 + 4 * COLUMNS * count or count == 0:
         return None
+    if zlib.crc32(raw[16:]) != int.from_bytes(raw[12:16], sys.byteorder):
+        return None  # a damaged file
     cols = []
-    for i in range(3):
+    for i in range(COLUMNS):
         col = array("I")
-        col.frombytes(raw[12 + 4 * count * i:12 + 4 * count * (i + 1)])
+        col.frombytes(raw[16 + 4 * count * i:16 + 4 * count * (i + 1)])
         cols.append(col)
-    offsets, names, infos = cols
-    # The digest says the blob is the same; these spot checks catch a
-    # damaged cache file.
+    offsets, names, infos, sizes = cols
+    # The digest says the blob is the same and the CRC that the file is
+    # whole; these spot checks catch a file written for another blob.
     n = len(words)
     try:
         for idx in range(0, count, max(1, count // 512)):
             o = offsets[idx]
-            if words[o] != names[idx] or words[o + 1] != infos[idx]:
+            if words[o] != names[idx] or words[o + 1] != infos[idx] or words[o + 2] != sizes[idx]:
                 return None
         if offsets[0] != 0 or offsets[-1] >= n:
             return None
     except IndexError:
         return None
-    return offsets, names, infos
+    return offsets, names, infos, sizes
 
 
-def store(key: str, offsets: array, names: array, infos: array) -> None:
+def store(key: str, offsets: array, names: array, infos: array, sizes: array) -> None:
     path = _path(key)
     if path is None:
         return
@@ -84,8 +88,10 @@ def store(key: str, offsets: array, names: array, infos: array) -> None:
         os.makedirs(os.path.dirname(path), exist_ok=True)
         tmp = f"{path}.{os.getpid()}.tmp"
         with open(tmp, "wb") as f:
-            f.write(MAGIC + len(offsets).to_bytes(4, sys.byteorder))
-            f.write(offsets.tobytes() + names.tobytes() + infos.tobytes())
+            payload = offsets.tobytes() + names.tobytes() + infos.tobytes() + sizes.tobytes()
+            f.write(MAGIC + len(offsets).to_bytes(4, sys.byteorder)
+                    + zlib.crc32(payload).to_bytes(4, sys.byteorder))
+            f.write(payload)
         os.replace(tmp, path)
     except OSError:
         try:

@@ -69,6 +69,7 @@ class Spec:
         self._cache: dict[int, T.Type] = {}
         self._names: Sequence[int] | None = None
         self._kinds: Sequence[int] | None = None
+        self._sizes: Sequence[int] | None = None
         self._raw_types: bytes | None = None
         self._parse(bytes(data), cache)
 
@@ -124,12 +125,12 @@ class Spec:
             key = indexcache.digest(data)
             cached = indexcache.load(key, words)
             if cached is not None:
-                self._offsets, self._names, self._kinds = cached
+                self._offsets, self._names, self._kinds, self._sizes = cached
                 return
         self._offsets = self._index(words)
         if key is not None:
             indexcache.store(key, self._offsets, array("I", self._names_column()),
-                             array("I", self._kinds_column()))
+                             array("I", self._kinds_column()), array("I", self._sizes_column()))
 
     def _index(self, words: array) -> array:
         """Pass one: the word offset of every type record.
@@ -325,6 +326,12 @@ class Spec:
         if self._kinds is None:
             self._kinds = self._gather(1)
         return self._kinds
+
+    def _sizes_column(self) -> Sequence[int]:
+        """Each record's third word: its size, or the type it refers to."""
+        if self._sizes is None:
+            self._sizes = self._gather(2)
+        return self._sizes
 
     # -- pass two: decoding one record --------------------------------
 
