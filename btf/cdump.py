@@ -1091,7 +1091,11 @@ def _parallel_parts(spec: Spec, type_tags: bool) -> list[str]:
     bodies = _ids_of(writer.kind_bytes, {_STRUCT, _UNION})
     bodies = list(compress(bodies, map(writer.names_off.__getitem__, bodies)))
     shared = _Shared(64 * len(writer.words) + (1 << 20))
-    pid = os.fork()
+    try:
+        pid = os.fork()
+    except OSError:  # no process to spare: all of it here, in order
+        shared.map.close()
+        return HeaderWriter(spec, type_tags).run()
     if pid == 0:  # the child: never returns into the caller's code
         try:
             shared.produce(map(writer.struct_definition, bodies))
