@@ -18,6 +18,13 @@ libbpf's btf_dump algorithm:
 * Names are made unique per C namespace: struct/union/enum tags in one,
   typedefs and enumerators in another.  The second ``foo`` is ``foo___2``.
 
+Deciding what to print and in which order (:meth:`HeaderWriter.plan`) is
+kept apart from making the text (:meth:`HeaderWriter.render`): a plan is a
+list of (type id, what to print) items, and an item's text does not depend
+on the order, except for the ``___N`` suffixes, which :mod:`btf.cnames` can
+fix afterwards.  So :func:`write_header` with ``jobs=2`` has a forked child
+make struct bodies while this process plans (see :func:`_parallel_parts`).
+
 The generator works on the raw type words rather than on :mod:`btf.types`
 objects: a vmlinux has 126k types and most of them (functions, variables)
 never appear in the header, so decoding them would only cost time.  The C
