@@ -44,7 +44,6 @@ from itertools import accumulate, compress, repeat
 
 TYPE_CHECKING = False  # typing costs milliseconds to import; annotations are strings
 
-from . import types as T
 from .errors import BtfError
 from .cnames import GNUC_VA_LIST, DeferredNames, Namer, placeholders_safe, resolve, va_list_placeholder
 from .layout import padding_fields
@@ -1003,7 +1002,7 @@ class HeaderWriter:
         """One planned item's C text, its ``;`` and blank line included."""
         op, type_id = item & 7, item >> 3
         if op == STRUCT_DEF:
-            return self.struct_def(type_id, 0) + ";\n\n"
+            return self.struct_definition(type_id)
         if op == TYPEDEF_DEF:
             return self.typedef_def(type_id, 0) + ";\n\n"
         if op == ENUM_DEF:

@@ -238,6 +238,16 @@ def test_two_processes_equal_one(kernel_spec, kernel_header):
     assert header(kernel_spec, jobs=2) == kernel_header[0]
 
 
+def test_no_process_to_fork_means_one_process(kernel_spec, kernel_header, monkeypatch):
+    """fork failing (EAGAIN under a process limit) is not an error: the
+    header is made in this process instead."""
+    def no_fork():
+        raise BlockingIOError(11, "Resource temporarily unavailable")
+
+    monkeypatch.setattr(os, "fork", no_fork)
+    assert header(kernel_spec, jobs=2) == kernel_header[0]
+
+
 def test_cli_dump_c_equals_library(kernel_header, tmp_path):
     out = tmp_path / "vmlinux.h"
     subprocess.run([sys.executable, "-m", "btf", "dump", VMLINUX, "--format", "c", "-o", str(out)],
