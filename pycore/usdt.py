@@ -25,7 +25,7 @@ from __future__ import annotations
 import os
 import struct
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING, Callable, Iterator
 
 from .elffile import ElfFile, elf_errors
 from .stapsdt import MAX_ARGS, Arg, Note, UsdtError, parse_args, parse_notes
@@ -204,11 +204,17 @@ def check_binary(path: str) -> None:
 class UsdtAttacher:
     """Attaches one BPF program to USDT probes of an object that includes
     ``pycore_usdt.bpf.h``: fills ``pycore_usdt_specs`` and hands out spec
-    ids as uprobe cookies (unique per object)."""
+    ids as uprobe cookies (unique per object).
 
-    def __init__(self, obj: BpfObject, map_name: str = "pycore_usdt_specs") -> None:
+    ``on_spec(spec_id, probe, index)`` runs before each location's uprobe is
+    created: per-location state a program looks up by its cookie must be in
+    place before the first hit, which can come as soon as the link exists."""
+
+    def __init__(self, obj: BpfObject, map_name: str = "pycore_usdt_specs",
+                 on_spec: Callable[[int, Probe, int], None] | None = None) -> None:
         self.obj = obj
         self.map = obj.maps[map_name]
+        self.on_spec = on_spec
         self.next_id = 1
         self._files: dict[str, UsdtFile] = {}
         # spec id -> (probe, location index): lets tools tell locations apart
@@ -238,6 +244,8 @@ class UsdtAttacher:
             self.next_id += 1
             self.map[spec_id] = encode_spec(f, loc)
             self.where[spec_id] = (probe, i)
+            if self.on_spec is not None:
+                self.on_spec(spec_id, probe, i)
             links.append(prog.attach_uprobe(f.path, offset=loc.file_offset, pid=pid,
                                             ref_ctr_offset=probe.semaphore_offset, cookie=spec_id))
         return links

@@ -94,7 +94,9 @@ FLOW = [
 
 # Waits (inside wait(), called from <module>) until a file appears, after
 # saying it is in there (PATH.ready): the tool attaches while two frames are
-# already running.
+# already running. The wait loop calls os.path.exists every half millisecond
+# so that attaching happens among calls: a probe hit before the tool has set
+# up its per-location state shows up as an event without depth.
 WAIT_SCRIPT = """\
 import os
 import sys
@@ -110,7 +112,7 @@ def fib(n):
 def wait(path):
     open(path + ".ready", "w").close()
     while not os.path.exists(path):
-        time.sleep(0.01)
+        time.sleep(0.0005)
     fib(2)
 
 

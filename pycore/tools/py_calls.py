@@ -92,15 +92,17 @@ class PyCalls(Tool):
 
         # -c: the held child's pid (targ_tgid), so only its semaphores go up
         pid = self.args.pid or obj.globals["targ_tgid"] or -1
-        att = attach_usdt(obj, self.binary(), pid,
-                          {"function_entry": ("python", "function__entry"),
-                           "function_return": ("python", "function__return"),
-                           "line_enable": ("python", "line")})
-        if self.runtime is not None:
-            runtime_at = obj.maps["runtime_at"]
-            for cookie, (probe, i) in att.where.items():
-                if probe.name != "line":
-                    runtime_at[cookie] = self.runtime - probe.locations[i].address
+        runtime_at = obj.maps["runtime_at"]
+
+        def locate_runtime(cookie: int, probe, i: int) -> None:  # noqa: ANN001
+            # before the link: a hit that finds no delta has no depth (-1)
+            if self.runtime is not None and probe.name != "line":
+                runtime_at[cookie] = self.runtime - probe.locations[i].address
+
+        attach_usdt(obj, self.binary(), pid,
+                    {"function_entry": ("python", "function__entry"),
+                     "function_return": ("python", "function__return"),
+                     "line_enable": ("python", "line")}, on_spec=locate_runtime)
 
     def started(self, obj):  # noqa: ANN001
         if not self.args.json:

@@ -5,18 +5,20 @@ process running the binary."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 if TYPE_CHECKING:
     from pycore.object import BpfObject
+    from pycore.usdt import Probe, UsdtAttacher
+
+
+def attach_usdt(obj: BpfObject, binary: str, pid: int, probes: dict[str, tuple[str, str]],
+                on_spec: Callable[[int, Probe, int], None] | None = None) -> UsdtAttacher:
+    """``probes``: program name -> (provider, probe name); ``on_spec`` as in
+    :class:`~pycore.usdt.UsdtAttacher`."""
     from pycore.usdt import UsdtAttacher
 
-
-def attach_usdt(obj: BpfObject, binary: str, pid: int, probes: dict[str, tuple[str, str]]) -> UsdtAttacher:
-    """``probes``: program name -> (provider, probe name)."""
-    from pycore.usdt import UsdtAttacher
-
-    att = UsdtAttacher(obj)
+    att = UsdtAttacher(obj, on_spec=on_spec)
     try:
         for prog, (provider, name) in probes.items():
             att.attach(prog, binary, provider, name, pid=pid or -1)
