@@ -72,7 +72,7 @@ _NOT_DUMPED = frozenset((_FUNC, _VAR, _DATASEC, _DECL_TAG))
 STRUCT_DEF, STRUCT_FWD, TYPEDEF_DEF, ENUM_DEF, FWD_DEF = range(5)
 
 # Ordering and emitting states (libbpf keeps the same three of each).
-_NOT, _DOING, _DONE = 0, 1, 2
+_NOT, _DOING, _PENDING, _DONE = 0, 1, 2, 3  # _DONE the largest: min() of states tests all done
 
 _MAX_INDENT = 13  # libbpf's indent string is 13 tabs long
 _INDENT = ["\n" + "\t" * i for i in range(_MAX_INDENT + 1)]  # a new line at each level
@@ -212,6 +212,10 @@ class HeaderWriter:
         self._emit_budget = 16 * n + 100_000
         self.items: list[int] = []
         self.queue: list[int] = []
+        self.pending: list[int] = []  # see _plan
+        # anonymous enums a prototype returns: printed inline there, and
+        # alone too if nothing else refers to them
+        self.returned: set[int] = set()
         self.order = self._ordering_walk()
 
     # -- facts about types ------------------------------------------------
@@ -254,8 +258,10 @@ class HeaderWriter:
 
     @property
     def referenced(self) -> set[int]:
-        """Every id some other type refers to: an anonymous enum nobody refers
-        to is a top-level one (a set of constants), else it is printed inline."""
+        """Every id some other type refers to, as libbpf marks them before
+        ordering (a function's return type does not count).  The plan needs
+        it only for an anonymous forward declaration (malformed BTF), or to
+        say which reference is out of range."""
         if self._referenced_ids is not None:
             return self._referenced_ids
         words, offsets, infos, st, kb = self.words, self.offsets, self.infos, self.st, self.kind_bytes
@@ -277,15 +283,25 @@ class HeaderWriter:
         self._referenced_ids = refs
         return refs
 
-    def _check_references(self) -> None:
-        """Every type id a record names must exist: the walk below indexes
-        per-type state by id (the Spec decodes lazily and checks on access)."""
-        n = self.n
-        refs = self.referenced
+    def _out_of_range(self) -> BtfError | None:
+        """The error for a type id past the last type, if some type names one."""
         returns = map(self.st.__getitem__, _ids_of(self.kind_bytes, {_FUNC_PROTO}))
-        worst = max(max(refs, default=0), max(returns, default=0))
-        if worst >= n:
-            raise BtfError(f"a type refers to type id {worst}, past the last type ({n - 1})")
+        worst = max(max(self.referenced, default=0), max(returns, default=0))
+        if worst >= self.n:
+            return BtfError(f"a type refers to type id {worst}, past the last type ({self.n - 1})")
+        return None
+
+    def _unwalked_references(self) -> set[int]:
+        """What the ordering walk never follows: the types of functions,
+        variables, section entries and declaration tags (kinds the header
+        does not print), and array index types."""
+        words, offsets, infos, st, kb = self.words, self.offsets, self.infos, self.st, self.kind_bytes
+        refs = set(compress(st, kb.translate(bytes(k in (_FUNC, _VAR, _DECL_TAG) for k in range(256)))))
+        for type_id in _ids_of(kb, {_DATASEC}):
+            p = offsets[type_id] + 3
+            refs.update(words[p:p + 3 * (infos[type_id] & 0xFFFF):3])
+        refs.update(words[offsets[t] + 4] for t in _ids_of(kb, {_ARRAY}))
+        return refs
 
     def member_columns(self, type_id: int) -> tuple[Sequence[int], Sequence[int], Sequence[int], Sequence[int] | None]:
         """A struct or union's members as columns: name offsets, types, bit
@@ -453,6 +469,8 @@ class HeaderWriter:
         state, kinds, st, names_off = self.order_state, self.kinds, self.st, self.names_off
         words, offsets, infos = self.words, self.offsets, self.infos
         push = self.queue.append
+        pending = self.pending.append
+        returned = self.returned.add
         get = state.__getitem__
         writer = self
 
@@ -471,6 +489,9 @@ class HeaderWriter:
             if s == _DONE:
                 return 1
             k = kinds[type_id]
+            if s == _PENDING:  # an anonymous enum met at the top level: referenced after all
+                state[type_id] = _DONE
+                return 1
             if s == _DOING:
                 if (k == _STRUCT or k == _UNION) and through_ptr and names_off[type_id]:
                     return 0
@@ -484,11 +505,25 @@ class HeaderWriter:
                 if state[ret] == _DONE and min(map(get, ptypes), default=_DONE) == _DONE:
                     state[type_id] = _DONE
                     return 1
-                strong = state[ret] == _DONE or order(ret, through_ptr) > 0
+                s = state[ret]
+                if s >= _PENDING:
+                    if s == _PENDING:
+                        returned(ret)
+                    strong = True
+                elif s == _NOT and (kinds[ret] == _ENUM or kinds[ret] == _ENUM64) and not names_off[ret]:
+                    # libbpf does not count a return type as a reference: an
+                    # anonymous enum met here is as if met at the top level
+                    state[ret] = _PENDING
+                    pending(ret)
+                    returned(ret)
+                    push(ret)
+                    strong = True
+                else:
+                    strong = order(ret, through_ptr) > 0
                 for ptype in ptypes:
                     if state[ptype] == _DONE or order(ptype, through_ptr):
                         strong = True
-                if state[ret] == _DONE and min(map(get, ptypes), default=_DONE) == _DONE:
+                if state[ret] >= _PENDING and min(map(get, ptypes), default=_DONE) == _DONE:
                     state[type_id] = _DONE
                 return int(strong)
             if k == _PTR:
@@ -541,7 +576,9 @@ class HeaderWriter:
                     state[type_id] = _DONE
                 return strong
             if k == _ENUM or k == _ENUM64 or k == _FWD:
-                if names_off[type_id] or type_id not in writer.referenced:
+                # Met through a reference, an anonymous enum is printed inline
+                # (the plan's loop handles one met first at the top level).
+                if names_off[type_id] or (k == _FWD and type_id not in writer.referenced):
                     push(type_id)
                 state[type_id] = _DONE
                 return 1
@@ -691,7 +728,9 @@ class HeaderWriter:
         prefix = "\n" + "\t" * min(lvl + 1, _MAX_INDENT)
         namer = self.namer
         counts = None if namer.deferred else namer.ident_counts
-        enumerator = namer.inline_enumerator if inline else namer.enumerator
+        # a constant printed more than once is never final before the text
+        twice = inline or type_id in self.returned
+        enumerator = namer.inline_enumerator if twice else namer.enumerator
         strings = self.strings
         p = self.offsets[type_id] + 3
         w = self.words
@@ -979,23 +1018,52 @@ class HeaderWriter:
         """What the header defines, in order: ``id << 3 | op`` per item
         (:data:`STRUCT_DEF`, :data:`STRUCT_FWD`, ...).  Every type in id
         order, each after what it needs; no text is made here."""
+        try:
+            return self._plan()
+        except IndexError:
+            # the walk indexes per-type state by the ids records name
+            error = self._out_of_range()
+            if error is None:
+                raise
+            raise error from None
+
+    def _plan(self) -> list[int]:
         items = self.items
         queue = self.queue
         order, emit = self.order, self.emit
-        state = self.order_state
-        self._check_references()
+        state, kinds, names_off = self.order_state, self.kinds, self.names_off
         # Kinds the header never prints count as done, so that the next id
         # to order is found by a search in C.
         state[:] = self.kind_bytes.translate(bytes(_DONE if k in _NOT_DUMPED else _NOT for k in range(256)))
         state[0] = _DONE
+        # libbpf prints an anonymous enum on its own only if no type refers
+        # to it, which it learns from a scan of every reference first (a
+        # function's return type is not one).  Here one met at the top level,
+        # or as a return type, is printed there, in case, and stays _PENDING:
+        # a type walked later that refers to it finds it so, and the print is
+        # dropped at the end (types walked before would have met it already).
+        # That leaves only the references the walk never follows.
+        pending = self.pending
         find = state.find
         type_id = find(_NOT)
         while type_id > 0:
             del queue[:]
-            order(type_id, False)
+            k = kinds[type_id]
+            if (k == _ENUM or k == _ENUM64) and not names_off[type_id]:
+                state[type_id] = _PENDING
+                pending.append(type_id)
+                queue.append(type_id)
+            else:
+                order(type_id, False)
             for queued in queue:
                 emit(queued, 0)
             type_id = find(_NOT, type_id + 1)
+        unwalked = self._unwalked_references()
+        if max(unwalked, default=0) >= self.n:
+            raise self._out_of_range()
+        dropped = {t << 3 | ENUM_DEF for t in pending if state[t] == _DONE or t in unwalked}
+        if dropped:
+            items[:] = [item for item in items if item not in dropped]
         return items
 
     def render(self, item: int) -> str:

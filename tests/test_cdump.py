@@ -177,6 +177,68 @@ def test_names_fixed_in_text_order_equal_bpftool(tmp_path):
     assert header(spec, jobs=2) == ref
 
 
+def test_anonymous_enums_printed_alone_equal_bpftool(tmp_path):
+    """Which anonymous enums libbpf prints on their own (no type refers to
+    them; a function's return type does not count), wherever the plan meets
+    them first: at the top level or as a return type, before or after the
+    types that refer to them, or only from kinds the header leaves out (a
+    variable, a function, an array's index type)."""
+    bpftool = _require("bpftool")
+    b = Blob()
+    i = b.int("int")
+    n = len(b.records)
+
+    def proto(ret: int, *params: int) -> int:
+        extra: list[int] = []
+        for p in params:
+            extra += [0, p]
+        return b._add(Kind.FUNC_PROTO, "", len(params), ret, extra)
+
+    def enum(tag: str) -> int:
+        return b.enum("", [(f"{tag}_A", 0), (f"{tag}_B", 1)])
+
+    ids = {}
+    # met at the top level, then a later struct refers to it: inline only
+    ids["late"] = enum("LATE")
+    b.struct("uses_late", 4, [("e", ids["late"], 0)])
+    # a return type only, met at the top level first: alone and inline
+    ids["ret_top"] = enum("RET_TOP")
+    b.typedef("ret_top_fn", b.ptr(proto(ids["ret_top"], i)))
+    # a return type met first through the prototype, nothing else: alone,
+    # where the prototype's walk met it
+    fn = proto(len(b.records) + 4)  # the enum after this, its pointer and typedef
+    b.typedef("ret_first_fn", b.ptr(fn))
+    ids["ret_first"] = enum("RET_FIRST")
+    # met first as a return type, then a struct member: inline only
+    fn = proto(len(b.records) + 4)  # the enum after this, its pointer and typedef
+    b.typedef("ret_then_member_fn", b.ptr(fn))
+    ids["ret_member"] = enum("RET_MEMBER")
+    b.struct("uses_ret_member", 4, [("e", ids["ret_member"], 0)])
+    # a parameter, met at the top level first: inline only
+    ids["param"] = enum("PARAM")
+    b.typedef("param_fn", b.ptr(proto(i, ids["param"])))
+    # only a variable's, a function's and an array index's: never alone
+    ids["var"] = enum("VAR")
+    b._add(Kind.VAR, "a_var", 0, ids["var"], [1])
+    ids["func"] = enum("FUNC")
+    b._add(Kind.FUNC, "a_func", 1, proto(ids["func"]))
+    ids["index"] = enum("INDEX")
+    b.struct("has_array", 8, [("a", b._add(Kind.ARRAY, "", 0, 0, [i, ids["index"], 2]), 0)])
+    # nobody's: alone
+    ids["alone"] = enum("ALONE")
+    assert n == 1
+    path = tmp_path / "anon.btf"
+    path.write_bytes(b.blob())
+    ref = subprocess.run([bpftool, "btf", "dump", "file", str(path), "format", "c"],
+                         capture_output=True, text=True, check=True).stdout
+    alone = {tag for tag in ("LATE", "RET_TOP", "RET_FIRST", "RET_MEMBER", "PARAM", "VAR", "FUNC",
+                             "INDEX", "ALONE") if f"\nenum {{\n\t{tag}_A = 0," in ref}
+    assert alone == {"RET_TOP", "RET_FIRST", "FUNC", "ALONE"}, ref
+    spec = b.spec()
+    assert header(spec) == ref
+    assert header(spec, jobs=2) == ref
+
+
 def test_names_with_placeholder_bytes_are_made_in_one_process():
     """A name holding the bytes that delimit placeholders: the two-process
     way must not be taken (it would misread them), and the text is right."""
