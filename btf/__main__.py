@@ -47,6 +47,12 @@ def _load(path: str, base_path: str | None):
 
 
 def _dump(args: argparse.Namespace, out: TextIO) -> None:
+    import gc
+
+    # A one-shot process: the cyclic collector would only walk the dump's
+    # million objects again once write_header turned it back on (20 ms at
+    # the end of a kernel dump), and _exit leaves the memory to the kernel.
+    gc.disable()
     spec = _load(args.file, args.base)
     if args.format == "c":
         from .cdump import write_header

@@ -781,8 +781,10 @@ class HeaderWriter:
                     self._padding(parts, off, m_off, 1 if packed else alignof(mtype), False, inner_lvl)
                 fname = strings[name_off]
                 got = decl_cache[mtype] if fname else None
-                append(prefix + (got[0] + fname + got[1] if got is not None else decl(mtype, fname, inner_lvl))
-                       + ";")
+                if got is not None:  # one f-string: one allocation, not four
+                    append(f"{prefix}{got[0]}{fname}{got[1]};")
+                else:
+                    append(f"{prefix}{decl(mtype, fname, inner_lvl)};")
                 size = size_cache[mtype]
                 off = m_off + (sizeof(mtype) if size is None else size) * 8
         else:
@@ -792,7 +794,7 @@ class HeaderWriter:
                                   prev_bitfield and m_sz != 0, inner_lvl)
                 fname = strings[name_off]
                 got = decl_cache[mtype] if fname else None
-                text = got[0] + fname + got[1] if got is not None else decl(mtype, fname, inner_lvl)
+                text = f"{got[0]}{fname}{got[1]}" if got is not None else decl(mtype, fname, inner_lvl)
                 if m_sz:
                     append(f"{prefix}{text}: {m_sz};")
                     off = m_off + m_sz
