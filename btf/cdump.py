@@ -45,7 +45,7 @@ from itertools import accumulate, compress, repeat
 TYPE_CHECKING = False  # typing costs milliseconds to import; annotations are strings
 
 from .errors import BtfError
-from .cnames import GNUC_VA_LIST, DeferredNames, Namer, placeholders_safe, resolve, va_list_placeholder
+from .cnames import GNUC_VA_LIST, DeferredNames, Namer, placeholders_safe, repeated, resolve, va_list_placeholder
 from .layout import padding_fields
 
 if TYPE_CHECKING:
@@ -150,6 +150,7 @@ class _Strings(dict):
         data = table._data  # noqa: SLF001 - same package
         if data.isascii():
             parts = data.decode("ascii").split("\0")
+            parts.pop()  # after the last NUL: no string starts at the table's end
             # string i starts after strings 0..i-1 and their i NULs
             starts = accumulate(map((1).__add__, map(len, parts)), initial=table._start)  # noqa: SLF001
             self.update(zip(starts, parts))
@@ -226,16 +227,24 @@ class HeaderWriter:
     def vlen(self, type_id: int) -> int:
         return self.infos[type_id] & 0xFFFF
 
-    def prepare_text(self, deferred_names: bool = False) -> None:
+    def prepare_text(self, deferred_names: bool = False,
+                     shared: tuple[set[str], set[str]] | None = None) -> None:
         """Read every string now, and with ``deferred_names`` name types so
-        that text can be made out of order (see :mod:`btf.cnames`)."""
+        that text can be made out of order (see :mod:`btf.cnames`);
+        ``shared`` is :meth:`shared_names` if another process has made it."""
         self.strings.fill()
-        if not deferred_names:
-            return
+        if deferred_names:
+            tags, idents = shared if shared is not None else self.shared_names()
+            self.namer = DeferredNames(self.name_of, self.kinds, self.vlen, tags, idents)
+
+    def shared_names(self) -> tuple[set[str], set[str]]:
+        """The tags, and the typedef names and enum constants, that more than
+        one type or constant carries."""
         kb, words, offsets, infos, names_off = self.kind_bytes, self.words, self.offsets, self.infos, self.names_off
         name_offs = array("I")  # every typedef name and enum constant: one namespace
         name_offs.extend(map(names_off.__getitem__, _ids_of(kb, {_TYPEDEF})))
-        for t in _ids_of(kb, {_ENUM}):
+        enums = _ids_of(kb, {_ENUM})
+        for t in enums:
             p = offsets[t] + 3
             name_offs.extend(words[p:p + 2 * (infos[t] & 0xFFFF):2])
         for t in _ids_of(kb, {_ENUM64}):
@@ -243,10 +252,9 @@ class HeaderWriter:
             name_offs.extend(words[p:p + 3 * (infos[t] & 0xFFFF):3])
         # tags that take a suffix: not forward declarations or empty enums
         tags = _ids_of(kb, {_STRUCT, _UNION, _ENUM64})
-        tags += compress(enums := _ids_of(kb, {_ENUM}), map(infos.__getitem__, enums))  # vlen in the low bits
-        self.namer = DeferredNames(self.name_of, self.kinds, self.vlen,
-                                   map(self.strings.__getitem__, map(names_off.__getitem__, tags)),
-                                   map(self.strings.__getitem__, name_offs))
+        tags += compress(enums, map(infos.__getitem__, enums))  # vlen in the low bits
+        strings = self.strings.__getitem__
+        return repeated(map(strings, map(names_off.__getitem__, tags))), repeated(map(strings, name_offs))
 
     def _pointer_size(self) -> int:
         """libbpf guesses it from the size of ``long``; 8 when there is none."""
@@ -1110,11 +1118,34 @@ class _Shared:
 
     _HEAD = 24  # done count, bytes used, stop flag: three little-endian u64
 
-    def __init__(self, capacity: int) -> None:
+    def __init__(self, capacity: int, names_capacity: int) -> None:
         import mmap
 
         self.map = mmap.mmap(-1, self._HEAD + capacity)
         self.capacity = capacity
+        # the shared names (see publish): their length, then NUL-separated
+        # tags, a \x01, the idents; untouched pages of a mapping cost nothing
+        self.names_map = mmap.mmap(-1, 8 + names_capacity)
+
+    def close(self) -> None:
+        self.map.close()
+        self.names_map.close()
+
+    def publish(self, names: tuple[set[str], set[str]]) -> None:
+        """The child's :meth:`HeaderWriter.shared_names`, for the parent to
+        take instead of making them again (C names have no NUL or \x01)."""
+        data = ("\0".join(names[0]) + "\x01" + "\0".join(names[1])).encode()
+        if len(data) <= len(self.names_map) - 8:
+            self.names_map[8:8 + len(data)] = data
+            self.names_map[:8] = len(data).to_bytes(8, "little")  # after the bytes it covers
+
+    def names(self) -> tuple[set[str], set[str]] | None:
+        """What the child published, or None if it has not (yet)."""
+        size = int.from_bytes(self.names_map[:8], "little")
+        if not size:
+            return None
+        tags, _, idents = self.names_map[8:8 + size].decode().partition("\x01")
+        return set(tags.split("\0")) - {""}, set(idents.split("\0")) - {""}
 
     def _get(self, at: int) -> int:
         return int.from_bytes(self.map[at:at + 8], "little")
@@ -1155,30 +1186,47 @@ class _Shared:
         return texts[:count]
 
 
+def _strings_size(table: StringTable | None) -> int:
+    size = 0
+    while table is not None:
+        size += len(table._data)  # noqa: SLF001 - same package
+        table = table._base  # noqa: SLF001
+    return size
+
+
 def _parallel_parts(spec: Spec, type_tags: bool) -> list[str]:
     """The header made by two processes.  This one plans it (the ordering
     walk cannot be split) while a forked child renders struct and union
     bodies from the first one on; then this one renders the other items and
     struct bodies from the last one back until it meets the child.  Names
     that depend on the order of the text are placeholders until the parts
-    are put together (:mod:`btf.cnames`)."""
+    are put together (:mod:`btf.cnames`).
+
+    Each process reads the strings itself after the fork (the plan needs
+    almost none, and a table shared by fork would be copied page by page as
+    both touch the strings' reference counts).  The child finds which names
+    are shared first and hands them over, so this one need not."""
     writer = HeaderWriter(spec, type_tags, strings=False)
-    writer.prepare_text(deferred_names=True)  # once, for both processes
     bodies = _ids_of(writer.kind_bytes, {_STRUCT, _UNION})
     bodies = list(compress(bodies, map(writer.names_off.__getitem__, bodies)))
-    shared = _Shared(64 * len(writer.words) + (1 << 20))
+    shared = _Shared(64 * len(writer.words) + (1 << 20), 2 * _strings_size(spec.strings) + 64)
     try:
         pid = os.fork()
     except OSError:  # no process to spare: all of it here, in order
-        shared.map.close()
+        shared.close()
         return HeaderWriter(spec, type_tags).run()
     if pid == 0:  # the child: never returns into the caller's code
         try:
+            writer.strings.fill()
+            names = writer.shared_names()
+            shared.publish(names)
+            writer.prepare_text(deferred_names=True, shared=names)
             shared.produce(map(writer.struct_definition, bodies))
         finally:
             os._exit(0)
     try:
         items = writer.plan()
+        writer.prepare_text(deferred_names=True, shared=shared.names())
         render = writer.render
         parts = [HEADER_PROLOGUE]
         slots = []
@@ -1201,7 +1249,7 @@ def _parallel_parts(spec: Spec, type_tags: bool) -> list[str]:
         shared.stop()
         os.kill(pid, signal.SIGKILL)  # what it does now is not needed
         os.waitpid(pid, 0)
-        shared.map.close()
+        shared.close()
     index = {t: i for i, t in enumerate(bodies)}
     for slot in slots:
         type_id = parts[slot] >> 3

@@ -107,14 +107,14 @@ class DeferredNames:
     deferred = True
 
     def __init__(self, name_of: Callable[[int], str], kinds: Sequence[int],
-                 vlen: Callable[[int], int], tags: Iterable[str], idents: Iterable[str]) -> None:
-        """``tags``: the name of every struct, union and non-empty enum;
-        ``idents``: every typedef's name and every enum constant."""
+                 vlen: Callable[[int], int], shared_tags: set[str], shared_idents: set[str]) -> None:
+        """``shared_tags`` and ``shared_idents``: the names that occur more
+        than once in each namespace (:func:`repeated`)."""
         self._name_of = name_of
         self._kinds = kinds
         self._vlen = vlen
-        self.shared_tags = _repeated(tags)
-        self.shared_idents = _repeated(idents)
+        self.shared_tags = shared_tags
+        self.shared_idents = shared_idents
         self._resolved: list[str | None] = [None] * len(kinds)
 
     def _counted(self, type_id: int) -> bool:
@@ -151,8 +151,10 @@ class DeferredNames:
         return f"{_OPEN}e{name}{_CLOSE}"
 
 
-def _repeated(names: Iterable[str]) -> set[str]:
-    """Names that occur more than once (the empty name is never shared)."""
+def repeated(names: Iterable[str]) -> set[str]:
+    """Names that occur more than once (the empty name is never shared):
+    over the tags of every struct, union and non-empty enum, and over every
+    typedef's name and enum constant, what :class:`DeferredNames` needs."""
     shared = {name for name, n in Counter(names).items() if n > 1}
     shared.discard("")
     return shared
