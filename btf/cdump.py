@@ -210,7 +210,6 @@ class HeaderWriter:
         self._decl_cache: list[tuple[str, str] | None] = [None] * n
         self._bare_cache: list[str | None] = [None] * n
         self._inline_bodies = 0   # counts anonymous bodies printed inside declarations
-        self._emit_budget = 16 * n + 100_000
         self.items: list[int] = []
         self.queue: list[int] = []
         self.pending: list[int] = []  # see _plan
@@ -218,6 +217,7 @@ class HeaderWriter:
         # alone too if nothing else refers to them
         self.returned: set[int] = set()
         self.order = self._ordering_walk()
+        self.emit = self._emitting_walk()
 
     # -- facts about types ------------------------------------------------
 
@@ -602,100 +602,110 @@ class HeaderWriter:
 
     # -- emitting ---------------------------------------------------------
 
-    def emit(self, type_id: int, cont_id: int) -> None:
-        """Print ``type_id``'s definition, or what its user needs of it.
-
-        ``cont_id`` is the struct being defined (0 at top level): a struct
-        that refers to itself needs no forward declaration.  As in
-        :meth:`order`, a qualifier, pointer or array over a done type is
-        itself done.
-        """
-        es = self.emit_state
-        s = es[type_id]
-        if s == _DONE:
-            return
+    def _emitting_walk(self) -> Callable[[int, int], None]:
+        """libbpf's emitting walk, a closure like :meth:`_ordering_walk`;
+        bound to ``self.emit`` by the constructor."""
+        es, kinds, st, names_off = self.emit_state, self.kinds, self.st, self.names_off
+        words, offsets, infos = self.words, self.offsets, self.infos
+        fwd_emitted = self.fwd_emitted
+        push = self.items.append
+        get = es.__getitem__
+        blacklisted = self._blacklisted
         # Anonymous types are walked again at every use, as in libbpf; a DAG of
         # them in bad BTF would make that exponential.  vmlinux needs ~0.3
         # calls per type.
-        self._emit_budget -= 1
-        if self._emit_budget < 0:
-            raise BtfError("anonymous types nest too widely to print (malformed BTF?)")
-        k = self.kinds[type_id]
-        items = self.items
-        if s == _DOING:
-            if self.fwd_emitted[type_id]:
+        budget = 16 * self.n + 100_000
+
+        def emit(type_id: int, cont_id: int) -> None:
+            """Print ``type_id``'s definition, or what its user needs of it.
+
+            ``cont_id`` is the struct being defined (0 at top level): a struct
+            that refers to itself needs no forward declaration.  As in
+            ``order``, a qualifier, pointer or array over a done type is
+            itself done.
+            """
+            nonlocal budget
+            s = es[type_id]
+            if s == _DONE:
                 return
-            if k == _STRUCT or k == _UNION:
-                if type_id == cont_id or not self.names_off[type_id]:
+            budget -= 1
+            if budget < 0:
+                raise BtfError("anonymous types nest too widely to print (malformed BTF?)")
+            k = kinds[type_id]
+            if s == _DOING:
+                if fwd_emitted[type_id]:
                     return
-                items.append(type_id << 3 | STRUCT_FWD)
-                self.fwd_emitted[type_id] = 1
-            elif k == _TYPEDEF:
-                if not self._blacklisted(type_id):
-                    items.append(type_id << 3 | TYPEDEF_DEF)
-                self.fwd_emitted[type_id] = 1
-            return
-        if k == _PTR or k in _MODS:
-            target = self.st[type_id]
-            if es[target] != _DONE:
-                self.emit(target, cont_id)
+                if k == _STRUCT or k == _UNION:
+                    if type_id == cont_id or not names_off[type_id]:
+                        return
+                    push(type_id << 3 | STRUCT_FWD)
+                    fwd_emitted[type_id] = 1
+                elif k == _TYPEDEF:
+                    if not blacklisted(type_id):
+                        push(type_id << 3 | TYPEDEF_DEF)
+                    fwd_emitted[type_id] = 1
+                return
+            if k == _PTR or k in _MODS:
+                target = st[type_id]
                 if es[target] != _DONE:
-                    return
-            es[type_id] = _DONE
-        elif k == _STRUCT or k == _UNION:
-            es[type_id] = _DOING
-            named = self.names_off[type_id] != 0
-            if cont_id == 0 or not named:
-                inner = type_id if named else cont_id
-                emit = self.emit
-                for mtype in self.member_types(type_id):
-                    if es[mtype] != _DONE:
-                        emit(mtype, inner)
-            elif not self.fwd_emitted[type_id] and type_id != cont_id:
-                items.append(type_id << 3 | STRUCT_FWD)
-                self.fwd_emitted[type_id] = 1
-            if cont_id == 0:
-                items.append(type_id << 3 | STRUCT_DEF)
+                    emit(target, cont_id)
+                    if es[target] != _DONE:
+                        return
                 es[type_id] = _DONE
-            else:
-                es[type_id] = _NOT
-        elif k == _TYPEDEF:
-            es[type_id] = _DOING
-            target = self.st[type_id]
-            if es[target] != _DONE:
-                self.emit(target, type_id)
-            if not self.fwd_emitted[type_id] and not self._blacklisted(type_id):
-                items.append(type_id << 3 | TYPEDEF_DEF)
-            es[type_id] = _DONE
-        elif k == _ARRAY:
-            target = self.array_elem(type_id)
-            if es[target] != _DONE:
-                self.emit(target, cont_id)
+            elif k == _STRUCT or k == _UNION:
+                es[type_id] = _DOING
+                named = names_off[type_id] != 0
+                if cont_id == 0 or not named:
+                    inner = type_id if named else cont_id
+                    p = offsets[type_id] + 4
+                    for mtype in words[p:p + 3 * (infos[type_id] & 0xFFFF):3]:
+                        if es[mtype] != _DONE:
+                            emit(mtype, inner)
+                elif not fwd_emitted[type_id] and type_id != cont_id:
+                    push(type_id << 3 | STRUCT_FWD)
+                    fwd_emitted[type_id] = 1
+                if cont_id == 0:
+                    push(type_id << 3 | STRUCT_DEF)
+                    es[type_id] = _DONE
+                else:
+                    es[type_id] = _NOT
+            elif k == _TYPEDEF:
+                es[type_id] = _DOING
+                target = st[type_id]
                 if es[target] != _DONE:
-                    return
-            es[type_id] = _DONE
-        elif k == _ENUM or k == _ENUM64:
-            if cont_id == 0:
-                items.append(type_id << 3 | ENUM_DEF)
-            es[type_id] = _DONE
-        elif k == _FWD:
-            items.append(type_id << 3 | FWD_DEF)
-            es[type_id] = _DONE
-        elif k == _FUNC_PROTO:
-            emit = self.emit
-            p = self.offsets[type_id] + 4
-            parts = self.words[p:p + 2 * (self.infos[type_id] & 0xFFFF):2]
-            parts.insert(0, self.st[type_id])  # the return type first, as libbpf
-            get = es.__getitem__
-            if min(map(get, parts)) != _DONE:
-                for part in parts:
-                    if es[part] != _DONE:
-                        emit(part, cont_id)
+                    emit(target, type_id)
+                if not fwd_emitted[type_id] and not blacklisted(type_id):
+                    push(type_id << 3 | TYPEDEF_DEF)
+                es[type_id] = _DONE
+            elif k == _ARRAY:
+                target = words[offsets[type_id] + 3]
+                if es[target] != _DONE:
+                    emit(target, cont_id)
+                    if es[target] != _DONE:
+                        return
+                es[type_id] = _DONE
+            elif k == _ENUM or k == _ENUM64:
+                if cont_id == 0:
+                    push(type_id << 3 | ENUM_DEF)
+                es[type_id] = _DONE
+            elif k == _FWD:
+                push(type_id << 3 | FWD_DEF)
+                es[type_id] = _DONE
+            elif k == _FUNC_PROTO:
+                p = offsets[type_id] + 4
+                parts = words[p:p + 2 * (infos[type_id] & 0xFFFF):2]
+                parts.insert(0, st[type_id])  # the return type first, as libbpf
                 if min(map(get, parts)) != _DONE:
-                    return
-            es[type_id] = _DONE
-        elif k == _INT:
-            es[type_id] = _DONE
+                    for part in parts:
+                        if es[part] != _DONE:
+                            emit(part, cont_id)
+                    if min(map(get, parts)) != _DONE:
+                        return
+                es[type_id] = _DONE
+            elif k == _INT:
+                es[type_id] = _DONE
+
+        return emit
 
     def _blacklisted(self, type_id: int) -> bool:
         """``__builtin_va_list`` is the compiler's own: never redefine it."""
@@ -1054,19 +1064,41 @@ class HeaderWriter:
         # dropped at the end (types walked before would have met it already).
         # That leaves only the references the walk never follows.
         pending = self.pending
+        st, words, offsets, infos = self.st, self.words, self.offsets, self.infos
+        get = state.__getitem__
         find = state.find
         type_id = find(_NOT)
         while type_id > 0:
-            del queue[:]
             k = kinds[type_id]
-            if (k == _ENUM or k == _ENUM64) and not names_off[type_id]:
+            if k == _FUNC_PROTO:
+                # Most ids the loop stops at are prototypes of functions
+                # (25k of 57k in vmlinux) whose parameters are all done: the
+                # order walk's first test, without a call into it.
+                p = offsets[type_id] + 4
+                if state[st[type_id]] == _DONE and \
+                        min(map(get, words[p:p + 2 * (infos[type_id] & 0xFFFF):2]), default=_DONE) == _DONE:
+                    state[type_id] = _DONE
+                    type_id = find(_NOT, type_id + 1)
+                    continue
+                order(type_id, False)
+            elif k == _PTR:
+                target = st[type_id]
+                if state[target] == _DONE or ((kinds[target] == _STRUCT or kinds[target] == _UNION)
+                                              and names_off[target]):
+                    state[type_id] = _DONE  # as order() would, pushing nothing
+                    type_id = find(_NOT, type_id + 1)
+                    continue
+                order(type_id, False)
+            elif (k == _ENUM or k == _ENUM64) and not names_off[type_id]:
                 state[type_id] = _PENDING
                 pending.append(type_id)
                 queue.append(type_id)
             else:
                 order(type_id, False)
-            for queued in queue:
-                emit(queued, 0)
+            if queue:
+                for queued in queue:
+                    emit(queued, 0)
+                del queue[:]
             type_id = find(_NOT, type_id + 1)
         unwalked = self._unwalked_references()
         if max(unwalked, default=0) >= self.n:
