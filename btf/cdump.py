@@ -128,36 +128,46 @@ def _columns(spec: Spec) -> tuple[Sequence[int], array, array, array, array]:
 
 
 class _Strings(dict):
-    """Offset -> string, filled from the string table on first use (a plain
-    dict hit is several times cheaper than a method call per member name)."""
+    """Offset -> string (a plain dict hit is several times cheaper than a
+    method call per member name).
 
-    def __init__(self, table: StringTable, fill: bool = True) -> None:
+    A miss reads the table in bulk, from where the last bulk read stopped to
+    a little past the offset asked for: splitting in C beats one lookup per
+    name, and a kernel's table has the names a header prints in its first
+    half, before the 56k function names.
+    """
+
+    _AHEAD = 1 << 18  # bytes read past a miss
+
+    def __init__(self, table: StringTable) -> None:
         super().__init__()
-        self._table = table
         self._lookup = table.lookup
-        self._filled = False
+        self._data = data = table._data  # noqa: SLF001 - same package
+        self._start = table._start  # noqa: SLF001
+        # local offset up to which every string is in the dict (only ASCII
+        # tables are split in bulk: offsets count bytes, str indexes count
+        # characters)
+        self._read = 0 if data.isascii() else len(data)
         self[0] = ""
-        if fill:
-            self.fill()
-
-    def fill(self) -> None:
-        """Every string at once: splitting the whole table in C beats ~100k
-        one-by-one lookups when the text is about to name most types."""
-        if self._filled:
-            return
-        self._filled = True
-        table = self._table
-        data = table._data  # noqa: SLF001 - same package
-        if data.isascii():
-            parts = data.decode("ascii").split("\0")
-            parts.pop()  # after the last NUL: no string starts at the table's end
-            # string i starts after strings 0..i-1 and their i NULs
-            starts = accumulate(map((1).__add__, map(len, parts)), initial=table._start)  # noqa: SLF001
-            self.update(zip(starts, parts))
 
     def __missing__(self, off: int) -> str:
-        s = self[off] = self._lookup(off)
+        local = off - self._start
+        if self._read <= local < len(self._data):
+            self._read_past(local)
+            s = self.get(off)
+            if s is not None:
+                return s
+        s = self[off] = self._lookup(off)  # mid-string offsets, base tables, errors
         return s
+
+    def _read_past(self, local: int) -> None:
+        data, begin = self._data, self._read
+        end = data.find(0, min(local + self._AHEAD, len(data) - 1)) + 1  # the table ends with NUL
+        parts = data[begin:end].decode("ascii").split("\0")
+        parts.pop()  # after the chunk's last NUL
+        # string i starts after strings 0..i-1 and their i NULs
+        self.update(zip(accumulate(map((1).__add__, map(len, parts)), initial=self._start + begin), parts))
+        self._read = end
 
 
 def _kind_bytes(infos: array) -> bytes:
@@ -175,10 +185,7 @@ def _ids_of(kinds: bytes, wanted: frozenset[int] | set[int]) -> list[int]:
 class HeaderWriter:
     """One pass of libbpf's btf_dump over a whole spec."""
 
-    def __init__(self, spec: Spec, type_tags: bool = False, strings: bool = True) -> None:
-        """``strings=False`` leaves the string table to be read on demand
-        (planning needs few names; call :meth:`prepare_text` before making
-        much text)."""
+    def __init__(self, spec: Spec, type_tags: bool = False) -> None:
         self.spec = spec
         self.type_tags = type_tags
         words, offsets, names_off, infos, st = _columns(spec)
@@ -190,7 +197,7 @@ class HeaderWriter:
         self.st = st                      # size or referenced type, by id
         self.kind_bytes = _kind_bytes(infos)
         self.kinds = self.kind_bytes      # indexing bytes gives ints
-        self.strings = _Strings(spec.strings, fill=strings)
+        self.strings = _Strings(spec.strings)
         self.namer: Namer | DeferredNames = Namer(self.name_of, self.kinds, self.vlen)
         self.ptr_size = self._pointer_size()
         self.order_state = bytearray(n)
@@ -227,15 +234,12 @@ class HeaderWriter:
     def vlen(self, type_id: int) -> int:
         return self.infos[type_id] & 0xFFFF
 
-    def prepare_text(self, deferred_names: bool = False,
-                     shared: tuple[set[str], set[str]] | None = None) -> None:
-        """Read every string now, and with ``deferred_names`` name types so
-        that text can be made out of order (see :mod:`btf.cnames`);
-        ``shared`` is :meth:`shared_names` if another process has made it."""
-        self.strings.fill()
-        if deferred_names:
-            tags, idents = shared if shared is not None else self.shared_names()
-            self.namer = DeferredNames(self.name_of, self.kinds, self.vlen, tags, idents)
+    def defer_names(self, shared: tuple[set[str], set[str]] | None = None) -> None:
+        """Name types so that text can be made out of order (see
+        :mod:`btf.cnames`); ``shared`` is :meth:`shared_names` if another
+        process has made it."""
+        tags, idents = shared if shared is not None else self.shared_names()
+        self.namer = DeferredNames(self.name_of, self.kinds, self.vlen, tags, idents)
 
     def shared_names(self) -> tuple[set[str], set[str]]:
         """The tags, and the typedef names and enum constants, that more than
@@ -1238,7 +1242,7 @@ def _parallel_parts(spec: Spec, type_tags: bool) -> list[str]:
     almost none, and a table shared by fork would be copied page by page as
     both touch the strings' reference counts).  The child finds which names
     are shared first and hands them over, so this one need not."""
-    writer = HeaderWriter(spec, type_tags, strings=False)
+    writer = HeaderWriter(spec, type_tags)
     bodies = _ids_of(writer.kind_bytes, {_STRUCT, _UNION})
     bodies = list(compress(bodies, map(writer.names_off.__getitem__, bodies)))
     shared = _Shared(64 * len(writer.words) + (1 << 20), 2 * _strings_size(spec.strings) + 64)
@@ -1249,16 +1253,15 @@ def _parallel_parts(spec: Spec, type_tags: bool) -> list[str]:
         return HeaderWriter(spec, type_tags).run()
     if pid == 0:  # the child: never returns into the caller's code
         try:
-            writer.strings.fill()
             names = writer.shared_names()
             shared.publish(names)
-            writer.prepare_text(deferred_names=True, shared=names)
+            writer.defer_names(names)
             shared.produce(map(writer.struct_definition, bodies))
         finally:
             os._exit(0)
     try:
         items = writer.plan()
-        writer.prepare_text(deferred_names=True, shared=shared.names())
+        writer.defer_names(shared.names())
         render = writer.render
         parts = [HEADER_PROLOGUE]
         slots = []

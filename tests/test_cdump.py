@@ -27,21 +27,29 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 class Blob:
     """Just enough of a BTF writer for hand-checked cases."""
 
-    def __init__(self) -> None:
+    def __init__(self, first_id: int = 1, first_str: int = 0) -> None:
+        """``first_id`` and ``first_str`` for split BTF: where the base's
+        ids and string offsets end (its table keeps the empty string)."""
         self.records: list[bytes] = []
-        self.strings = bytearray(b"\0")
+        self.first_id = first_id
+        self.first_str = first_str
+        self.strings = bytearray(b"" if first_str else b"\0")
+
+    @property
+    def next_id(self) -> int:
+        return self.first_id + len(self.records)
 
     def _str(self, s: str) -> int:
         if not s:
             return 0
-        off = len(self.strings)
+        off = self.first_str + len(self.strings)
         self.strings += s.encode() + b"\0"
         return off
 
     def _add(self, kind: int, name: str, vlen: int, size_or_type: int, extra=(), kflag: int = 0) -> int:
         info = (kflag << 31) | (kind << 24) | vlen
         self.records.append(struct.pack(f"<{3 + len(extra)}I", self._str(name), info, size_or_type, *extra))
-        return len(self.records)
+        return self.next_id - 1
 
     def int(self, name: str, size: int = 4, signed: bool = True) -> int:
         return self._add(Kind.INT, name, 0, size, [((1 if signed else 0) << 24) | size * 8])
@@ -235,6 +243,31 @@ def test_anonymous_enums_printed_alone_equal_bpftool(tmp_path):
                              "INDEX", "ALONE") if f"\nenum {{\n\t{tag}_A = 0," in ref}
     assert alone == {"RET_TOP", "RET_FIRST", "FUNC", "ALONE"}, ref
     spec = b.spec()
+    assert header(spec) == ref
+    assert header(spec, jobs=2) == ref
+
+
+def test_split_btf_equals_bpftool(tmp_path):
+    """A module's split BTF: ids and string offsets continue the base's, and
+    names come from both tables (the base's read through its own lookups)."""
+    bpftool = _require("bpftool")
+    base = Blob()
+    i = base.int("int")
+    base.struct("base_only", 4, [("x", i, 0)])
+    base.typedef("shared_t", i)
+    split = Blob(first_id=len(base.records) + 1, first_str=len(base.strings))
+    s = split.struct("module_s", 16, [("x", i, 0), ("t", 3, 32), ("next", split.next_id + 1, 64)])
+    split.ptr(s)
+    split.typedef("shared_t", i)      # a second typedef of the base's name: ___2
+    split.enum("", [("MOD_A", 1)])
+    split.struct("base_only", 4, [("y", i, 0)])
+    (tmp_path / "base.btf").write_bytes(base.blob())
+    (tmp_path / "split.btf").write_bytes(split.blob())
+    ref = subprocess.run([bpftool, "-B", str(tmp_path / "base.btf"), "btf", "dump", "file",
+                          str(tmp_path / "split.btf"), "format", "c"],
+                         capture_output=True, text=True, check=True).stdout
+    assert "shared_t___2" in ref and "base_only___2" in ref and "MOD_A" in ref
+    spec = Spec(split.blob(), base.spec())
     assert header(spec) == ref
     assert header(spec, jobs=2) == ref
 
