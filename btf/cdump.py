@@ -45,7 +45,8 @@ from itertools import accumulate, compress, repeat
 TYPE_CHECKING = False  # typing costs milliseconds to import; annotations are strings
 
 from .errors import BtfError
-from .cnames import GNUC_VA_LIST, DeferredNames, Namer, placeholders_safe, repeated, resolve, va_list_placeholder
+from .cnames import (GNUC_VA_LIST, PLACEHOLDER_START, DeferredNames, Namer, placeholders_safe, repeated, resolve,
+                     va_list_placeholder)
 from .layout import padding_fields
 
 if TYPE_CHECKING:
@@ -179,7 +180,20 @@ def _kind_bytes(infos: array) -> bytes:
 
 def _ids_of(kinds: bytes, wanted: frozenset[int] | set[int]) -> list[int]:
     """Ids whose kind is in ``wanted``, in id order."""
-    return list(compress(range(len(kinds)), kinds.translate(bytes(k in wanted for k in range(256)))))
+    if sum(map(kinds.count, wanted)) > len(kinds) >> 4:
+        return list(compress(range(len(kinds)), kinds.translate(bytes(k in wanted for k in range(256)))))
+    # a few: from one to the next by searches in C (the mask above makes an
+    # int for every id, 3 ms on vmlinux)
+    found = []
+    for kind in wanted:
+        find, append = kinds.find, found.append
+        i = find(kind)
+        while i >= 0:
+            append(i)
+            i = find(kind, i + 1)
+    if len(wanted) > 1:
+        found.sort()
+    return found
 
 
 class HeaderWriter:
@@ -1292,7 +1306,8 @@ def _parallel_parts(spec: Spec, type_tags: bool) -> list[str]:
         parts[slot] = writer.struct_definition(type_id) if i is None else texts[i]
     parts.append(HEADER_EPILOGUE)
     namer = Namer(writer.name_of, writer.kinds, writer.vlen)
-    return [resolve("".join(parts), namer)]
+    # in order, part by part: most have no placeholder (a search in C)
+    return [resolve(part, namer) if PLACEHOLDER_START in part else part for part in parts]
 
 
 def write_header(spec: Spec, out: TextIO, type_tags: bool = False, jobs: int = 1) -> None:

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 _STRUCT, _UNION, _ENUM, _FWD, _TYPEDEF, _ENUM64 = 4, 5, 6, 7, 8, 19
 
 _OPEN, _CLOSE = "\x01", "\x02"
+PLACEHOLDER_START = _OPEN  # text without it needs no resolve()
 
 GNUC_VA_LIST = "typedef __builtin_va_list __gnuc_va_list"
 
