@@ -16,7 +16,7 @@ import sys
 from array import array
 from bisect import bisect_left
 from itertools import repeat
-from operator import add
+from operator import add, itemgetter
 
 from . import indexcache
 from . import types as T
@@ -129,8 +129,8 @@ class Spec:
                 return
         self._offsets = self._index(words)
         if key is not None:
-            indexcache.store(key, self._offsets, array("I", self._names_column()),
-                             array("I", self._kinds_column()), array("I", self._sizes_column()))
+            self._names, self._kinds, self._sizes = self._gather(0, 1, 2)
+            indexcache.store(key, self._offsets, self._names, self._kinds, self._sizes)
 
     def _index(self, words: array) -> array:
         """Pass one: the word offset of every type record.
@@ -306,11 +306,23 @@ class Spec:
 
     # -- columns for searches -----------------------------------------
 
-    def _gather(self, shift: int) -> Sequence[int]:
-        """One word of every record, as an array: a tuple of 126k Python
-        ints would cost 4.5 MB where the array costs 0.5 MB."""
-        words = self._words
-        return array("I", map(words.__getitem__, map(add, self._offsets, repeat(shift))))
+    def _gather(self, *shifts: int) -> list[array]:
+        """Word ``shift`` of every record, as an array per shift: a tuple of
+        126k Python ints would cost 4.5 MB where the array costs 0.5 MB.
+
+        An itemgetter of the record offsets picks them in one C call, from a
+        view shifted by that many words: three times faster than mapping an
+        index function, and built once for all the shifts asked for."""
+        words, offsets = self._words, self._offsets
+        if len(offsets) < 2:  # an itemgetter of one item returns no tuple
+            return [array("I", map(words.__getitem__, map(add, offsets, repeat(shift)))) for shift in shifts]
+        pick = itemgetter(*offsets)
+        with memoryview(words) as view:
+            columns = []
+            for shift in shifts:
+                with view[shift:] as shifted:
+                    columns.append(array("I", pick(shifted)))
+        return columns
 
     def _type_bytes(self) -> bytes:
         if self._raw_types is None:
@@ -319,18 +331,18 @@ class Spec:
 
     def _names_column(self) -> Sequence[int]:
         if self._names is None:
-            self._names = self._gather(0)
+            self._names = self._gather(0)[0]
         return self._names
 
     def _kinds_column(self) -> Sequence[int]:
         if self._kinds is None:
-            self._kinds = self._gather(1)
+            self._kinds = self._gather(1)[0]
         return self._kinds
 
     def _sizes_column(self) -> Sequence[int]:
         """Each record's third word: its size, or the type it refers to."""
         if self._sizes is None:
-            self._sizes = self._gather(2)
+            self._sizes = self._gather(2)[0]
         return self._sizes
 
     # -- pass two: decoding one record --------------------------------
