@@ -412,6 +412,24 @@ class Spec:
         raise BtfError(f"type {type_id} has unknown kind {kind}", self._type_start + off * 4)
 
 
+SYSFS_BTF = "/sys/kernel/btf/"
+
+
+def _map_sysfs(fd: int, size: int) -> bytes | None:
+    """The kernel's own BTF, copied out of a private read-only mapping:
+    kernels since 6.16 allow one, and it takes a twentieth of the time of the
+    1,300 page-sized reads sysfs hands out otherwise (as libbpf 1.6 does).
+    Only for sysfs, whose contents cannot shrink under the mapping (a file
+    cut short while mapped would kill the process with SIGBUS)."""
+    import mmap
+
+    try:
+        with mmap.mmap(fd, size, flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ) as mapped:
+            return mapped[:]
+    except (OSError, ValueError):  # older kernels refuse the mapping
+        return None
+
+
 def read_file(path: str | os.PathLike[str], prefix: bytes = b"") -> bytes:
     """Read a whole file into one preallocated buffer, after ``prefix``.
 
@@ -422,6 +440,10 @@ def read_file(path: str | os.PathLike[str], prefix: bytes = b"") -> bytes:
     fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     try:
         size = os.fstat(fd).st_size
+        if size and not prefix and os.fspath(path).startswith(SYSFS_BTF):
+            got = _map_sysfs(fd, size)
+            if got is not None:
+                return got
         if not size:
             # procfs/tracefs fill a big read: 1 MiB chunks and one join peak
             # at twice the file, where a doubling buffer and its copy reach 3x.

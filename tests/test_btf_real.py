@@ -213,3 +213,26 @@ def test_bpf_object_has_every_kind_clang_emits(bpf_object):
     assert set(secs[".bss"]) == {"g_bss", "g_uptr", "g_bits_ptr"}
     linkages = {t.name: t.linkage for t in spec if t.kind in (Kind.FUNC, Kind.VAR)}
     assert linkages["ext_fn"] == 2 and linkages["ext_var"] == 2 and linkages["s_var"] == 0
+
+
+def test_vmlinux_read_mapped_or_read_is_the_same():
+    """Kernels since 6.16 let sysfs BTF be mapped (the reader copies it out
+    of a private mapping); older ones refuse, and it is read page by page.
+    Either way the bytes are the file's."""
+    from btf.spec import _map_sysfs, read_file
+
+    fd = os.open(VMLINUX, os.O_RDONLY)
+    try:
+        chunks = []
+        while chunk := os.read(fd, 1 << 16):
+            chunks.append(chunk)
+        mapped = _map_sysfs(fd, os.fstat(fd).st_size)
+    finally:
+        os.close(fd)
+    plain = b"".join(chunks)
+    assert read_file(VMLINUX) == plain
+    release = tuple(int(x) for x in re.findall(r"\d+", os.uname().release)[:2])
+    if release >= (6, 16):
+        assert mapped == plain  # this kernel maps it: the fast path is the one taken
+    else:
+        assert mapped is None or mapped == plain
