@@ -30,7 +30,7 @@ import urllib.request
 
 import pytest
 
-from tests.conftest import require_root
+from tests.conftest import require_root, running, stop
 
 N = 20
 
@@ -204,21 +204,15 @@ def test_tracepoint_fallback_counts_the_same(pair):
 def test_cli_filters_by_netns_and_interface(pair, record_property):
     record_property("tool", "net-drops")   # the kernel-VM matrix's host column: first method, no fallback
     require_root()
-    p = subprocess.Popen([sys.executable, "-m", "pycore", "run", "net-drops", "--netns", pair.b,
-                          "--interface", pair.ifb], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
+    with running([sys.executable, "-m", "pycore", "run", "net-drops", "--netns", pair.b,
+                  "--interface", pair.ifb]) as p:
         header = p.stdout.readline()
         assert header.split()[:6] == ["TIME", "PID", "COMM", "NETNS", "INTERFACE", "PROTO"], p.stderr.read()
         pair.udp_to_closed_port(N)                                   # counted
         pair.udp_to_closed_port(4, src=pair.b, dst="127.0.0.1")      # b's lo: filtered out
         pair.udp_to_closed_port(4, src=pair.a, dst="127.0.0.1")      # a's lo: filtered out
         time.sleep(0.5)
-        p.send_signal(signal.SIGINT)
-        out, err = p.communicate(timeout=30)
-    finally:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
+        out, err = stop(p)
     assert p.returncode == 0, err
     assert err == ""
     lines = out.splitlines()
@@ -235,17 +229,11 @@ def test_cli_filters_by_netns_and_interface(pair, record_property):
 
 def test_cli_json_and_no_events(pair):
     require_root()
-    p = subprocess.Popen([sys.executable, "-m", "pycore", "run", "net-drops", "--netns", str(pair.ino_b),
-                          "--no-events", "--json", "-d", "4"],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
+    with running([sys.executable, "-m", "pycore", "run", "net-drops", "--netns", str(pair.ino_b),
+                  "--no-events", "--json", "-d", "4"]) as p:
         time.sleep(2.0)   # attached well within this (start-up is a fraction of a second)
         pair.frames_to_otherhost(9)
         out, err = p.communicate(timeout=30)
-    finally:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
     assert p.returncode == 0, err
     lines = out.splitlines()
     assert len(lines) == 1           # no events, only the summary
@@ -352,21 +340,14 @@ def test_serve_exports_drops_by_netns_interface_reason(pair):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    p = subprocess.Popen([sys.executable, "-m", "pycore", "serve", "--listen", f"127.0.0.1:{port}", "net-drops"],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
+    with running([sys.executable, "-m", "pycore", "serve", "--listen", f"127.0.0.1:{port}", "net-drops"]) as p:
         line = p.stderr.readline()
         assert line.startswith("pycore serve: http://"), line + p.stderr.read()
         pair.udp_to_closed_port(N)
         pair.frames_to_otherhost(6)
         time.sleep(0.5)
         text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
-        p.send_signal(signal.SIGTERM)
-        out, err = p.communicate(timeout=30)
-    finally:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
+        out, err = stop(p, signal.SIGTERM)
     assert p.returncode == 0, err
     assert "# TYPE pycore_net_drops_total counter" in text
     samples = dict(ln.rsplit(" ", 1) for ln in text.splitlines() if ln.startswith("pycore_net_drops_total{"))

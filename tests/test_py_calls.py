@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import textwrap
@@ -19,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from pycore.cpython import LAYOUTS, PythonBinary, layout_for
+from tests.conftest import running, stop
 
 PYTHON = "/usr/bin/python3.11"
 HEADERS = "/usr/include/python3.11"
@@ -206,25 +206,15 @@ def test_attached_mid_run_with_p(tmp_path):
     script = tmp_path / "wait.py"
     script.write_text(WAIT_SCRIPT)
     go = tmp_path / "go"
-    target = subprocess.Popen([PYTHON, str(script), str(go)])
-    tool = None
-    try:
+    with running([PYTHON, str(script), str(go)], stdout=None, stderr=None) as target:
         inside_wait(go)
-        tool = subprocess.Popen([sys.executable, "-m", "pycore", "run", "py-calls", "-p", str(target.pid)],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        header = tool.stdout.readline()   # printed once attached
-        assert header.split() == ["PID", "TID", "CALL", "FLOW"], tool.stderr.read()
-        go.touch()
-        assert target.wait(30) == 0
-        time.sleep(0.3)
-        tool.send_signal(signal.SIGINT)
-        out, err = tool.communicate(timeout=60)
-    finally:
-        target.kill()
-        target.wait()
-        if tool is not None and tool.poll() is None:
-            tool.kill()
-            tool.wait()
+        with running([sys.executable, "-m", "pycore", "run", "py-calls", "-p", str(target.pid)]) as tool:
+            header = tool.stdout.readline()   # printed once attached
+            assert header.split() == ["PID", "TID", "CALL", "FLOW"], tool.stderr.read()
+            go.touch()
+            assert target.wait(30) == 0
+            time.sleep(0.3)
+            out, err = stop(tool, timeout=60)
     assert tool.returncode == 0, err
     assert err == ""
     assert text_flow(header + out, str(script)) == WAIT_FLOW
@@ -235,25 +225,16 @@ def test_depth_in_a_pid_namespace(tmp_path):
     script = tmp_path / "wait.py"
     script.write_text(WAIT_SCRIPT)
     go = tmp_path / "go"
-    outer = subprocess.Popen(["unshare", "--pid", "--fork", "--kill-child", PYTHON, str(script), str(go)])
-    tool = None
-    try:
+    with running(["unshare", "--pid", "--fork", "--kill-child", PYTHON, str(script), str(go)],
+                 stdout=None, stderr=None) as outer:
         inside_wait(go)
         with open(f"/proc/{outer.pid}/task/{outer.pid}/children") as f:
             inner = int(f.read().split()[0])   # python, pid 1 in its namespace
-        tool = subprocess.Popen([sys.executable, "-m", "pycore", "run", "py-calls", "-p", str(inner)],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        header = tool.stdout.readline()
-        go.touch()
-        assert outer.wait(30) == 0
-        tool.send_signal(signal.SIGINT)
-        out, err = tool.communicate(timeout=60)
-    finally:
-        outer.kill()
-        outer.wait()
-        if tool is not None and tool.poll() is None:
-            tool.kill()
-            tool.wait()
+        with running([sys.executable, "-m", "pycore", "run", "py-calls", "-p", str(inner)]) as tool:
+            header = tool.stdout.readline()
+            go.touch()
+            assert outer.wait(30) == 0
+            out, err = stop(tool, timeout=60)
     assert tool.returncode == 0 and err == "", err
     assert text_flow(header + out, str(script)) == WAIT_FLOW
 
@@ -364,18 +345,12 @@ def semaphores(pid: int) -> dict[str, int]:
 
 def test_semaphores_up_while_tracing_then_back_to_zero():
     """The line semaphore puts 3.11 on its slow tracing path: it must come down after."""
-    target = subprocess.Popen([PYTHON, "-c", "import time\nwhile True: time.sleep(0.05)"])
-    try:
+    with running([PYTHON, "-c", "import time\nwhile True: time.sleep(0.05)"], stdout=None, stderr=None) as target:
         time.sleep(0.3)
         assert semaphores(target.pid) == {"function__entry": 0, "function__return": 0, "line": 0}
-        tool = subprocess.Popen([sys.executable, "-m", "pycore", "run", "py-calls", "-p", str(target.pid)],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        tool.stdout.readline()   # attached
-        assert semaphores(target.pid) == {"function__entry": 1, "function__return": 1, "line": 1}
-        tool.send_signal(signal.SIGINT)
-        tool.communicate(timeout=60)
+        with running([sys.executable, "-m", "pycore", "run", "py-calls", "-p", str(target.pid)]) as tool:
+            tool.stdout.readline()   # attached
+            assert semaphores(target.pid) == {"function__entry": 1, "function__return": 1, "line": 1}
+            stop(tool, timeout=60)
         assert tool.returncode == 0
         assert semaphores(target.pid) == {"function__entry": 0, "function__return": 0, "line": 0}
-    finally:
-        target.kill()
-        target.wait()

@@ -13,7 +13,7 @@ import urllib.request
 
 import pytest
 
-from tests.conftest import require_root
+from tests.conftest import require_root, running, stop
 from tests.test_robustness import prog_ids, wait_gone
 
 pytest.importorskip("prometheus_client")
@@ -40,10 +40,8 @@ def test_serve_exports_and_stops_cleanly(tmp_path_factory):
     port = _free_port()
     names = ("sys_exit_fd", "tp_btf_begin", "tp_btf_end", "fd_opened", "fd_closed")
     before = prog_ids(*names)
-    p = subprocess.Popen([sys.executable, "-m", "pycore", "serve", "--listen", f"127.0.0.1:{port}",
-                          "fget-crack", "lock-contention", "fd-leak"],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
+    with running([sys.executable, "-m", "pycore", "serve", "--listen", f"127.0.0.1:{port}",
+                  "fget-crack", "lock-contention", "fd-leak"]) as p:
         for _ in range(3):
             line = p.stderr.readline()
             if line.startswith("pycore serve: http://"):
@@ -58,12 +56,7 @@ def test_serve_exports_and_stops_cleanly(tmp_path_factory):
             os.close(os.open(os.path.join(d, f"libcrack-{i}.so"), os.O_CREAT | os.O_RDWR, 0o600))
         time.sleep(1.2)  # the consumer polls every 0.5 s at most
         m2 = _scrape(port)
-        p.send_signal(signal.SIGTERM)
-        out, err = p.communicate(timeout=30)
-    finally:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
+        out, err = stop(p, signal.SIGTERM)
     assert p.returncode == 0, err
     assert "Traceback" not in err
     ev = 'pycore_events_total{tool="fget-crack"}'

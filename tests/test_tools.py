@@ -18,7 +18,7 @@ import time
 
 import pytest
 
-from tests.conftest import require_root
+from tests.conftest import require_root, running, stop
 
 PYCORE = [sys.executable, "-m", "pycore"]
 COMM = os.path.basename(sys.executable)[:15]   # comm is the basename execve was given
@@ -94,18 +94,12 @@ def _our_prog_ids(name: str) -> set[int]:
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_signal_stops_cleanly_and_detaches(sig):
     before = _our_prog_ids("sys_exit_fd")
-    p = subprocess.Popen([*PYCORE, "run", "fget-crack"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         text=True)
-    try:
+    with running([*PYCORE, "run", "fget-crack"]) as p:
         notice = p.stderr.readline()  # printed once attached
         assert "using the tp_btf/sys_exit fallback" in notice
         ours = _our_prog_ids("sys_exit_fd") - before
         assert len(ours) == 1
-        p.send_signal(sig)
-        out, err = p.communicate(timeout=20)
-    finally:
-        if p.poll() is None:
-            p.kill()
+        out, err = stop(p, sig, timeout=20)
     assert p.returncode == 0, err
     assert "Traceback" not in err
     for _ in range(50):  # the kernel frees programs after an RCU grace period
