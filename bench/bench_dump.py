@@ -31,25 +31,22 @@ import tempfile
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def _measure(cmd: list[str], n: int, env: dict[str, str]) -> tuple[list[float], int, float]:
-    """Wall times of n runs, the peak RSS (KiB) of the largest, and the mean
-    CPU time (user + system, all processes) of a run; measured in a helper
-    so that another command's children do not mask them."""
+def _measure(cmd: list[str], env: dict[str, str]) -> tuple[float, int, float]:
+    """Wall time, peak RSS (KiB) and CPU time (user + system, all processes)
+    of one run; measured in a helper so that another command's children do
+    not mask them."""
     helper = (
         "import json, resource, subprocess, sys, time\n"
-        "cmd, n = json.loads(sys.argv[1]), int(sys.argv[2])\n"
-        "times = []\n"
-        "for _ in range(n):\n"
-        "    t = time.perf_counter()\n"
-        "    subprocess.run(cmd, stdout=subprocess.DEVNULL, check=True)\n"
-        "    times.append(time.perf_counter() - t)\n"
+        "t = time.perf_counter()\n"
+        "subprocess.run(json.loads(sys.argv[1]), stdout=subprocess.DEVNULL, check=True)\n"
+        "t = time.perf_counter() - t\n"
         "ru = resource.getrusage(resource.RUSAGE_CHILDREN)\n"
-        "print(json.dumps([times, ru.ru_maxrss, (ru.ru_utime + ru.ru_stime) / n]))\n"
+        "print(json.dumps([t, ru.ru_maxrss, ru.ru_utime + ru.ru_stime]))\n"
     )
-    got = subprocess.run([sys.executable, "-c", helper, json.dumps(cmd), str(n)],
+    got = subprocess.run([sys.executable, "-c", helper, json.dumps(cmd)],
                          capture_output=True, text=True, check=True, env=env, cwd=ROOT)
-    times, rss, cpu = json.loads(got.stdout)
-    return times, rss, cpu
+    wall, rss, cpu = json.loads(got.stdout)
+    return wall, rss, cpu
 
 
 def main() -> int:
@@ -76,8 +73,8 @@ def main() -> int:
         cpu: dict[str, list[float]] = {name: [] for name in commands}
         for _ in range(args.n):
             for name, (cmd, env) in commands.items():
-                got, peak, used = _measure(cmd, 1, env)
-                times[name] += got
+                wall, peak, used = _measure(cmd, env)
+                times[name].append(wall)
                 rss[name] = max(rss[name], peak)
                 cpu[name].append(used)
         for name in commands:

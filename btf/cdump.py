@@ -1148,12 +1148,11 @@ class HeaderWriter:
         return [HEADER_PROLOGUE, *map(self.render, self.plan()), HEADER_EPILOGUE]
 
 
-def _placeholders_safe(table: StringTable | None) -> bool:
+def _table_bytes(table: StringTable | None) -> Iterator[bytes]:
+    """The bytes of a string table and of the tables it is split from."""
     while table is not None:
-        if not placeholders_safe(table._data):  # noqa: SLF001 - same package
-            return False
+        yield table._data  # noqa: SLF001 - same package
         table = table._base  # noqa: SLF001
-    return True
 
 
 class _Shared:
@@ -1238,14 +1237,6 @@ class _Shared:
         return texts[:count]
 
 
-def _strings_size(table: StringTable | None) -> int:
-    size = 0
-    while table is not None:
-        size += len(table._data)  # noqa: SLF001 - same package
-        table = table._base  # noqa: SLF001
-    return size
-
-
 def _parallel_parts(spec: Spec, type_tags: bool) -> list[str]:
     """The header made by two processes.  This one plans it (the ordering
     walk cannot be split) while a forked child renders struct and union
@@ -1261,7 +1252,7 @@ def _parallel_parts(spec: Spec, type_tags: bool) -> list[str]:
     writer = HeaderWriter(spec, type_tags)
     bodies = _ids_of(writer.kind_bytes, {_STRUCT, _UNION})
     bodies = list(compress(bodies, map(writer.names_off.__getitem__, bodies)))
-    shared = _Shared(64 * len(writer.words) + (1 << 20), 2 * _strings_size(spec.strings) + 64)
+    shared = _Shared(64 * len(writer.words) + (1 << 20), 2 * sum(map(len, _table_bytes(spec.strings))) + 64)
     try:
         pid = os.fork()
     except OSError:  # no process to spare: all of it here, in order
@@ -1325,7 +1316,7 @@ def write_header(spec: Spec, out: TextIO, type_tags: bool = False, jobs: int = 1
     gc_was_on = gc.isenabled()
     gc.disable()
     try:
-        if jobs > 1 and hasattr(os, "fork") and _placeholders_safe(spec.strings):
+        if jobs > 1 and hasattr(os, "fork") and all(map(placeholders_safe, _table_bytes(spec.strings))):
             parts = _parallel_parts(spec, type_tags)
         else:
             parts = HeaderWriter(spec, type_tags).run()
