@@ -236,3 +236,9 @@ def test_vmlinux_read_mapped_or_read_is_the_same():
         assert mapped == plain  # this kernel maps it: the fast path is the one taken
     else:
         assert mapped is None or mapped == plain
+    # where a mapping is refused (procfs never offers one), the caller reads instead
+    fd = os.open("/proc/self/status", os.O_RDONLY)
+    try:
+        assert _map_sysfs(fd, 4096) is None
+    finally:
+        os.close(fd)

@@ -15,6 +15,7 @@ import sys
 import pytest
 
 from btf.cdump import HEADER_EPILOGUE, HEADER_PROLOGUE, HeaderWriter, header
+from btf.errors import BtfError
 from btf.kinds import Kind
 from btf.spec import Spec
 
@@ -462,3 +463,19 @@ def test_cli_show(tmp_path):
     res = _cli("show", str(path), "struct pair")
     assert res.returncode == 0, res.stderr
     assert res.stdout == "struct pair {\n\tint a;\n\tint b;\n};\n"
+
+
+def test_reference_past_the_last_type_is_named(tmp_path):
+    """The walk meets the bad id first; the error names it, in one process,
+    in two, and from the command line in one line."""
+    b = Blob()
+    i = b.int("int")
+    b.struct("s", 8, [("ok", i, 0), ("bad", 99, 32)])
+    for jobs in (1, 2):
+        with pytest.raises(BtfError, match=r"refers to type id 99, past the last type \(2\)"):
+            header(b.spec(), jobs=jobs)
+    path = tmp_path / "bad.btf"
+    path.write_bytes(b.blob())
+    res = _cli("dump", str(path), "--format", "c")
+    assert res.returncode == 2
+    assert res.stderr == "error: a type refers to type id 99, past the last type (2)\n"
