@@ -146,7 +146,9 @@ class DeferredNames:
         return f"{_OPEN}c{type_id}{_CLOSE}" if name.startswith(_OPEN) else ""
 
     def enumerator(self, name: str) -> str:
-        return f"{_OPEN}e{name}{_CLOSE}" if name in self.shared_idents else name
+        # libbpf counts nameless constants too (a nameless typedef it does
+        # not), so the empty name, which :func:`repeated` leaves out, waits
+        return f"{_OPEN}e{name}{_CLOSE}" if name in self.shared_idents or not name else name
 
     def inline_enumerator(self, name: str) -> str:
         return f"{_OPEN}e{name}{_CLOSE}"

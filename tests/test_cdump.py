@@ -162,7 +162,8 @@ def test_names_fixed_in_text_order_equal_bpftool(tmp_path):
     ``u8``, the second one used (through a pointer) before its definition;
     an anonymous enum printed at each of its two uses; a typedef named like
     its own enum constant (libbpf names the typedef first); two structs
-    ``s``.  bpftool prints this blob; ours, made either way, must match."""
+    ``s``; two nameless enum constants.  bpftool prints this blob; ours,
+    made either way, must match."""
     bpftool = _require("bpftool")
     b = Blob()
     i = b.int("int")
@@ -176,12 +177,13 @@ def test_names_fixed_in_text_order_equal_bpftool(tmp_path):
     self_named = b.enum("", [("FOO", 1)])
     b.typedef("FOO", self_named)
     b.enum("named", [("u8", 3), ("SHARED_A", 2)])
+    b.enum("nameless", [("", 0), ("", 1)])  # libbpf counts nameless constants too
     spec = b.spec()
     path = tmp_path / "names.btf"
     path.write_bytes(b.blob())
     ref = subprocess.run([bpftool, "btf", "dump", "file", str(path), "format", "c"],
                          capture_output=True, text=True, check=True).stdout
-    assert "___2" in ref and "___3" in ref
+    assert "___2" in ref and "___3" in ref and "\n\t___2 = 1," in ref
     assert header(spec) == ref
     assert header(spec, jobs=2) == ref
 
