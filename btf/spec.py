@@ -50,6 +50,16 @@ def glob_pattern(glob: str) -> bytes:
     return b"".join(parts)
 
 
+class _Steps(dict):
+    """Info word -> the length in words of a record with that info word.
+    An invalid kind steps past any end, so that the walk stops there."""
+
+    def __missing__(self, info: int) -> int:
+        kind = (info >> 24) & 0x1F
+        step = self[info] = 3 + FIXED_WORDS[kind] + (info & 0xFFFF) * VLEN_WORDS[kind]
+        return step
+
+
 def _to_signed(value: int, bits: int) -> int:
     return value - (1 << bits) if value & (1 << (bits - 1)) else value
 
@@ -61,9 +71,11 @@ class Spec:
     and string offsets continue from the base's.
     """
 
-    def __init__(self, data: bytes, base: Spec | None = None, cache: bool = False) -> None:
+    def __init__(self, data: bytes, base: Spec | None = None, cache: bool = False, jobs: int = 1) -> None:
         """Parse ``data``; with ``cache``, pass one's result is kept on disk
-        (see :mod:`btf.indexcache`) for blobs big enough to be worth it."""
+        (see :mod:`btf.indexcache`) for blobs big enough to be worth it.
+        With ``jobs`` > 1, a kernel-sized blob that is not in the cache is
+        walked by two processes (see :mod:`btf.splitwalk`)."""
         self.base = base
         self._first_id = len(base) if base is not None else 1
         self._cache: dict[int, T.Type] = {}
@@ -71,21 +83,22 @@ class Spec:
         self._kinds: Sequence[int] | None = None
         self._sizes: Sequence[int] | None = None
         self._raw_types: bytes | None = None
-        self._parse(bytes(data), cache)
+        self._parse(bytes(data), cache, jobs)
 
     # -- construction -------------------------------------------------
 
     @classmethod
-    def from_file(cls, path: str | os.PathLike[str], base: Spec | None = None, cache: bool = True) -> Spec:
+    def from_file(cls, path: str | os.PathLike[str], base: Spec | None = None, cache: bool = True,
+                  jobs: int = 1) -> Spec:
         """Raw BTF (``/sys/kernel/btf/*``) or an ELF object's ``.BTF`` section."""
         data = read_file(path)
         if data[:4] == b"\x7fELF":
             from .elf import btf_section  # pyelftools only when it is needed
 
             data = btf_section(data, str(path))
-        return cls(data, base, cache)
+        return cls(data, base, cache, jobs)
 
-    def _parse(self, data: bytes, cache: bool) -> None:
+    def _parse(self, data: bytes, cache: bool, jobs: int) -> None:
         if len(data) < MIN_HEADER_LEN:
             raise BtfError(f"BTF is {len(data)} bytes, shorter than its {MIN_HEADER_LEN}-byte header", 0)
         magic, version, flags, hdr_len = _HEADER.unpack_from(data)
@@ -127,13 +140,37 @@ class Spec:
             if cached is not None:
                 self._offsets, self._names, self._kinds, self._sizes = cached
                 return
-        self._offsets = self._index(words)
+        split = None
+        if jobs > 1 and self.base is None and len(data) >= indexcache.MIN_BLOB:
+            from . import splitwalk  # forks: only asked for by a one-shot command
+
+            middle = splitwalk.guess_start(words, str_len)
+            if middle is not None:
+                split = splitwalk.walk_in_two(words, middle, self._walk, self._gather_at)
+        if split is None:
+            self._offsets = self._index(words)
+            if key is not None:
+                self._names, self._kinds, self._sizes = self._gather(0, 1, 2)
+        else:
+            (offsets, *columns), end = split
+            if end != len(words):
+                raise self._walk_error(words, offsets)
+            self._offsets = offsets
+            self._names, self._kinds, self._sizes = columns
         if key is not None:
-            self._names, self._kinds, self._sizes = self._gather(0, 1, 2)
             indexcache.store(key, self._offsets, self._names, self._kinds, self._sizes)
 
     def _index(self, words: array) -> array:
-        """Pass one: the word offset of every type record.
+        """Pass one: the word offset of every type record."""
+        offsets, end = self._walk(words, 0, len(words))
+        if end != len(words):
+            raise self._walk_error(words, offsets)
+        return offsets
+
+    @staticmethod
+    def _walk(words: array, start: int, stop: int) -> tuple[array, int]:
+        """The offsets of the records from ``start`` (a record start) on,
+        until one starts at or past ``stop``; and where the walk stopped.
 
         A record's length depends only on its info word, and vmlinux has a
         few hundred distinct info words among 126k types, so the step is
@@ -141,32 +178,27 @@ class Spec:
         """
         offsets = array("I")
         append = offsets.append
-        fixed, per_vlen = FIXED_WORDS, VLEN_WORDS
-        steps: dict[int, int] = {}
-        n = len(words)
-        i = 0
-        try:
-            while i < n:
-                append(i)
-                info = words[i + 1]
-                try:
-                    i += steps[info]
-                except KeyError:
-                    kind = (info >> 24) & 0x1F
-                    step = steps[info] = 3 + fixed[kind] + (info & 0xFFFF) * per_vlen[kind]
-                    i += step
-        except IndexError:
-            pass
-        if i != n:
-            last = offsets[-1]
-            type_id = self._first_id + len(offsets) - 1
-            where = self._type_start + last * 4
-            if last + 1 < n:
-                kind = (words[last + 1] >> 24) & 0x1F
-                if kind == 0 or kind > MAX_KIND:
-                    raise BtfError(f"type {type_id} has unknown kind {kind}", where)
-            raise BtfError(f"type {type_id} runs past the end of the type section", where)
-        return offsets
+        steps = _Steps()
+        i = start
+        with memoryview(words) as view, view[1:] as infos:  # a record's info is its second word
+            try:
+                while i < stop:
+                    append(i)
+                    i += steps[infos[i]]
+            except IndexError:  # a header cut short by the end of the section
+                pass
+        return offsets, i
+
+    def _walk_error(self, words: array, offsets: array) -> BtfError:
+        """Why a walk did not end at the end of the type section."""
+        last = offsets[-1]
+        type_id = self._first_id + len(offsets) - 1
+        where = self._type_start + last * 4
+        if last + 1 < len(words):
+            kind = (words[last + 1] >> 24) & 0x1F
+            if kind == 0 or kind > MAX_KIND:
+                return BtfError(f"type {type_id} has unknown kind {kind}", where)
+        return BtfError(f"type {type_id} runs past the end of the type section", where)
 
     # -- lookups ------------------------------------------------------
 
@@ -307,13 +339,17 @@ class Spec:
     # -- columns for searches -----------------------------------------
 
     def _gather(self, *shifts: int) -> list[array]:
-        """Word ``shift`` of every record, as an array per shift: a tuple of
-        126k Python ints would cost 4.5 MB where the array costs 0.5 MB.
+        return self._gather_at(self._words, self._offsets, *shifts)
+
+    @staticmethod
+    def _gather_at(words: array, offsets: array, *shifts: int) -> list[array]:
+        """Word ``shift`` of every record at ``offsets``, as an array per
+        shift: a tuple of 126k Python ints would cost 4.5 MB where the array
+        costs 0.5 MB.
 
         An itemgetter of the record offsets picks them in one C call, from a
         view shifted by that many words: three times faster than mapping an
         index function, and built once for all the shifts asked for."""
-        words, offsets = self._words, self._offsets
         if len(offsets) < 2:  # an itemgetter of one item returns no tuple
             return [array("I", map(words.__getitem__, map(add, offsets, repeat(shift)))) for shift in shifts]
         pick = itemgetter(*offsets)
