@@ -10,6 +10,7 @@ FILE is raw BTF (``/sys/kernel/btf/vmlinux``) or an ELF object with a
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import sys
 
@@ -24,26 +25,36 @@ EXIT_BAD_INPUT = 2
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m btf", description="Read BTF, the BPF Type Format.")
+    # add_argument makes a help formatter for every argument (to check its
+    # metavar), and the default one imports shutil to ask the terminal's
+    # width: 4 ms of a 140 ms dump.  The width only matters when help is
+    # printed, so the parsers are built with a fixed one and then get the
+    # default formatter back.
+    building = functools.partial(argparse.HelpFormatter, width=80)
+    p = argparse.ArgumentParser(prog="python -m btf", description="Read BTF, the BPF Type Format.",
+                                formatter_class=building)
     sub = p.add_subparsers(dest="command", required=True)
-    d = sub.add_parser("dump", help="dump every type, as a C header or in bpftool's raw format")
+    d = sub.add_parser("dump", help="dump every type, as a C header or in bpftool's raw format",
+                       formatter_class=building)
     d.add_argument("file", help="raw BTF or an ELF object with a .BTF section")
     d.add_argument("--format", choices=("c", "raw"), default="raw",
                    help="c: a compilable vmlinux.h; raw: bpftool's listing (default)")
     d.add_argument("--base", metavar="BASE_FILE", help="base BTF of split BTF (kernel modules)")
     d.add_argument("-o", "--output", metavar="OUT", help="write here instead of stdout")
-    s = sub.add_parser("show", help="print one type's C definition")
+    s = sub.add_parser("show", help="print one type's C definition", formatter_class=building)
     s.add_argument("file", help="raw BTF or an ELF object with a .BTF section")
     s.add_argument("name", help="type name, optionally with its keyword: 'struct dentry'")
     s.add_argument("--base", metavar="BASE_FILE", help="base BTF of split BTF (kernel modules)")
+    for parser in (p, d, s):
+        parser.formatter_class = argparse.HelpFormatter
     return p
 
 
-def _load(path: str, base_path: str | None):
+def _load(path: str, base_path: str | None, jobs: int = 1):
     from .spec import Spec
 
     base = Spec.from_file(base_path) if base_path else None
-    return Spec.from_file(path, base)
+    return Spec.from_file(path, base, jobs=jobs)
 
 
 def _dump(args: argparse.Namespace, out: TextIO) -> None:
@@ -53,7 +64,7 @@ def _dump(args: argparse.Namespace, out: TextIO) -> None:
     # million objects again once write_header turned it back on (20 ms at
     # the end of a kernel dump), and _exit leaves the memory to the kernel.
     gc.disable()
-    spec = _load(args.file, args.base)
+    spec = _load(args.file, args.base, _cpus() if args.format == "c" else 1)
     if args.format == "c":
         from .cdump import write_header
 
@@ -64,13 +75,16 @@ def _dump(args: argparse.Namespace, out: TextIO) -> None:
         dump_raw(spec, out)
 
 
+def _cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
 def _jobs(spec) -> int:
     """A second process pays off for kernel-sized BTF, given a CPU to run on."""
-    try:
-        cpus = len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        cpus = os.cpu_count() or 1
-    return 2 if cpus > 1 and len(spec) > 20_000 else 1
+    return 2 if _cpus() > 1 and len(spec) > 20_000 else 1
 
 
 _KEYWORDS = {"struct": "STRUCT", "union": "UNION", "enum": "ENUM", "typedef": "TYPEDEF"}
