@@ -46,7 +46,7 @@ TYPE_CHECKING = False  # typing costs milliseconds to import; annotations are st
 from .errors import BtfError
 from .cnames import (GNUC_VA_LIST, PLACEHOLDER_START, DeferredNames, Namer, placeholders_safe, repeated, resolve,
                      va_list_placeholder)
-from .layout import padding_fields
+from .layout import aligns_itself, padding_fields
 
 SIGKILL = 9  # signal.SIGKILL on Linux: the signal module takes 1.4 ms to import (it builds enums)
 
@@ -810,12 +810,15 @@ class HeaderWriter:
         strings = self.strings
         alignof, sizeof, decl = self.alignof, self.sizeof, self.decl
         decl_cache, size_cache = self._decl_cache, self._size_cache
+        ptr_size = self.ptr_size
         append = parts.append
         names, mtypes, moffs, bits = self.member_columns(type_id)
         if bits is None:
             for name_off, mtype, m_off in zip(names, mtypes, moffs):
                 if off < m_off:
-                    self._padding(parts, off, m_off, 1 if packed else alignof(mtype), False, inner_lvl)
+                    align = 1 if packed else alignof(mtype)
+                    if not aligns_itself(off, m_off, align, ptr_size):
+                        self._padding(parts, off, m_off, align, False, inner_lvl)
                 fname = strings[name_off]
                 got = decl_cache[mtype] if fname else None
                 if got is not None:  # one f-string: one allocation, not four
@@ -827,8 +830,10 @@ class HeaderWriter:
         else:
             for name_off, mtype, m_off, m_sz in zip(names, mtypes, moffs, bits):
                 if off < m_off:
-                    self._padding(parts, off, m_off, 1 if packed else alignof(mtype),
-                                  prev_bitfield and m_sz != 0, inner_lvl)
+                    align = 1 if packed else alignof(mtype)
+                    in_bitfield = prev_bitfield and m_sz != 0
+                    if in_bitfield or not aligns_itself(off, m_off, align, ptr_size):
+                        self._padding(parts, off, m_off, align, in_bitfield, inner_lvl)
                 fname = strings[name_off]
                 got = decl_cache[mtype] if fname else None
                 text = f"{got[0]}{fname}{got[1]}" if got is not None else decl(mtype, fname, inner_lvl)
