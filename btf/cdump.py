@@ -1158,21 +1158,23 @@ def _table_bytes(table: StringTable | None) -> Iterator[bytes]:
 
 class _Shared:
     """What a rendering child has done so far, in memory both processes see
-    (an anonymous shared mapping made before the fork): a count of finished
-    texts, their UTF-8 bytes so far, and a stop flag the parent raises.
+    (an anonymous shared mapping made before the fork): its finished texts
+    as UTF-8, NUL-terminated, how many bytes of them there are, and a stop
+    flag the parent raises.
 
-    The child writes text first and the counts after it, and the parent reads
-    the counts first, so what a count covers is always there (x86 and arm64
+    The child writes text first and the count after it, and the parent reads
+    the count first, so what the count covers is always there (x86 and arm64
     both keep a process's own stores in order as another one sees them, and
     the interpreter's memory barriers on its lock keep the rest)."""
 
-    _HEAD = 24  # done count, bytes used, stop flag: three little-endian u64
+    _HEAD = 16  # bytes used, stop flag: two little-endian u64
 
     def __init__(self, capacity: int, names_capacity: int) -> None:
         import mmap
 
         self.map = mmap.mmap(-1, self._HEAD + capacity)
         self.capacity = capacity
+        self._read = 0  # bytes taken by more()
         # the shared names (see publish): their length, then NUL-separated
         # tags, a \x01, the idents; untouched pages of a mapping cost nothing
         self.names_map = mmap.mmap(-1, 8 + names_capacity)
@@ -1203,39 +1205,34 @@ class _Shared:
     def _set(self, at: int, value: int) -> None:
         self.map[at:at + 8] = value.to_bytes(8, "little")
 
-    @property
-    def done(self) -> int:
-        return self._get(0)
-
-    @property
-    def stopped(self) -> bool:
-        return self._get(16) != 0
-
     def stop(self) -> None:
-        self._set(16, 1)
+        self._set(8, 1)
 
     def produce(self, texts: Iterable[str]) -> None:
         """The child's loop: append the texts NUL-terminated, a few at a
         time (one copy and one count update for 16 of them), until the space
         runs out or the parent says stop."""
-        used = done = 0
+        used = 0
         head, cap, mem = self._HEAD, self.capacity, self.map
         texts = iter(texts)
         while batch := list(islice(texts, 16)):
             data = ("\0".join(batch) + "\0").encode()
-            if used + len(data) > cap or mem[16]:
+            if used + len(data) > cap or mem[8]:
                 return
             mem[head + used:head + used + len(data)] = data
             used += len(data)
-            done += len(batch)
-            self._set(8, used)
-            self._set(0, done)
+            self._set(0, used)
 
-    def taken(self, count: int) -> list[str]:
-        """The first ``count`` texts the child made."""
-        used = self._get(8)
-        texts = self.map[self._HEAD:self._HEAD + used].decode().split("\0")
-        return texts[:count]
+    def more(self) -> list[str]:
+        """The texts the child has finished since the last call (it counts
+        the bytes after writing them, so the bytes counted end a text)."""
+        used = self._get(0)
+        if used == self._read:
+            return []
+        texts = self.map[self._HEAD + self._read:self._HEAD + used].decode().split("\0")
+        texts.pop()  # after the last NUL
+        self._read = used
+        return texts
 
 
 def _parallel_parts(spec: Spec, type_tags: bool) -> list[str]:
@@ -1271,38 +1268,71 @@ def _parallel_parts(spec: Spec, type_tags: bool) -> list[str]:
         items = writer.plan()
         writer.defer_names(shared.names())
         render = writer.render
-        parts = [HEADER_PROLOGUE]
-        # where each struct body goes, and which of the bodies it is (-1: one
-        # not in the list, made at the end), found now rather than after
-        # the child is done
+        parts: list[str | int] = [HEADER_PROLOGUE]
+        # a struct body's place holds its index in ``bodies`` until the
+        # text is there (-1 - id: one not in the list, made here)
         index = {t: i for i, t in enumerate(bodies)}
-        slots: list[tuple[int, int]] = []
         for item in items:
             if item & 7 == STRUCT_DEF:
-                slots.append((len(parts), index.get(item >> 3, -1)))
-                parts.append(item)
+                parts.append(index.get(item >> 3, -1 - (item >> 3)))
             else:
                 parts.append(render(item))
-        # struct bodies from the end, until the child has the rest
-        tail: list[str] = []
+        parts.append(HEADER_EPILOGUE)
+        # Struct bodies from the end, until the child has the rest; between
+        # two, the parts are made final in order as far as their texts are
+        # there, so little of that is left for after the child is done.
+        texts: list[str | None] = [None] * len(bodies)
+        final = _Finisher(writer, parts, texts)
+        fetched = 0
         last = len(bodies)
-        while last > shared.done:
+        while True:
+            new = shared.more()
+            texts[fetched:fetched + len(new)] = new
+            fetched += len(new)
+            if last <= fetched:
+                break
             last -= 1
-            tail.append(writer.struct_definition(bodies[last]))
-        shared.stop()
-        texts = shared.taken(last)
-        texts += reversed(tail)
+            texts[last] = writer.struct_definition(bodies[last])
+            final.advance()
     finally:
         shared.stop()
         os.kill(pid, SIGKILL)  # what it does now is not needed
         os.waitpid(pid, 0)
         shared.close()
-    for slot, i in slots:
-        parts[slot] = texts[i] if i >= 0 else writer.struct_definition(parts[slot] >> 3)
-    parts.append(HEADER_EPILOGUE)
-    namer = Namer(writer.name_of, writer.kinds, writer.vlen)
-    # in order, part by part: most have no placeholder (a search in C)
-    return [resolve(part, namer) if PLACEHOLDER_START in part else part for part in parts]
+    final.advance()
+    return parts  # type: ignore[return-value]  # all text now
+
+
+class _Finisher:
+    """Makes the parts of a header final in order: a struct body's text put
+    in its place, and placeholders resolved (:func:`btf.cnames.resolve`,
+    which must see them in the order of the text)."""
+
+    def __init__(self, writer: HeaderWriter, parts: list[str | int], texts: list[str | None]) -> None:
+        self.writer = writer
+        self.parts = parts
+        self.texts = texts
+        self.namer = Namer(writer.name_of, writer.kinds, writer.vlen)
+        self.done = 0  # parts before this one are final
+
+    def advance(self) -> None:
+        """As far as the texts allow."""
+        parts, texts, namer = self.parts, self.texts, self.namer
+        r = self.done
+        n = len(parts)
+        while r < n:
+            part = parts[r]
+            if part.__class__ is int:
+                if part < 0:
+                    part = self.writer.struct_definition(-1 - part)
+                else:
+                    part = texts[part]
+                    if part is None:
+                        break
+            # most parts have no placeholder: a search in C
+            parts[r] = resolve(part, namer) if PLACEHOLDER_START in part else part
+            r += 1
+        self.done = r
 
 
 def write_header(spec: Spec, out: TextIO, type_tags: bool = False, jobs: int = 1) -> None:
