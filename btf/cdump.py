@@ -269,10 +269,14 @@ class HeaderWriter:
         return repeated(map(strings, map(names_off.__getitem__, tags))), repeated(map(strings, name_offs))
 
     def _pointer_size(self) -> int:
-        """libbpf guesses it from the size of ``long``; 8 when there is none."""
+        """libbpf guesses it from the size of ``long``; 8 when there is none.
+        (A few names, looked up one by one: the bulk reads of
+        :class:`_Strings` are for after the fork, where each process makes
+        its own.)"""
         longs = {"long", "long int", "unsigned long", "long unsigned int"}
+        lookup = self.strings._lookup  # noqa: SLF001 - same module
         for type_id in _ids_of(self.kind_bytes, {_INT}):
-            if self.name_of(type_id) in longs:
+            if lookup(self.names_off[type_id]) in longs:
                 return self.st[type_id]
         return 8
 
