@@ -141,6 +141,7 @@ class Spec:
                 self._offsets, self._names, self._kinds, self._sizes = cached
                 return
         split = None
+        # (a smaller blob walks in less time than a fork takes)
         if jobs > 1 and self.base is None and len(data) >= indexcache.MIN_BLOB:
             from . import splitwalk  # forks: only asked for by a one-shot command
 

@@ -28,8 +28,6 @@ if TYPE_CHECKING:
     Walk = Callable[[array, int, int], "tuple[array, int]"]
     Gather = Callable[..., "list[array]"]
 
-# Below this a blob walks in a few ms: a fork would cost more than it saves.
-MIN_BLOB = 1 << 20
 # Records get smaller towards the end of a kernel's type section (functions
 # and their prototypes), so half the records end at about 62% of the words.
 SPLIT_AT = 0.62
