@@ -346,6 +346,24 @@ def test_no_process_to_fork_means_one_process(kernel_spec, kernel_header, monkey
     assert header(kernel_spec, jobs=2) == kernel_header[0]
 
 
+@pytest.mark.parametrize("made", [0, 100])
+def test_child_that_stops_early_leaves_the_rest_to_the_parent(kernel_spec, kernel_header, monkeypatch, made):
+    """A child that makes no struct body, or only the first hundred (as if
+    it died, or ran out of shared space): the parent makes the rest, and
+    the header is still whole and in order."""
+    from itertools import islice
+
+    from btf import cdump
+
+    produce = cdump._Shared.produce  # noqa: SLF001
+
+    def few(self, texts):
+        produce(self, islice(texts, made))
+
+    monkeypatch.setattr(cdump._Shared, "produce", few)  # noqa: SLF001 - the forked child runs it
+    assert header(kernel_spec, jobs=2) == kernel_header[0]
+
+
 def test_cli_dump_c_equals_library(kernel_header, tmp_path):
     out = tmp_path / "vmlinux.h"
     subprocess.run([sys.executable, "-m", "btf", "dump", VMLINUX, "--format", "c", "-o", str(out)],
