@@ -7,9 +7,11 @@ fentry/fexit/kprobes (run in the QEMU kernel VM, deselect on the host with
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
+import time
 from contextlib import contextmanager
 from typing import Any, Iterator
 
@@ -44,3 +46,17 @@ def stop(p: subprocess.Popen, sig: int = signal.SIGINT, timeout: float = 30) -> 
     """Send ``sig`` and collect what the process wrote until it exits."""
     p.send_signal(sig)
     return p.communicate(timeout=timeout)
+
+
+def bpftool_show(kind: str, tries: int = 5) -> list[dict]:
+    """``bpftool -j KIND show`` as JSON.  bpftool lists ids, then queries
+    each one; an object the kernel frees in between (right after a tool was
+    killed, which is when tests poll) can fail the whole run, so a failed
+    run is tried again, and the last failure is reported."""
+    for _ in range(tries):
+        got = subprocess.run(["bpftool", "-j", kind, "show"], capture_output=True, text=True)
+        if got.returncode == 0:
+            return json.loads(got.stdout or "[]")
+        time.sleep(0.05)
+    raise AssertionError(f"bpftool -j {kind} show failed {tries} times (exit {got.returncode}): "
+                         f"{(got.stdout + got.stderr).strip()}")

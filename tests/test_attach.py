@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import require_root
+from conftest import bpftool_show, require_root
 from pycore import libbpf as L
 from pycore.errors import BpfError
 from pycore.features import Features
@@ -122,8 +122,7 @@ def obj_id(fd: int) -> int:
 
 
 def bpftool_ids(kind: str) -> set[int]:
-    out = subprocess.run(["bpftool", "-j", kind, "show"], capture_output=True, text=True, check=True)
-    return {entry["id"] for entry in json.loads(out.stdout or "[]")}
+    return {entry["id"] for entry in bpftool_show(kind)}
 
 
 def wait_gone(kind: str, ids: set[int], timeout: float = 3.0) -> set[int]:

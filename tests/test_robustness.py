@@ -24,7 +24,7 @@ import time
 
 import pytest
 
-from tests.conftest import require_root
+from tests.conftest import bpftool_show, require_root
 
 PYCORE = [sys.executable, "-m", "pycore"]
 
@@ -37,9 +37,8 @@ def _root() -> None:
 # -- helpers -------------------------------------------------------------------------
 
 
-def bpftool(*what: str) -> list[dict]:
-    out = subprocess.run(["bpftool", "-j", *what, "show"], capture_output=True, text=True, check=True).stdout
-    return json.loads(out or "[]")
+def bpftool(kind: str) -> list[dict]:
+    return bpftool_show(kind)
 
 
 def prog_ids(*names: str) -> set[int]:

@@ -18,7 +18,7 @@ import time
 
 import pytest
 
-from tests.conftest import require_root, running, stop
+from tests.conftest import bpftool_show, require_root, running, stop
 
 PYCORE = [sys.executable, "-m", "pycore"]
 COMM = os.path.basename(sys.executable)[:15]   # comm is the basename execve was given
@@ -86,9 +86,7 @@ def test_duration_zero_attaches_and_exits():
 
 
 def _our_prog_ids(name: str) -> set[int]:
-    progs = json.loads(subprocess.run(["bpftool", "-j", "prog", "show"], capture_output=True,
-                                      text=True, check=True).stdout)
-    return {p["id"] for p in progs if p.get("name") == name}
+    return {p["id"] for p in bpftool_show("prog") if p.get("name") == name}
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
