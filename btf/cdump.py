@@ -193,7 +193,10 @@ def _ids_of(kinds: bytes, wanted: frozenset[int] | set[int]) -> list[int]:
 class HeaderWriter:
     """One pass of libbpf's btf_dump over a whole spec."""
 
-    def __init__(self, spec: Spec, type_tags: bool = False) -> None:
+    def __init__(self, spec: Spec, type_tags: bool = False, caches: bool = True) -> None:
+        """``caches=False`` leaves the rendering memos to :meth:`make_caches`
+        (a process that forks makes them after: six 1 MB lists written by
+        both processes would be copied page by page)."""
         self.spec = spec
         self.type_tags = type_tags
         words, offsets, names_off, infos, st = _columns(spec)
@@ -214,16 +217,8 @@ class HeaderWriter:
         self.order_state[0] = _DONE
         self.emit_state[0] = _DONE
         self._referenced_ids: set[int] | None = None
-        # Memos indexed by type id.  Lists, not dicts: the ids come out of
-        # arrays as new int objects, and a dict lookup would hash and compare
-        # them (a cache miss per member on a big table).
-        self._size_cache: list[int | None] = [None] * n
-        self._align_cache: list[int | None] = [None] * n
-        self._align_cache[0] = 0
-        self._packed_cache: list[bool | None] = [None] * n
-        self._members_cache: list[tuple | None] = [None] * n
-        self._decl_cache: list[tuple[str, str] | None] = [None] * n
-        self._bare_cache: list[str | None] = [None] * n
+        if caches:
+            self.make_caches()
         self._inline_bodies = 0   # counts anonymous bodies printed inside declarations
         self.items: list[int] = []
         self.queue: list[int] = []
@@ -233,6 +228,19 @@ class HeaderWriter:
         self.returned: set[int] = set()
         self.order = self._ordering_walk()
         self.emit = self._emitting_walk()
+
+    def make_caches(self) -> None:
+        """Memos indexed by type id, for rendering.  Lists, not dicts: the
+        ids come out of arrays as new int objects, and a dict lookup would
+        hash and compare them (a cache miss per member on a big table)."""
+        n = self.n
+        self._size_cache: list[int | None] = [None] * n
+        self._align_cache: list[int | None] = [None] * n
+        self._align_cache[0] = 0
+        self._packed_cache: list[bool | None] = [None] * n
+        self._members_cache: list[tuple | None] = [None] * n
+        self._decl_cache: list[tuple[str, str] | None] = [None] * n
+        self._bare_cache: list[str | None] = [None] * n
 
     # -- facts about types ------------------------------------------------
 
@@ -1251,7 +1259,7 @@ def _parallel_parts(spec: Spec, type_tags: bool) -> list[str]:
     almost none, and a table shared by fork would be copied page by page as
     both touch the strings' reference counts).  The child finds which names
     are shared first and hands them over, so this one need not."""
-    writer = HeaderWriter(spec, type_tags)
+    writer = HeaderWriter(spec, type_tags, caches=False)
     bodies = _ids_of(writer.kind_bytes, {_STRUCT, _UNION})
     bodies = list(compress(bodies, map(writer.names_off.__getitem__, bodies)))
     shared = _Shared(64 * len(writer.words) + (1 << 20), 2 * sum(map(len, _table_bytes(spec.strings))) + 64)
@@ -1262,6 +1270,7 @@ def _parallel_parts(spec: Spec, type_tags: bool) -> list[str]:
         return HeaderWriter(spec, type_tags).run()
     if pid == 0:  # the child: never returns into the caller's code
         try:
+            writer.make_caches()  # each process its own, after the fork
             names = writer.shared_names()
             shared.publish(names)
             writer.defer_names(names)
@@ -1269,6 +1278,7 @@ def _parallel_parts(spec: Spec, type_tags: bool) -> list[str]:
         finally:
             os._exit(0)
     try:
+        writer.make_caches()
         items = writer.plan()
         writer.defer_names(shared.names())
         render = writer.render
