@@ -195,8 +195,9 @@ class HeaderWriter:
 
     def __init__(self, spec: Spec, type_tags: bool = False, caches: bool = True) -> None:
         """``caches=False`` leaves the rendering memos to :meth:`make_caches`
-        (a process that forks makes them after: six 1 MB lists written by
-        both processes would be copied page by page)."""
+        and the namer to :meth:`defer_names`, both wanted before anything is
+        rendered (a process that forks makes them after: 1 MB lists written
+        by both processes would be copied page by page)."""
         self.spec = spec
         self.type_tags = type_tags
         words, offsets, names_off, infos, st = _columns(spec)
@@ -209,7 +210,6 @@ class HeaderWriter:
         self.kind_bytes = _kind_bytes(infos)
         self.kinds = self.kind_bytes      # indexing bytes gives ints
         self.strings = _Strings(spec.strings)
-        self.namer: Namer | DeferredNames = Namer(self.name_of, self.kinds, self.vlen)
         self.ptr_size = self._pointer_size()
         self.order_state = bytearray(n)
         self.emit_state = bytearray(n)
@@ -218,6 +218,7 @@ class HeaderWriter:
         self.emit_state[0] = _DONE
         self._referenced_ids: set[int] | None = None
         if caches:
+            self.namer: Namer | DeferredNames = Namer(self.name_of, self.kinds, self.vlen)
             self.make_caches()
         self._inline_bodies = 0   # counts anonymous bodies printed inside declarations
         self.items: list[int] = []
