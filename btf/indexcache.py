@@ -2,9 +2,9 @@
 size-or-type columns (the first three words of every record).
 
 Walking vmlinux's 126k records costs about 20 ms of pure Python on every
-start, and the result depends only on the blob's bytes.  So it is kept in
-``$XDG_CACHE_HOME/pycore/btf`` (``~/.cache`` by default), in a file named by
-a checksum of the blob.  ``PYCORE_CACHE_DIR`` moves it; ``PYCORE_CACHE_DIR=off``
+start, and the result depends only on the bytes of the type section.  So it
+is kept in ``$XDG_CACHE_HOME/pycore/btf`` (``~/.cache`` by default), in a
+file named by a checksum of that section.  ``PYCORE_CACHE_DIR`` moves it; ``PYCORE_CACHE_DIR=off``
 turns it off.  A cache is only a cache: any problem reading or writing it
 means the pass runs as usual.
 """
@@ -16,7 +16,7 @@ import zlib
 import sys
 from array import array
 
-MAGIC = b"PYBTFIX2"
+MAGIC = b"PYBTFIX2"  # the file's format (its name holds the digest)
 COLUMNS = 4  # offsets, names, infos, size-or-type
 # Only worth it for big blobs; a .bpf.o's BTF indexes in microseconds.
 MIN_BLOB = 1 << 20
@@ -30,11 +30,13 @@ def cache_dir() -> str | None:
     return os.path.join(base, "pycore", "btf")
 
 
-def digest(blob: bytes) -> str:
-    """A content key: CRC-32 of the blob and of its header, and its length.
+def digest(header: bytes, words: array) -> str:
+    """A content key: CRC-32 of the type section's words and of the header,
+    and the number of words.  The index is made of the type section alone,
+    so the 2 MB of strings after it in a kernel's BTF are left out.
 
     (zlib's CRC is twice as fast as SHA-1 here and a cache needs no more.)"""
-    return f"{zlib.crc32(blob):08x}{zlib.crc32(blob[:64]):08x}-{len(blob)}"
+    return f"{zlib.crc32(words):08x}{zlib.crc32(header):08x}-{len(words)}"
 
 
 def _path(key: str) -> str | None:

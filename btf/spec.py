@@ -135,7 +135,7 @@ class Spec:
         self._words = words
         key = None
         if cache and len(data) >= indexcache.MIN_BLOB:
-            key = indexcache.digest(data)
+            key = indexcache.digest(data[:hdr_len], words)
             cached = indexcache.load(key, words)
             if cached is not None:
                 self._offsets, self._names, self._kinds, self._sizes = cached
