@@ -26,6 +26,7 @@ from .strings import StringTable
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    import mmap
     from collections.abc import Iterable, Iterator, Sequence
 
 MAGIC = 0xEB9F
@@ -83,7 +84,9 @@ class Spec:
         self._kinds: Sequence[int] | None = None
         self._sizes: Sequence[int] | None = None
         self._raw_types: bytes | None = None
-        self._parse(bytes(data), cache, jobs)
+        # a memoryview is parsed as it is (the spec copies the sections it
+        # keeps); anything else is copied once, so that it cannot change
+        self._parse(data if isinstance(data, memoryview) else bytes(data), cache, jobs)
 
     # -- construction -------------------------------------------------
 
@@ -91,6 +94,10 @@ class Spec:
     def from_file(cls, path: str | os.PathLike[str], base: Spec | None = None, cache: bool = True,
                   jobs: int = 1) -> Spec:
         """Raw BTF (``/sys/kernel/btf/*``) or an ELF object's ``.BTF`` section."""
+        mapped = _mapped_sysfs(path)
+        if mapped is not None:  # parsed in place: the spec copies what it keeps
+            with mapped, memoryview(mapped) as view:
+                return cls(view, base, cache, jobs)
         data = read_file(path)
         if data[:4] == b"\x7fELF":
             from .elf import btf_section  # pyelftools only when it is needed
@@ -452,19 +459,30 @@ class Spec:
 SYSFS_BTF = "/sys/kernel/btf/"
 
 
-def _map_sysfs(fd: int, size: int) -> bytes | None:
-    """The kernel's own BTF, copied out of a private read-only mapping:
-    kernels since 6.16 allow one, and it takes a twentieth of the time of the
-    1,300 page-sized reads sysfs hands out otherwise (as libbpf 1.6 does).
-    Only for sysfs, whose contents cannot shrink under the mapping (a file
-    cut short while mapped would kill the process with SIGBUS)."""
+def _map_sysfs(fd: int, size: int) -> mmap.mmap | None:
+    """A private read-only mapping of the kernel's own BTF: kernels since
+    6.16 allow one, and it takes a twentieth of the time of the 1,300
+    page-sized reads sysfs hands out otherwise (as libbpf 1.6 does).  Only
+    for sysfs, whose contents cannot shrink under the mapping (a file cut
+    short while mapped would kill the process with SIGBUS)."""
     import mmap
 
     try:
-        with mmap.mmap(fd, size, flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ) as mapped:
-            return mapped[:]
+        return mmap.mmap(fd, size, flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ)
     except (OSError, ValueError):  # older kernels refuse the mapping
         return None
+
+
+def _mapped_sysfs(path: str | os.PathLike[str]) -> mmap.mmap | None:
+    """:func:`_map_sysfs` for a path under /sys/kernel/btf, or None."""
+    if not os.fspath(path).startswith(SYSFS_BTF):
+        return None
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        size = os.fstat(fd).st_size
+        return _map_sysfs(fd, size) if size else None
+    finally:
+        os.close(fd)
 
 
 def read_file(path: str | os.PathLike[str], prefix: bytes = b"") -> bytes:
@@ -478,9 +496,10 @@ def read_file(path: str | os.PathLike[str], prefix: bytes = b"") -> bytes:
     try:
         size = os.fstat(fd).st_size
         if size and not prefix and os.fspath(path).startswith(SYSFS_BTF):
-            got = _map_sysfs(fd, size)
-            if got is not None:
-                return got
+            mapped = _map_sysfs(fd, size)
+            if mapped is not None:
+                with mapped:
+                    return mapped[:]
         if not size:
             # procfs/tracefs fill a big read: 1 MiB chunks and one join peak
             # at twice the file, where a doubling buffer and its copy reach 3x.
