@@ -1253,8 +1253,9 @@ def _parallel_parts(spec: Spec, type_tags: bool) -> list[str]:
     walk cannot be split) while a forked child renders struct and union
     bodies from the first one on; then this one renders the other items and
     struct bodies from the last one back until it meets the child.  Names
-    that depend on the order of the text are placeholders until the parts
-    are put together (:mod:`btf.cnames`).
+    that depend on the order of the text are placeholders (:mod:`btf.cnames`)
+    until this one makes the parts final, in order, as their texts come in
+    (:class:`_Finisher`).
 
     Each process reads the strings itself after the fork (the plan needs
     almost none, and a table shared by fork would be copied page by page as
