@@ -72,7 +72,8 @@ class Spec:
     and string offsets continue from the base's.
     """
 
-    def __init__(self, data: bytes, base: Spec | None = None, cache: bool = False, jobs: int = 1) -> None:
+    def __init__(self, data: bytes | memoryview, base: Spec | None = None, cache: bool = False,
+                 jobs: int = 1) -> None:
         """Parse ``data``; with ``cache``, pass one's result is kept on disk
         (see :mod:`btf.indexcache`) for blobs big enough to be worth it.
         With ``jobs`` > 1, a kernel-sized blob that is not in the cache is
