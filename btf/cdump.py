@@ -671,8 +671,9 @@ class HeaderWriter:
                         push(type_id << 3 | TYPEDEF_DEF)
                     fwd_emitted[type_id] = 1
                 return
-            if k == _PTR or k in _MODS:
-                target = st[type_id]
+            if k == _PTR or k in _MODS or k == _ARRAY:
+                # done once what it points to, qualifies or holds is done
+                target = st[type_id] if k != _ARRAY else words[offsets[type_id] + 3]
                 if es[target] != _DONE:
                     emit(target, cont_id)
                     if es[target] != _DONE:
@@ -702,13 +703,6 @@ class HeaderWriter:
                     emit(target, type_id)
                 if not fwd_emitted[type_id] and not blacklisted(type_id):
                     push(type_id << 3 | TYPEDEF_DEF)
-                es[type_id] = _DONE
-            elif k == _ARRAY:
-                target = words[offsets[type_id] + 3]
-                if es[target] != _DONE:
-                    emit(target, cont_id)
-                    if es[target] != _DONE:
-                        return
                 es[type_id] = _DONE
             elif k == _ENUM or k == _ENUM64:
                 if cont_id == 0:

@@ -52,6 +52,12 @@ INVALID_STEP = 1 << 40
 FIXED_WORDS = [_FIXED.get(k, 0) if 0 < k <= MAX_KIND else INVALID_STEP for k in range(32)]
 VLEN_WORDS = [_PER_VLEN.get(k, 0) if 0 < k <= MAX_KIND else 0 for k in range(32)]
 
+
+def record_words(info: int) -> int:
+    """The length in words of a type record with this info word."""
+    kind = (info >> 24) & 0x1F
+    return 3 + FIXED_WORDS[kind] + (info & 0xFFFF) * VLEN_WORDS[kind]
+
 # Linkage values of FUNC and VAR.
 FUNC_LINKAGE = {0: "static", 1: "global", 2: "extern"}
 VAR_LINKAGE = {0: "static", 1: "global-alloc", 2: "extern"}

@@ -21,7 +21,7 @@ from operator import add, itemgetter
 from . import indexcache
 from . import types as T
 from .errors import BtfError
-from .kinds import FIXED_WORDS, MAX_KIND, VLEN_WORDS, Kind
+from .kinds import MAX_KIND, Kind, record_words
 from .strings import StringTable
 
 TYPE_CHECKING = False
@@ -56,8 +56,7 @@ class _Steps(dict):
     An invalid kind steps past any end, so that the walk stops there."""
 
     def __missing__(self, info: int) -> int:
-        kind = (info >> 24) & 0x1F
-        step = self[info] = 3 + FIXED_WORDS[kind] + (info & 0xFFFF) * VLEN_WORDS[kind]
+        step = self[info] = record_words(info)
         return step
 
 
@@ -489,18 +488,14 @@ def _mapped_sysfs(path: str | os.PathLike[str]) -> mmap.mmap | None:
 def read_file(path: str | os.PathLike[str], prefix: bytes = b"") -> bytes:
     """Read a whole file into one preallocated buffer, after ``prefix``.
 
-    sysfs BTF cannot be mmapped and hands out a page or so per read; growing
-    and joining chunks costs five times more than reading into place.  Files
+    sysfs BTF hands out a page or so per read where it cannot be mapped
+    (before 6.16; :meth:`Spec.from_file` maps it where it can); growing and
+    joining chunks costs five times more than reading into place.  Files
     that report no size (procfs, tracefs) are read in big chunks.
     """
     fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     try:
         size = os.fstat(fd).st_size
-        if size and not prefix and os.fspath(path).startswith(SYSFS_BTF):
-            mapped = _map_sysfs(fd, size)
-            if mapped is not None:
-                with mapped:
-                    return mapped[:]
         if not size:
             # procfs/tracefs fill a big read: 1 MiB chunks and one join peak
             # at twice the file, where a doubling buffer and its copy reach 3x.

@@ -19,7 +19,7 @@ import mmap
 import os
 from array import array
 
-from .kinds import FIXED_WORDS, MAX_KIND, VLEN_WORDS
+from .kinds import MAX_KIND, record_words
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -47,7 +47,7 @@ def _plausible(words: array, at: int, str_len: int) -> bool:
         kind = (info >> 24) & 0x1F
         if info & _UNUSED_INFO_BITS or not 0 < kind <= MAX_KIND or words[at] >= str_len:
             return False
-        at += 3 + FIXED_WORDS[kind] + (info & 0xFFFF) * VLEN_WORDS[kind]
+        at += record_words(info)
     return at <= n
 
 

@@ -84,3 +84,13 @@ def test_no_plausible_start_means_no_guess():
     from array import array
 
     assert splitwalk.guess_start(array("I", bytes(4 * 9000)), 100) is None  # kind 0 everywhere
+
+
+def test_no_process_to_fork_means_one_walk(vmlinux, serial, monkeypatch):
+    """fork failing (EAGAIN under a process limit) is not an error: the
+    walk is made here, whole."""
+    def no_fork():
+        raise BlockingIOError(11, "Resource temporarily unavailable")
+
+    monkeypatch.setattr(os, "fork", no_fork)
+    assert _columns(Spec(vmlinux, cache=False, jobs=2)) == _columns(serial)
