@@ -49,23 +49,29 @@ def load(key: str, words: array) -> tuple[array, array, array, array] | None:
     path = _path(key)
     if path is None:
         return None
+    # Straight into the four arrays: a read of the whole file, its CRC'd
+    # tail and the slices would be three more 2 MB copies, fresh memory
+    # that costs more to fault in than to read.
     try:
         with open(path, "rb") as f:
-            raw = f.read()
-    except OSError:
+            head = f.read(16)
+            if head[:8] != MAGIC or len(head) < 16:
+                return None
+            count = int.from_bytes(head[8:12], sys.byteorder)
+            if os.fstat(f.fileno()).st_size != 16 + 4 * COLUMNS * count or count == 0:
+                return None
+            cols = []
+            for _ in range(COLUMNS):
+                col = array("I")
+                col.fromfile(f, count)
+                cols.append(col)
+    except (OSError, EOFError):  # EOFError: cut short since the size was taken
         return None
-    if raw[:8] != MAGIC or len(raw) < 16:
-        return None
-    count = int.from_bytes(raw[8:12], sys.byteorder)
-    if len(raw) != 16 + 4 * COLUMNS * count or count == 0:
-        return None
-    if zlib.crc32(raw[16:]) != int.from_bytes(raw[12:16], sys.byteorder):
+    crc = 0
+    for col in cols:
+        crc = zlib.crc32(col, crc)
+    if crc != int.from_bytes(head[12:16], sys.byteorder):
         return None  # a damaged file
-    cols = []
-    for i in range(COLUMNS):
-        col = array("I")
-        col.frombytes(raw[16 + 4 * count * i:16 + 4 * count * (i + 1)])
-        cols.append(col)
     offsets, names, infos, sizes = cols
     # The digest says the blob is the same and the CRC that the file is
     # whole; these spot checks catch a file written for another blob.
