@@ -76,6 +76,8 @@ STRUCT_DEF, STRUCT_FWD, TYPEDEF_DEF, ENUM_DEF, FWD_DEF = range(5)
 # Ordering and emitting states (libbpf keeps the same three of each).
 _NOT, _DOING, _PENDING, _DONE = 0, 1, 2, 3  # _DONE the largest: min() of states tests all done
 
+_IS_NOT = bytes(s == _NOT for s in range(256))  # translates states to 1 where _NOT
+_WRITE_PARTS = 256  # parts joined per write (see write_header)
 _MAX_INDENT = 13  # libbpf's indent string is 13 tabs long
 _INDENT = ["\n" + "\t" * i for i in range(_MAX_INDENT + 1)]  # a new line at each level
 
@@ -231,17 +233,20 @@ class HeaderWriter:
         self.emit = self._emitting_walk()
 
     def make_caches(self) -> None:
-        """Memos indexed by type id, for rendering.  Lists, not dicts: the
-        ids come out of arrays as new int objects, and a dict lookup would
-        hash and compare them (a cache miss per member on a big table)."""
+        """Memos for rendering.  Those read once per member are lists indexed
+        by type id: the ids come out of arrays as new int objects, and a dict
+        lookup would hash and compare them (a cache miss per member on a big
+        table).  Those read once per record are dicts: a list of 126k slots
+        is 1 MB of fresh memory, 2.5 ms to fault in on a VM."""
         n = self.n
         self._size_cache: list[int | None] = [None] * n
         self._align_cache: list[int | None] = [None] * n
         self._align_cache[0] = 0
-        self._packed_cache: list[bool | None] = [None] * n
-        self._members_cache: list[tuple | None] = [None] * n
         self._decl_cache: list[tuple[str, str] | None] = [None] * n
-        self._bare_cache: list[str | None] = [None] * n
+        self._packed_cache: dict[int, bool] = {}
+        self._members_cache: dict[int, tuple] = {}
+        self._bare_cache: dict[int, str] = {}
+        self.struct_def = self._struct_renderer()
 
     # -- facts about types ------------------------------------------------
 
@@ -324,23 +329,26 @@ class HeaderWriter:
             return BtfError(f"a type refers to type id {worst}, past the last type ({self.n - 1})")
         return None
 
-    def _unwalked_references(self) -> set[int]:
-        """What the ordering walk never follows: the types of functions,
-        variables, section entries and declaration tags (kinds the header
-        does not print), and array index types."""
+    def _unwalked_references(self) -> list[Sequence[int]]:
+        """What the ordering walk never follows, as columns: the types of
+        functions, variables, section entries and declaration tags (kinds
+        the header does not print), and array index types.  (Arrays, not a
+        set: only a few ids are looked for in them, and a set of 26k ids is
+        2 MB to fault in.)"""
         words, offsets, infos, st, kb = self.words, self.offsets, self.infos, self.st, self.kind_bytes
-        refs = set(compress(st, kb.translate(bytes(k in (_FUNC, _VAR, _DECL_TAG) for k in range(256)))))
+        columns: list[Sequence[int]] = [
+            array("I", compress(st, kb.translate(bytes(k in (_FUNC, _VAR, _DECL_TAG) for k in range(256)))))]
         for type_id in _ids_of(kb, {_DATASEC}):
             p = offsets[type_id] + 3
-            refs.update(words[p:p + 3 * (infos[type_id] & 0xFFFF):3])
-        refs.update(words[offsets[t] + 4] for t in _ids_of(kb, {_ARRAY}))
-        return refs
+            columns.append(words[p:p + 3 * (infos[type_id] & 0xFFFF):3])
+        columns.append(array("I", [words[offsets[t] + 4] for t in _ids_of(kb, {_ARRAY})]))
+        return columns
 
     def member_columns(self, type_id: int) -> tuple[Sequence[int], Sequence[int], Sequence[int], Sequence[int] | None]:
         """A struct or union's members as columns: name offsets, types, bit
         offsets, and bitfield sizes (None when the record has no kflag, so
         no member is a bitfield).  Slices of the word array, made in C."""
-        got = self._members_cache[type_id]
+        got = self._members_cache.get(type_id)
         if got is not None:
             return got
         p = self.offsets[type_id] + 3
@@ -486,10 +494,10 @@ class HeaderWriter:
 
     def is_packed(self, type_id: int) -> bool:
         """Whether a struct's BTF layout needs ``__attribute__((packed))``."""
-        got = self._packed_cache[type_id]
+        got = self._packed_cache.get(type_id)
         if got is None:
             self.alignof(type_id)
-            got = self._packed_cache[type_id]
+            got = self._packed_cache.get(type_id)
             if got is None:
                 got = self._record_layout(type_id)[1]
         return got
@@ -764,99 +772,105 @@ class HeaderWriter:
             return head
         parts = [head, " {"]
         prefix = "\n" + "\t" * min(lvl + 1, _MAX_INDENT)
-        namer = self.namer
-        counts = None if namer.deferred else namer.ident_counts
         # a constant printed more than once is never final before the text
         twice = inline or type_id in self.returned
-        enumerator = namer.inline_enumerator if twice else namer.enumerator
         strings = self.strings
         p = self.offsets[type_id] + 3
         w = self.words
         signed = self.infos[type_id] >> 31
+        # columns sliced in C, and one comprehension over them: 22k
+        # constants in vmlinux
         if self.kinds[type_id] == _ENUM:
-            for q in range(p, p + 2 * vlen, 2):
-                v = w[q + 1]
-                if signed and v & 0x80000000:
-                    v -= 1 << 32
-                name = strings[w[q]]
-                if counts is None:
-                    name = enumerator(name)
-                else:
-                    n = counts[name] = counts.get(name, 0) + 1
-                    if n > 1:
-                        name = f"{name}___{n}"
-                parts.append(f"{prefix}{name} = {v},")
+            end = p + 2 * vlen
+            names = list(map(strings.__getitem__, w[p:end:2]))
+            values: Sequence[int] = w[p + 1:end:2]
+            if signed:
+                values = [v - (1 << 32) if v & 0x80000000 else v for v in values]
+            suffix = ","
         else:
+            end = p + 3 * vlen
+            names = list(map(strings.__getitem__, w[p:end:3]))
+            values = [lo | hi << 32 for lo, hi in zip(w[p + 1:end:3], w[p + 2:end:3])]
+            if signed:
+                values = [v - (1 << 64) if v & (1 << 63) else v for v in values]
             suffix = "LL," if signed else "ULL,"
-            for q in range(p, p + 3 * vlen, 3):
-                v = w[q + 1] | (w[q + 2] << 32)
-                if signed and v & (1 << 63):
-                    v -= 1 << 64
-                name = enumerator(strings[w[q]])
-                parts.append(f"{prefix}{name} = {v}{suffix}")
+        names = self.namer.enumerators(names, twice)
+        parts.extend([f"{prefix}{name} = {v}{suffix}" for name, v in zip(names, values)])
         parts.append("\n" + "\t" * min(lvl, _MAX_INDENT) + "}")
         return "".join(parts)
 
-    def struct_def(self, type_id: int, lvl: int) -> str:
-        """A struct or union with its body, members indented to ``lvl + 1``."""
-        is_struct = self.kinds[type_id] == _STRUCT
-        packed = is_struct and self.is_packed(type_id)
-        name = self.namer.type_name(type_id)
-        keyword = "struct" if is_struct else "union"
-        parts = [f"{keyword} {name} {{" if name else f"{keyword} {{"]
-        inner_lvl = lvl + 1
-        prefix = _INDENT[min(inner_lvl, _MAX_INDENT)]
-        off = 0
-        prev_bitfield = False
-        strings = self.strings
+    def _struct_renderer(self) -> Callable[[int, int], str]:
+        """:meth:`struct_def`'s body, as a closure over the memos it reads
+        (made by :meth:`make_caches`, which binds it): it runs for 11k
+        records, and their set-up was a fifth of the time of small ones."""
+        kinds, st, strings, ptr_size = self.kinds, self.st, self.strings, self.ptr_size
         alignof, sizeof, decl = self.alignof, self.sizeof, self.decl
+        is_packed, member_columns, padding = self.is_packed, self.member_columns, self._padding
         decl_cache, size_cache = self._decl_cache, self._size_cache
-        ptr_size = self.ptr_size
-        append = parts.append
-        names, mtypes, moffs, bits = self.member_columns(type_id)
-        if bits is None:
-            for name_off, mtype, m_off in zip(names, mtypes, moffs):
-                if off < m_off:
-                    align = 1 if packed else alignof(mtype)
-                    if not aligns_itself(off, m_off, align, ptr_size):
-                        self._padding(parts, off, m_off, align, False, inner_lvl)
-                fname = strings[name_off]
-                got = decl_cache[mtype] if fname else None
-                if got is not None:  # one f-string: one allocation, not four
-                    append(f"{prefix}{got[0]}{fname}{got[1]};")
-                else:
-                    append(f"{prefix}{decl(mtype, fname, inner_lvl)};")
-                size = size_cache[mtype]
-                off = m_off + (sizeof(mtype) if size is None else size) * 8
-        else:
-            for name_off, mtype, m_off, m_sz in zip(names, mtypes, moffs, bits):
-                if off < m_off:
-                    align = 1 if packed else alignof(mtype)
-                    in_bitfield = prev_bitfield and m_sz != 0
-                    if in_bitfield or not aligns_itself(off, m_off, align, ptr_size):
-                        self._padding(parts, off, m_off, align, in_bitfield, inner_lvl)
-                fname = strings[name_off]
-                got = decl_cache[mtype] if fname else None
-                text = f"{got[0]}{fname}{got[1]}" if got is not None else decl(mtype, fname, inner_lvl)
-                if m_sz:
-                    append(f"{prefix}{text}: {m_sz};")
-                    off = m_off + m_sz
-                    prev_bitfield = True
-                else:
-                    append(prefix + text + ";")
+        packed_cache, members_cache = self._packed_cache, self._members_cache
+        writer = self
+
+        def struct_def(type_id: int, lvl: int) -> str:
+            """A struct or union with its body, members indented to ``lvl + 1``."""
+            is_struct = kinds[type_id] == _STRUCT
+            packed = is_struct and packed_cache.get(type_id)
+            if packed is None:  # a struct not laid out yet
+                packed = is_packed(type_id)
+            name = writer.namer.type_name(type_id)
+            keyword = "struct" if is_struct else "union"
+            parts = [f"{keyword} {name} {{" if name else f"{keyword} {{"]
+            inner_lvl = lvl + 1
+            prefix = _INDENT[inner_lvl if inner_lvl < _MAX_INDENT else _MAX_INDENT]
+            off = 0
+            prev_bitfield = False
+            append = parts.append
+            columns = members_cache.get(type_id)
+            names, mtypes, moffs, bits = columns if columns is not None else member_columns(type_id)
+            if bits is None:
+                for name_off, mtype, m_off in zip(names, mtypes, moffs):
+                    if off < m_off:
+                        align = 1 if packed else alignof(mtype)
+                        if not aligns_itself(off, m_off, align, ptr_size):
+                            padding(parts, off, m_off, align, False, inner_lvl)
+                    fname = strings[name_off]
+                    got = decl_cache[mtype] if fname else None
+                    if got is not None:  # one f-string: one allocation, not four
+                        append(f"{prefix}{got[0]}{fname}{got[1]};")
+                    else:
+                        append(f"{prefix}{decl(mtype, fname, inner_lvl)};")
                     size = size_cache[mtype]
                     off = m_off + (sizeof(mtype) if size is None else size) * 8
-                    prev_bitfield = False
-        size_bits = self.st[type_id] * 8
-        if is_struct and off < size_bits:
-            self._padding(parts, off, size_bits, self.alignof(type_id), False, inner_lvl)
-        if mtypes or size_bits:
-            append(_INDENT[min(lvl, _MAX_INDENT)] + "}")
-        else:
-            append("}")
-        if packed:
-            append(" __attribute__((packed))")
-        return "".join(parts)
+            else:
+                for name_off, mtype, m_off, m_sz in zip(names, mtypes, moffs, bits):
+                    if off < m_off:
+                        align = 1 if packed else alignof(mtype)
+                        in_bitfield = prev_bitfield and m_sz != 0
+                        if in_bitfield or not aligns_itself(off, m_off, align, ptr_size):
+                            padding(parts, off, m_off, align, in_bitfield, inner_lvl)
+                    fname = strings[name_off]
+                    got = decl_cache[mtype] if fname else None
+                    text = f"{got[0]}{fname}{got[1]}" if got is not None else decl(mtype, fname, inner_lvl)
+                    if m_sz:
+                        append(f"{prefix}{text}: {m_sz};")
+                        off = m_off + m_sz
+                        prev_bitfield = True
+                    else:
+                        append(prefix + text + ";")
+                        size = size_cache[mtype]
+                        off = m_off + (sizeof(mtype) if size is None else size) * 8
+                        prev_bitfield = False
+            size_bits = st[type_id] * 8
+            if is_struct and off < size_bits:
+                padding(parts, off, size_bits, alignof(type_id), False, inner_lvl)
+            if mtypes or size_bits:
+                append(_INDENT[lvl if lvl < _MAX_INDENT else _MAX_INDENT] + "}")
+            else:
+                append("}")
+            if packed:
+                append(" __attribute__((packed))")
+            return "".join(parts)
+
+        return struct_def
 
     def _padding(self, out: list[str], cur_off: int, next_off: int, next_align: int,
                  in_bitfield: bool, lvl: int) -> None:
@@ -892,7 +906,7 @@ class HeaderWriter:
                 self._decl_cache[type_id] = (left, right)
                 return left + fname + right
             return text.replace("\x00", fname, 1)
-        got = self._bare_cache[type_id]
+        got = self._bare_cache.get(type_id)
         if got is not None:
             return got
         before = self._inline_bodies
@@ -1093,8 +1107,9 @@ class HeaderWriter:
         get = state.__getitem__
         # Every id the header may print, in order; one that an earlier walk
         # has reached is skipped by a test here (a search from id to id
-        # costs more in its call than in its scan).
-        for type_id in _ids_of(state, {_NOT}):
+        # costs more in its call than in its scan).  Picked lazily from all
+        # the ids, in C: a list of the 70k would be 3 MB to fault in.
+        for type_id in compress(range(len(state)), state.translate(_IS_NOT)):
             if state[type_id] != _NOT:
                 continue
             k = kinds[type_id]
@@ -1126,9 +1141,12 @@ class HeaderWriter:
                 for queued in queue:
                     emit(queued, 0)
                 del queue[:]
-        unwalked = self._unwalked_references()
-        if max(unwalked, default=0) >= self.n:
-            raise self._out_of_range()
+        candidates = set(pending)
+        unwalked: set[int] = set()  # the pending ones something refers to after all
+        for column in self._unwalked_references():
+            if column and max(column) >= self.n:
+                raise self._out_of_range()
+            unwalked.update(candidates.intersection(column))
         dropped = {t << 3 | ENUM_DEF for t in pending if state[t] == _DONE or t in unwalked}
         if dropped:
             items[:] = [item for item in items if item not in dropped]
@@ -1370,7 +1388,11 @@ def write_header(spec: Spec, out: TextIO, type_tags: bool = False, jobs: int = 1
         sys.setrecursionlimit(limit)
         if gc_was_on:
             gc.enable()
-    out.write("".join(parts))
+    # In pieces of a few hundred kB: one 4 MB string (and its UTF-8 copy)
+    # is fresh memory the kernel must fault in page by page, where pieces
+    # reuse the same few pages (3 ms of a dump on a VM).
+    for at in range(0, len(parts), _WRITE_PARTS):
+        out.write("".join(parts[at:at + _WRITE_PARTS]))
 
 
 def header(spec: Spec, type_tags: bool = False, jobs: int = 1) -> str:

@@ -93,7 +93,15 @@ class Namer:
         counts[name] = n
         return name if n == 1 else f"{name}___{n}"
 
-    inline_enumerator = enumerator
+    def enumerators(self, names: list[str], twice: bool = False) -> list[str]:
+        """One enum's constants, in order (``twice`` matters only to
+        :class:`DeferredNames`)."""
+        counts = self.ident_counts
+        out = []
+        for name in names:
+            n = counts[name] = counts.get(name, 0) + 1
+            out.append(name if n == 1 else f"{name}___{n}")
+        return out
 
 
 class DeferredNames:
@@ -150,8 +158,15 @@ class DeferredNames:
         # not), so the empty name, which :func:`repeated` leaves out, waits
         return f"{_OPEN}e{name}{_CLOSE}" if name in self.shared_idents or not name else name
 
-    def inline_enumerator(self, name: str) -> str:
-        return f"{_OPEN}e{name}{_CLOSE}"
+    def enumerators(self, names: list[str], twice: bool = False) -> list[str]:
+        """One enum's constants; ``twice`` when the enum is printed more
+        than once (then none is final).  Most enums share no constant name:
+        one set test in C for all of them."""
+        if not twice:
+            if self.shared_idents.isdisjoint(names) and "" not in names:
+                return names
+            return list(map(self.enumerator, names))
+        return [f"{_OPEN}e{name}{_CLOSE}" for name in names]
 
 
 def repeated(names: Iterable[str]) -> set[str]:
