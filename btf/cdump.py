@@ -167,7 +167,8 @@ class _Strings(dict):
     def _read_past(self, local: int) -> None:
         data, begin = self._data, self._read
         end = data.find(0, min(local + self._AHEAD, len(data) - 1)) + 1  # the table ends with NUL
-        parts = data[begin:end].decode("ascii").split("\0")
+        with memoryview(data) as view:  # decoded from the table, not from a copy of it
+            parts = str(view[begin:end], "ascii").split("\0")
         parts.pop()  # after the chunk's last NUL
         # string i starts after strings 0..i-1 and their i NULs
         self.update(zip(accumulate(map((1).__add__, map(len, parts)), initial=self._start + begin), parts))
