@@ -812,16 +812,38 @@ class HeaderWriter:
         kinds, st, strings, ptr_size = self.kinds, self.st, self.strings, self.ptr_size
         alignof, sizeof, decl = self.alignof, self.sizeof, self.decl
         is_packed, member_columns, padding = self.is_packed, self.member_columns, self._padding
-        decl_cache, size_cache = self._decl_cache, self._size_cache
+        decl_cache, size_cache, align_cache = self._decl_cache, self._size_cache, self._align_cache
         packed_cache, members_cache = self._packed_cache, self._members_cache
         writer = self
 
         def struct_def(type_id: int, lvl: int) -> str:
-            """A struct or union with its body, members indented to ``lvl + 1``."""
-            is_struct = kinds[type_id] == _STRUCT
-            packed = is_struct and packed_cache.get(type_id)
-            if packed is None:  # a struct not laid out yet
+            """A struct or union with its body, members indented to ``lvl + 1``.
+
+            A struct not laid out yet (most: bodies come in id order, inner
+            ones first) is laid out by its own body's loop, which reads every
+            member's alignment anyway, instead of a loop of its own first
+            (libbpf decides packing first).  The body is made as unpacked,
+            and made again in the rare case that the layout says packed."""
+            if kinds[type_id] != _STRUCT:
+                return render(type_id, lvl, False, False, False)[0]
+            packed = packed_cache.get(type_id)
+            if packed is not None:
+                return render(type_id, lvl, True, packed, False)[0]
+            text, best, irregular = render(type_id, lvl, True, False, True)
+            if best <= 0:  # a member with no alignment (bad BTF): libbpf's own answers
                 packed = is_packed(type_id)
+            else:
+                irregular = irregular or st[type_id] % best != 0
+                packed = packed_cache[type_id] = irregular
+                if align_cache[type_id] is None:
+                    align_cache[type_id] = 1 if irregular else best
+            return render(type_id, lvl, True, True, False)[0] if packed else text
+
+        def render(type_id: int, lvl: int, is_struct: bool, packed: bool,
+                   learn: bool) -> tuple[str, int, bool]:
+            """The text, and with ``learn`` what :meth:`_record_layout` would
+            find: the largest member alignment (0 or less for a member with
+            none) and whether a member is off its alignment."""
             name = writer.namer.type_name(type_id)
             keyword = "struct" if is_struct else "union"
             parts = [f"{keyword} {name} {{" if name else f"{keyword} {{"]
@@ -829,11 +851,24 @@ class HeaderWriter:
             prefix = _INDENT[inner_lvl if inner_lvl < _MAX_INDENT else _MAX_INDENT]
             off = 0
             prev_bitfield = False
+            best, irregular = 1, False
             append = parts.append
             columns = members_cache.pop(type_id, None)  # laid out by now: not needed again
             names, mtypes, moffs, bits = columns if columns is not None else member_columns(type_id, False)
             if bits is None:
                 for name_off, mtype, m_off in zip(names, mtypes, moffs):
+                    if learn:
+                        a = align_cache[mtype]
+                        if a is None:
+                            a = alignof(mtype)
+                        if a <= 0:
+                            best = a if a < best else best
+                            learn = best > 0
+                        else:
+                            if a > best:
+                                best = a
+                            if m_off % (8 * a):
+                                irregular = True
                     if off < m_off:
                         align = 1 if packed else alignof(mtype)
                         if not aligns_itself(off, m_off, align, ptr_size):
@@ -848,6 +883,18 @@ class HeaderWriter:
                     off = m_off + (sizeof(mtype) if size is None else size) * 8
             else:
                 for name_off, mtype, m_off, m_sz in zip(names, mtypes, moffs, bits):
+                    if learn:
+                        a = align_cache[mtype]
+                        if a is None:
+                            a = alignof(mtype)
+                        if a <= 0:
+                            best = a if a < best else best
+                            learn = best > 0
+                        else:
+                            if a > best:
+                                best = a
+                            if not m_sz and m_off % (8 * a):
+                                irregular = True
                     if off < m_off:
                         align = 1 if packed else alignof(mtype)
                         in_bitfield = prev_bitfield and m_sz != 0
@@ -867,14 +914,19 @@ class HeaderWriter:
                         prev_bitfield = False
             size_bits = st[type_id] * 8
             if is_struct and off < size_bits:
-                padding(parts, off, size_bits, alignof(type_id), False, inner_lvl)
+                own = align_cache[type_id]
+                if own is None:
+                    # being laid out (learn): what alignof will say, unless
+                    # a member has no alignment, when it knows better
+                    own = (1 if irregular or st[type_id] % best else best) if best > 0 else alignof(type_id)
+                padding(parts, off, size_bits, own, False, inner_lvl)
             if mtypes or size_bits:
                 append(_INDENT[lvl if lvl < _MAX_INDENT else _MAX_INDENT] + "}")
             else:
                 append("}")
             if packed:
                 append(" __attribute__((packed))")
-            return "".join(parts)
+            return "".join(parts), best, irregular
 
         return struct_def
 

@@ -126,6 +126,8 @@ def padding_fields(cur_off: int, next_off: int, next_align: int, in_bitfield: bo
         return []
     if next_off - cur_off > MAX_PADDING_BYTES * 8:
         raise BtfError(f"a {(next_off - cur_off) // 8}-byte hole between members is too wide to pad")
+    if next_align <= 0:  # libbpf divides by it (bpftool dies of SIGFPE)
+        raise BtfError("a hole to pad before a member with no alignment (void or a function)")
     pads = (("long", pointer_size * 8),) + _SMALLER_PADS
     fields: list[tuple[str, int]] = []
     pad_type, pad_bits = pads[-1]
