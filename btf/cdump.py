@@ -855,63 +855,39 @@ class HeaderWriter:
             append = parts.append
             columns = members_cache.pop(type_id, None)  # laid out by now: not needed again
             names, mtypes, moffs, bits = columns if columns is not None else member_columns(type_id, False)
-            if bits is None:
-                for name_off, mtype, m_off in zip(names, mtypes, moffs):
-                    if learn:
-                        a = align_cache[mtype]
-                        if a is None:
-                            a = alignof(mtype)
-                        if a <= 0:
-                            best = a if a < best else best
-                            learn = best > 0
-                        else:
-                            if a > best:
-                                best = a
-                            if m_off % (8 * a):
-                                irregular = True
-                    if off < m_off:
-                        align = 1 if packed else alignof(mtype)
-                        if not aligns_itself(off, m_off, align, ptr_size):
-                            padding(parts, off, m_off, align, False, inner_lvl)
-                    fname = strings[name_off]
-                    got = decl_cache[mtype] if fname else None
+            # (bitfield sizes are there only with kflag: zeros otherwise)
+            for name_off, mtype, m_off, m_sz in zip(names, mtypes, moffs, repeat(0) if bits is None else bits):
+                if learn:
+                    a = align_cache[mtype]
+                    if a is None:
+                        a = alignof(mtype)
+                    if a <= 0:  # no alignment: is_packed's slow path will decide
+                        best, learn = a, False
+                    else:
+                        if a > best:
+                            best = a
+                        if not m_sz and m_off % (8 * a):
+                            irregular = True
+                if off < m_off:
+                    align = 1 if packed else alignof(mtype)
+                    in_bitfield = prev_bitfield and m_sz != 0
+                    if in_bitfield or not aligns_itself(off, m_off, align, ptr_size):
+                        padding(parts, off, m_off, align, in_bitfield, inner_lvl)
+                fname = strings[name_off]
+                got = decl_cache[mtype] if fname else None
+                if m_sz:
+                    text = f"{got[0]}{fname}{got[1]}" if got is not None else decl(mtype, fname, inner_lvl)
+                    append(f"{prefix}{text}: {m_sz};")
+                    off = m_off + m_sz
+                    prev_bitfield = True
+                else:
                     if got is not None:  # one f-string: one allocation, not four
                         append(f"{prefix}{got[0]}{fname}{got[1]};")
                     else:
                         append(f"{prefix}{decl(mtype, fname, inner_lvl)};")
                     size = size_cache[mtype]
                     off = m_off + (sizeof(mtype) if size is None else size) * 8
-            else:
-                for name_off, mtype, m_off, m_sz in zip(names, mtypes, moffs, bits):
-                    if learn:
-                        a = align_cache[mtype]
-                        if a is None:
-                            a = alignof(mtype)
-                        if a <= 0:
-                            best = a if a < best else best
-                            learn = best > 0
-                        else:
-                            if a > best:
-                                best = a
-                            if not m_sz and m_off % (8 * a):
-                                irregular = True
-                    if off < m_off:
-                        align = 1 if packed else alignof(mtype)
-                        in_bitfield = prev_bitfield and m_sz != 0
-                        if in_bitfield or not aligns_itself(off, m_off, align, ptr_size):
-                            padding(parts, off, m_off, align, in_bitfield, inner_lvl)
-                    fname = strings[name_off]
-                    got = decl_cache[mtype] if fname else None
-                    text = f"{got[0]}{fname}{got[1]}" if got is not None else decl(mtype, fname, inner_lvl)
-                    if m_sz:
-                        append(f"{prefix}{text}: {m_sz};")
-                        off = m_off + m_sz
-                        prev_bitfield = True
-                    else:
-                        append(prefix + text + ";")
-                        size = size_cache[mtype]
-                        off = m_off + (sizeof(mtype) if size is None else size) * 8
-                        prev_bitfield = False
+                    prev_bitfield = False
             size_bits = st[type_id] * 8
             if is_struct and off < size_bits:
                 own = align_cache[type_id]
