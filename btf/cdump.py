@@ -825,25 +825,20 @@ class HeaderWriter:
             (libbpf decides packing first).  The body is made as unpacked,
             and made again in the rare case that the layout says packed."""
             if kinds[type_id] != _STRUCT:
-                return render(type_id, lvl, False, False, False)[0]
+                return render(type_id, lvl, False, False, False)
             packed = packed_cache.get(type_id)
             if packed is not None:
-                return render(type_id, lvl, True, packed, False)[0]
-            text, best, irregular = render(type_id, lvl, True, False, True)
-            if best <= 0:  # a member with no alignment (bad BTF): libbpf's own answers
+                return render(type_id, lvl, True, packed, False)
+            text = render(type_id, lvl, True, False, True)
+            packed = packed_cache.get(type_id)
+            if packed is None:  # a member with no alignment (bad BTF): libbpf's own answers
                 packed = is_packed(type_id)
-            else:
-                irregular = irregular or st[type_id] % best != 0
-                packed = packed_cache[type_id] = irregular
-                if align_cache[type_id] is None:
-                    align_cache[type_id] = 1 if irregular else best
-            return render(type_id, lvl, True, True, False)[0] if packed else text
+            return render(type_id, lvl, True, True, False) if packed else text
 
-        def render(type_id: int, lvl: int, is_struct: bool, packed: bool,
-                   learn: bool) -> tuple[str, int, bool]:
-            """The text, and with ``learn`` what :meth:`_record_layout` would
-            find: the largest member alignment (0 or less for a member with
-            none) and whether a member is off its alignment."""
+        def render(type_id: int, lvl: int, is_struct: bool, packed: bool, learn: bool) -> str:
+            """The text; with ``learn``, the struct's layout too, as
+            :meth:`_record_layout` finds it (left to that when a member has
+            no alignment)."""
             name = writer.namer.type_name(type_id)
             keyword = "struct" if is_struct else "union"
             parts = [f"{keyword} {name} {{" if name else f"{keyword} {{"]
@@ -889,20 +884,20 @@ class HeaderWriter:
                     off = m_off + (sizeof(mtype) if size is None else size) * 8
                     prev_bitfield = False
             size_bits = st[type_id] * 8
+            if learn:  # every member had an alignment
+                irregular = irregular or st[type_id] % best != 0
+                packed_cache[type_id] = irregular
+                if align_cache[type_id] is None:
+                    align_cache[type_id] = 1 if irregular else best
             if is_struct and off < size_bits:
-                own = align_cache[type_id]
-                if own is None:
-                    # being laid out (learn): what alignof will say, unless
-                    # a member has no alignment, when it knows better
-                    own = (1 if irregular or st[type_id] % best else best) if best > 0 else alignof(type_id)
-                padding(parts, off, size_bits, own, False, inner_lvl)
+                padding(parts, off, size_bits, alignof(type_id), False, inner_lvl)
             if mtypes or size_bits:
                 append(_INDENT[lvl if lvl < _MAX_INDENT else _MAX_INDENT] + "}")
             else:
                 append("}")
             if packed:
                 append(" __attribute__((packed))")
-            return "".join(parts), best, irregular
+            return "".join(parts)
 
         return struct_def
 
