@@ -130,12 +130,12 @@ setup() {
     want=$(build_inputs_hash)
     [ -f "$STAMP" ] && have=$(cat "$STAMP")
     if [ "$want" != "$have" ] || ! "$VENV/bin/python" -c \
-            'import pycore.objects as o; o.object_path("selftest")' >/dev/null 2>&1; then
+            'import pycore.native.shipped as o; o.object_path("selftest")' >/dev/null 2>&1; then
         say "pip install -e '.[test]' (builds bpf_src/ into pycore/bpf/)"
         rm -f "$STAMP"
         "$VENV/bin/python" -m pip install --progress-bar off -e '.[test]' </dev/null
         echo "$want" >"$STAMP"
-        "$VENV/bin/python" -c 'import pycore.objects as o; print("[dev.sh] BPF objects:", ", ".join(str(o.object_path(n)) for n in o.available_objects()))' >&2
+        "$VENV/bin/python" -c 'import pycore.native.shipped as o; print("[dev.sh] BPF objects:", ", ".join(str(o.object_path(n)) for n in o.available_objects()))' >&2
     fi
 
     if ! grep -qs ' /sys/kernel/tracing tracefs ' /proc/mounts; then

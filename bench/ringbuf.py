@@ -9,8 +9,8 @@ process (or, for (a), in a C process sharing the map fds):
 
   (a) C: libbpf ring_buffer__poll, callback counts (bench/ringbuf_consumer.c)
   (b) naive Python: ctypes ring_buffer__poll, callback, struct.unpack, dataclass
-  (c) pycore.ringbuf into dataclasses (RingBuffer.consume)
-  (d) pycore.ringbuf columnar (RingBuffer.read_batch, numpy)
+  (c) pycore.native.ringbuf into dataclasses (RingBuffer.consume)
+  (d) pycore.native.ringbuf columnar (RingBuffer.read_batch, numpy)
 
 By default the producer first fills a 64 MiB ring with no consumer reading,
 and each consumer is timed draining it: its capacity, with no producer
@@ -70,8 +70,8 @@ class Producer:
 
 
 def load(pid: int, per_call: int, ring_size: int):
-    from pycore.object import BpfObject
-    from pycore.objects import object_path
+    from pycore.native.object import BpfObject
+    from pycore.native.shipped import object_path
 
     obj = BpfObject(object_path("bench_ringbuf"))
     obj.globals["target_tgid"] = pid
@@ -162,7 +162,7 @@ def run_naive(obj, expected: int, prod: Producer) -> tuple[int, float]:
 
 
 def run_pycore(obj, expected: int, prod: Producer) -> tuple[int, float]:
-    from pycore.ringbuf import RingBuffer
+    from pycore.native.ringbuf import RingBuffer
 
     with RingBuffer(obj, "events") as rb:
         # (the codec and its dataclass were built with the RingBuffer: no warm-up that consumes)
@@ -179,7 +179,7 @@ def run_pycore(obj, expected: int, prod: Producer) -> tuple[int, float]:
 
 
 def run_numpy(obj, expected: int, prod: Producer) -> tuple[int, float]:
-    from pycore.ringbuf import RingBuffer
+    from pycore.native.ringbuf import RingBuffer
 
     with RingBuffer(obj, "events") as rb:
         rb.codec.numpy_dtype()  # warm-up without consuming: numpy import and dtype
@@ -200,8 +200,8 @@ def run_numpy(obj, expected: int, prod: Producer) -> tuple[int, float]:
 STARTUP = """
 import os
 import pycore
-from pycore.object import BpfObject
-from pycore.objects import object_path
+from pycore.native.object import BpfObject
+from pycore.native.shipped import object_path
 obj = BpfObject(object_path("test_ringbuf"))
 obj.globals["target_tgid"] = os.getpid()
 obj.load()
@@ -211,9 +211,9 @@ print("attached", flush=True)
 
 RSS = """
 import os, time
-from pycore.object import BpfObject
-from pycore.objects import object_path
-from pycore.ringbuf import RingBuffer
+from pycore.native.object import BpfObject
+from pycore.native.shipped import object_path
+from pycore.native.ringbuf import RingBuffer
 obj = BpfObject(object_path("bench_ringbuf"))
 obj.globals["target_tgid"] = os.getpid()
 obj.globals["events_per_call"] = 64

@@ -8,9 +8,9 @@ in a callback.  Run as root: .venv/bin/python examples/embed_callback.py
 import os
 import tempfile
 
-from pycore.object import BpfObject
-from pycore.objects import object_path
-from pycore.ringbuf import RingBuffer
+from pycore.native.object import BpfObject
+from pycore.native.shipped import object_path
+from pycore.native.ringbuf import RingBuffer
 
 seen = []
 

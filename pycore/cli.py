@@ -14,6 +14,8 @@ import importlib
 import os
 import sys
 
+from pycore.errors import PycoreError
+
 __all__ = ["COMMANDS", "main"]
 
 # name -> (module, one-line summary shown by `pycore --help`)
@@ -66,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
         return 141  # as if killed by SIGPIPE, like C tools piped into head
     except KeyboardInterrupt:
         return 130
-    except (OSError, ValueError) as e:  # BtfError is a ValueError
+    except (PycoreError, OSError, ValueError) as e:  # BtfError is a ValueError
         print(f"pycore: error: {e}", file=sys.stderr)
         return 2
     except Exception as e:  # a bug of ours: one line, the traceback on request

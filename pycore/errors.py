@@ -69,6 +69,10 @@ class BpfError(PycoreError, OSError):
         return "\n".join(log[-lines:])
 
 
+class ElfError(PycoreError, ValueError):
+    """An executable or library that cannot be read as needed: missing, not ELF, malformed, no such symbol."""
+
+
 class FeatureMissing(PycoreError):
     """The running kernel lacks something a probe or tool needs."""
 

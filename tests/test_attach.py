@@ -20,11 +20,11 @@ from pathlib import Path
 import pytest
 
 from conftest import bpftool_show, require_root
-from pycore import libbpf as L
+from pycore.native import libbpf as L
 from pycore.errors import BpfError
-from pycore.features import Features
-from pycore.object import BpfObject
-from pycore.objects import object_path
+from pycore.kernel.features import Features
+from pycore.native.object import BpfObject
+from pycore.native.shipped import object_path
 
 SRC_TP_BTF, SRC_TRACEPOINT, SRC_RAW_TP, SRC_UPROBE, SRC_URETPROBE, SRC_URETPROBE_SUM, \
     SRC_FENTRY, SRC_FEXIT, SRC_KPROBE = range(1, 10)

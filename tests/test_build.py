@@ -12,7 +12,7 @@ import pytest
 from elftools.elf.elffile import ELFFile
 
 import pycore
-from pycore import objects
+from pycore.native import shipped as objects
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 

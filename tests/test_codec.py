@@ -1,4 +1,4 @@
-"""pycore.codec on the BTF of the shipped test_maps.bpf.o: every shape, both ways."""
+"""pycore.native.codec on the BTF of the shipped test_maps.bpf.o: every shape, both ways."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import struct
 
 import pytest
 
-from pycore.codec import UnsupportedType, decoder_for
-from pycore.object import BpfObject
-from pycore.objects import object_path
+from pycore.native.codec import UnsupportedType, decoder_for
+from pycore.native.object import BpfObject
+from pycore.native.shipped import object_path
 
 from btf.kinds import Kind
 

@@ -1,9 +1,9 @@
 """Fuzzing the readers of whole ELF files that users point pycore at:
-USDT notes (pycore.usdt.UsdtFile), function symbols and ``symbol+offset``
-(pycore.elfsyms), and the CPython version/symbols py-calls reads
-(pycore.cpython.PythonBinary).
+USDT notes (pycore.elf.usdt.UsdtFile), function symbols and ``symbol+offset``
+(pycore.elf.symbols), and the CPython version/symbols py-calls reads
+(pycore.elf.cpython.PythonBinary).
 
-A corrupted executable or library must give :class:`UsdtError` (one line
+A corrupted executable or library must give :class:`ElfError` (one line
 for the CLI) or a result, never another exception or a hang.  The seeds
 are real binaries built here: the usdt-passwd demo (notes, semaphores,
 several locations) and a small PIE that exports a function and a
@@ -22,7 +22,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pycore.stapsdt import UsdtError
+from pycore.errors import ElfError
 from tests.test_btf_fuzz import time_limit
 
 FUZZ = settings(max_examples=300, deadline=5000, derandomize=True,
@@ -52,9 +52,9 @@ def seeds(tmp_path_factory) -> dict[str, bytes]:
 
 def exercise(path: Path) -> None:
     """Everything a listing or an attach reads from the file."""
-    from pycore import elfsyms
-    from pycore.cpython import PythonBinary, layout_for
-    from pycore.usdt import UsdtFile
+    from pycore.elf import symbols as elfsyms
+    from pycore.elf.cpython import PythonBinary, layout_for
+    from pycore.elf.usdt import UsdtFile
 
     with time_limit():
         try:
@@ -64,7 +64,7 @@ def exercise(path: Path) -> None:
                         for a in loc.args:
                             if a.symbol:
                                 f.symbol_address(a.symbol)
-        except UsdtError:
+        except ElfError:
             pass
         try:
             funcs = elfsyms.functions(str(path))
@@ -73,21 +73,21 @@ def exercise(path: Path) -> None:
             for spec in ("main", "work+4", "0x1000"):
                 try:
                     elfsyms.resolve(str(path), spec)
-                except UsdtError:
+                except ElfError:
                     pass
-        except UsdtError:
+        except ElfError:
             pass
         try:
             layout_for(PythonBinary(str(path)))
-        except UsdtError:
+        except ElfError:
             pass
 
 
 def test_seeds_are_read(seeds, tmp_path):
     """The unmutated seeds parse, so the mutations start from something real."""
-    from pycore import elfsyms
-    from pycore.cpython import PythonBinary
-    from pycore.usdt import UsdtFile
+    from pycore.elf import symbols as elfsyms
+    from pycore.elf.cpython import PythonBinary
+    from pycore.elf.usdt import UsdtFile
 
     (tmp_path / "a").write_bytes(seeds["usdt-passwd"])
     with UsdtFile(str(tmp_path / "a")) as f:

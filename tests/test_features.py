@@ -1,4 +1,4 @@
-"""pycore.features and `pycore features` on the host kernel (KERNEL-LAB.md).
+"""pycore.kernel.features and `pycore features` on the host kernel (KERNEL-LAB.md).
 
 The expected values are this host's: a 6.18 sandbox where fentry/fexit load
 with EPERM, kprobes are absent, and tp_btf, ring buffers, BTF and attach
@@ -17,8 +17,8 @@ import sys
 import pytest
 
 from conftest import require_root
-from pycore.features import CHECKS, Features, Result
-from pycore.privileges import CAP_BPF, CAP_PERFMON, CAP_SYS_ADMIN, missing_privileges
+from pycore.kernel.features import CHECKS, Features, Result
+from pycore.kernel.privileges import CAP_BPF, CAP_PERFMON, CAP_SYS_ADMIN, missing_privileges
 
 HOST_KERNEL = not os.path.exists("/sys/bus/event_source/devices/kprobe")  # the sandbox has no kprobes
 host_only = pytest.mark.skipif(not HOST_KERNEL, reason="expectations of the sandboxed host kernel")

@@ -84,8 +84,8 @@ def test_buckets() -> None:
 def test_from_bpf_map() -> None:
     """A BPF array map keyed by bucket index renders like the dict it holds."""
     require_root()
-    from pycore.object import BpfObject
-    from pycore.objects import object_path
+    from pycore.native.object import BpfObject
+    from pycore.native.shipped import object_path
 
     with BpfObject(object_path("test_maps")) as obj:
         obj.load()

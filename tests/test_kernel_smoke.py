@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from pycore.object import BpfObject
-from pycore.objects import object_path
+from pycore.native.object import BpfObject
+from pycore.native.shipped import object_path
 
 pytestmark = pytest.mark.kernel
 

@@ -1,12 +1,13 @@
 """The precompiled cffi module matches the declarations it was generated from."""
 
-from pycore import libbpf, libbpf_cdef
+from pycore.native import libbpf
+from pycore.native import cdef as libbpf_cdef
 
 
 def test_generated_module_is_current() -> None:
     with open(libbpf_cdef.GENERATED) as f:
         committed = f.read()
-    assert committed == libbpf_cdef.generate(), "run: python -m pycore.libbpf_cdef"
+    assert committed == libbpf_cdef.generate(), "run: python -m pycore.native.cdef"
 
 
 def test_struct_layouts_match_libbpf_1_1() -> None:
@@ -24,7 +25,7 @@ def test_has_probes_symbols() -> None:
 
 
 def test_bpf_prog_info_prefix_matches_kernel_btf() -> None:
-    """Our prefix of struct bpf_prog_info (pycore.progstats) has the kernel's offsets."""
+    """Our prefix of struct bpf_prog_info (pycore.native.progstats) has the kernel's offsets."""
     import os
 
     import pytest

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from pycore.listing import Lister
-from pycore.probes import ProbePattern
+from pycore.listing.kernel import Lister
+from pycore.listing.patterns import ProbePattern
 
 ROOT = Path(__file__).resolve().parent.parent
 TRACEFS = "/sys/kernel/tracing"

@@ -1,4 +1,4 @@
-"""pycore.maps and pycore.globals on a real load of test_maps.bpf.o (getpid triggers it)."""
+"""pycore.native.maps and pycore.native.globals on a real load of test_maps.bpf.o (getpid triggers it)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import pytest
 
 from conftest import require_root
 from pycore.errors import BpfError
-from pycore.object import BpfObject
-from pycore.objects import object_path
+from pycore.native.object import BpfObject
+from pycore.native.shipped import object_path
 
 CALLS = 3
 ADD = 5

@@ -1,4 +1,4 @@
-"""net-drops and pycore.netctx on real network namespaces and veth pairs.
+"""net-drops and pycore.kernel.netctx on real network namespaces and veth pairs.
 
 Each test gets two fresh namespaces joined by a veth pair (addresses of
 ours in 10.213.X.0/24, IPv6 off so no neighbour discovery adds packets)
@@ -184,8 +184,8 @@ def test_nftables_drop_is_netfilter_drop(pair):
 
 
 def test_tracepoint_fallback_counts_the_same(pair):
-    from pycore.commands.run import tool_parser
-    from pycore.session import ToolSession
+    from pycore.tools.runner import tool_parser
+    from pycore.embed.session import ToolSession
     from pycore.tools.net_drops import NetDrops
 
     class TracepointOnly(NetDrops):
@@ -258,10 +258,10 @@ def test_bad_filters_are_one_line_errors(args, message):
 def test_reason_names_match_the_tracepoints_own():
     """Ours come from BTF; the kernel prints the same names in the tracepoint's format."""
     require_root()
-    from pycore.tools.base import _ensure_tracefs
+    from pycore.kernel.tracefs import find_tracefs
     from pycore.tools.net_drops import drop_reason_names
 
-    _ensure_tracefs()
+    find_tracefs()
     with open("/sys/kernel/tracing/events/skb/kfree_skb/format") as f:
         fmt = f.read()
     theirs = {int(v): n for v, n in re.findall(r"\{\s*(\d+),\s*\"(\w+)\"\s*\}", fmt) if n != "MAX"}
@@ -279,7 +279,7 @@ def _fds() -> set[str]:
 
 
 def test_netctx_follows_renames_and_recreation(pair):
-    from pycore.netctx import NetContext
+    from pycore.kernel.netctx import NetContext
 
     fds, threads = _fds(), threading.active_count()
     with NetContext() as nc:
@@ -317,7 +317,7 @@ def test_netctx_follows_renames_and_recreation(pair):
 
 def test_netctx_lets_deleted_namespaces_go(pair):
     """close() releases the namespaces' sockets: a deleted namespace's veth disappears."""
-    from pycore.netctx import NetContext
+    from pycore.kernel.netctx import NetContext
 
     with NetContext() as nc:
         assert nc.ifindex(pair.ino_b, pair.ifb) is not None

@@ -25,8 +25,8 @@ def _closed_udp_port() -> int:
 @pytest.mark.parametrize("method", ["tp_btf/kfree_skb", "tracepoint/skb/kfree_skb"])
 def test_net_drops_counts_no_socket_on_lo(method, record_property):
     record_property("tool", "net-drops")
-    from pycore.commands.run import tool_parser
-    from pycore.session import ToolSession
+    from pycore.tools.runner import tool_parser
+    from pycore.embed.session import ToolSession
     from pycore.tools.net_drops import NetDrops
 
     class One(NetDrops):

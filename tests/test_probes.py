@@ -1,4 +1,4 @@
-"""Probe pattern parsing (pycore.probes): accepted forms, rejections, fuzzing."""
+"""Probe pattern parsing (pycore.listing.patterns): accepted forms, rejections, fuzzing."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pycore.probes import (
+from pycore.listing.patterns import (
     PROBE_KINDS, PatternError, ProbePattern, all_patterns, glob_to_regex, parse_pattern,
 )
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from pycore.cpython import LAYOUTS, PythonBinary, layout_for
+from pycore.elf.cpython import LAYOUTS, PythonBinary, layout_for
 from tests.conftest import running, stop
 
 PYTHON = "/usr/bin/python3.11"
@@ -333,7 +333,7 @@ def test_errors_exit_2():
 
 def semaphores(pid: int) -> dict[str, int]:
     """CPython's probe semaphores in a running process (Debian's python3.11 is not PIE)."""
-    from pycore.usdt import UsdtFile
+    from pycore.elf.usdt import UsdtFile
 
     values = {}
     with UsdtFile(PYTHON) as f, open(f"/proc/{pid}/mem", "rb") as mem:

@@ -1,4 +1,4 @@
-"""pycore.ringbuf on the host kernel, with bpf_src/test_ringbuf.bpf.c.
+"""pycore.native.ringbuf on the host kernel, with bpf_src/test_ringbuf.bpf.c.
 
 The program emits one struct ringbuf_test_event per getpid() of this
 process (tracepoint syscalls/sys_enter_getpid), so ``os.getpid()`` called N
@@ -19,7 +19,7 @@ N = 50
 
 
 def _set_rodata(obj, name: str, value: int) -> None:
-    """A ``const volatile`` __u32 before load (pycore.globals when it exists)."""
+    """A ``const volatile`` __u32 before load (pycore.native.globals when it exists)."""
     try:
         obj.globals[name] = value
         return
@@ -27,7 +27,7 @@ def _set_rodata(obj, name: str, value: int) -> None:
         pass
     from btf.kinds import Kind
 
-    from pycore import libbpf as L
+    from pycore.native import libbpf as L
 
     spec = obj.btf
     ro = next(m for m in obj.maps.values() if m.internal and m.name.endswith(".rodata"))
@@ -45,9 +45,9 @@ def _set_rodata(obj, name: str, value: int) -> None:
 def make():
     """make(ring_size=None, discard_every=0, event=None) -> (obj, rb), attached to this process."""
     require_root()
-    from pycore.object import BpfObject
-    from pycore.objects import object_path
-    from pycore.ringbuf import RingBuffer
+    from pycore.native.object import BpfObject
+    from pycore.native.shipped import object_path
+    from pycore.native.ringbuf import RingBuffer
 
     opened = []
 
@@ -253,7 +253,7 @@ def test_close_twice_and_use_after_close(make):
 
 
 def test_not_a_ring_buffer(make):
-    from pycore.ringbuf import RingBuffer
+    from pycore.native.ringbuf import RingBuffer
 
     obj, _ = make()
     bss = next(name for name in obj.maps if name.endswith(".bss"))

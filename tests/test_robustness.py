@@ -170,9 +170,9 @@ def test_kill9_usdt_tool_leaves_no_uprobe():
 
 AGENT = """
     import sys, time
-    from pycore.object import BpfObject
-    from pycore.objects import object_path
-    from pycore.usdt import UsdtAttacher
+    from pycore.native.object import BpfObject
+    from pycore.native.shipped import object_path
+    from pycore.elf.usdt import UsdtAttacher
     obj = BpfObject(object_path("test_usdt"))
     obj.load()
     UsdtAttacher(obj).attach("usdt_hit", sys.argv[1], "passwd", "lookup", pid=int(sys.argv[2]))
@@ -184,7 +184,7 @@ AGENT = """
 def test_kill9_usdt_agent_semaphore_back_to_zero(tmp_path):
     """passwd:lookup has a semaphore: the kernel raises it while a uprobe with
     ref_ctr_offset is attached, and must lower it when SIGKILL closes our fds."""
-    from pycore.usdt import UsdtFile
+    from pycore.elf.usdt import UsdtFile
 
     path = demo()
     with UsdtFile(path) as f:
@@ -226,8 +226,8 @@ def test_kill9_usdt_agent_semaphore_back_to_zero(tmp_path):
 
 
 def _ring_obj(ring_size: int):
-    from pycore.object import BpfObject
-    from pycore.objects import object_path
+    from pycore.native.object import BpfObject
+    from pycore.native.shipped import object_path
 
     obj = BpfObject(object_path("test_ringbuf"))
     obj.globals["target_tgid"] = os.getpid()
@@ -242,7 +242,7 @@ def test_overflow_is_counted_and_consumption_continues():
     consumer thread: every event is either consumed or counted as lost, the
     consumer gets events after every burst (never stalls on a full ring), and
     sequence numbers only go up."""
-    from pycore.ringbuf import RingBuffer
+    from pycore.native.ringbuf import RingBuffer
 
     obj = _ring_obj(4096)
     rb = RingBuffer(obj, "events")
@@ -309,9 +309,9 @@ def test_two_tools_and_an_embedded_agent_on_sys_exit(tmp_path_factory):
     """fget-crack (tp_btf/sys_exit fallback) and fd-leak (tp_btf sys_exit +
     sys_enter) as ``pycore run``, plus a BpfObject + RingBuffer in this
     process, on the same tracepoint at once: each sees every event."""
-    from pycore.object import BpfObject
-    from pycore.objects import object_path
-    from pycore.ringbuf import RingBuffer
+    from pycore.native.object import BpfObject
+    from pycore.native.shipped import object_path
+    from pycore.native.ringbuf import RingBuffer
 
     d = tmp_path_factory.mktemp("multi")
     token, n, keep = f"pyrob{os.getpid()}", 300, 40
@@ -414,7 +414,7 @@ def test_nobody_list():
 
 
 def _cycle() -> None:
-    from pycore.ringbuf import RingBuffer
+    from pycore.native.ringbuf import RingBuffer
 
     obj = _ring_obj(4096)
     with RingBuffer(obj, "events") as rb:
@@ -440,7 +440,7 @@ def test_no_fd_or_memory_growth_over_200_cycles():
 
 @pytest.mark.parametrize("which", ["ringbuf", "object+ringbuf"])
 def test_close_from_another_thread_ends_a_blocked_consumer(which):
-    from pycore.ringbuf import RingBuffer
+    from pycore.native.ringbuf import RingBuffer
 
     obj = _ring_obj(64 * 1024)
     rb = RingBuffer(obj, "events")

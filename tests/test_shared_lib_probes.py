@@ -16,12 +16,12 @@ import pytest
 sys.path.insert(0, os.path.dirname(__file__))
 from usdt_targets import build_shared_lib_target, objdump_offsets  # noqa: E402
 
-from pycore.elfsyms import attach_uprobe, functions  # noqa: E402
-from pycore.object import BpfObject  # noqa: E402
-from pycore.objects import object_path  # noqa: E402
-from pycore.ringbuf import RingBuffer  # noqa: E402
-from pycore.stapsdt import UsdtError  # noqa: E402
-from pycore.usdt import UsdtAttacher, UsdtFile  # noqa: E402
+from pycore.elf.symbols import attach_uprobe, functions  # noqa: E402
+from pycore.native.object import BpfObject  # noqa: E402
+from pycore.native.shipped import object_path  # noqa: E402
+from pycore.native.ringbuf import RingBuffer  # noqa: E402
+from pycore.errors import ElfError  # noqa: E402
+from pycore.elf.usdt import UsdtAttacher, UsdtFile  # noqa: E402
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root")
 
@@ -187,10 +187,10 @@ def test_uprobe_library_function_plus_offset(built):
     n = 5
     with BpfObject(object_path("test_uprobe_args")) as obj:
         obj.load()
-        with pytest.raises(UsdtError, match=rf"^{misaligned:#x} is not on an instruction boundary of pc_add "
+        with pytest.raises(ElfError, match=rf"^{misaligned:#x} is not on an instruction boundary of pc_add "
                                             rf"\(nearest: \+{offsets[0]:#x}, \+{offsets[1]:#x}\)$"):
             attach_uprobe(obj.programs["uprobe_args"], lib, f"pc_add+{misaligned}")
-        with pytest.raises(UsdtError, match=r"a uretprobe takes a function, not function\+offset"):
+        with pytest.raises(ElfError, match=r"a uretprobe takes a function, not function\+offset"):
             attach_uprobe(obj.programs["uretprobe_value"], lib, f"pc_add+{aligned}", retprobe=True)
         assert not obj.links
         attach_uprobe(obj.programs["uprobe_args"], lib, f"pc_add+{aligned:#x}")

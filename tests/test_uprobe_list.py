@@ -16,8 +16,8 @@ sys.path.insert(0, os.path.dirname(__file__))
 from usdt_targets import build_rust_target, objdump_offsets  # noqa: E402
 
 from pycore.cli import main  # noqa: E402
-from pycore.elfsyms import attach_uprobe, demangle, functions, parse_spec, resolve  # noqa: E402
-from pycore.stapsdt import UsdtError  # noqa: E402
+from pycore.elf.symbols import attach_uprobe, demangle, functions, parse_spec, resolve  # noqa: E402
+from pycore.errors import ElfError  # noqa: E402
 
 LIBSTDCXX = "/usr/lib/x86_64-linux-gnu/libstdc++.so.6"
 
@@ -53,15 +53,15 @@ def test_resolve_offsets():
     for off in inside:
         before = max(s for s in starts if s < off)
         after = min(s for s in starts if s > off)
-        with pytest.raises(UsdtError, match=rf"^{off:#x} is not on an instruction boundary of readline "
+        with pytest.raises(ElfError, match=rf"^{off:#x} is not on an instruction boundary of readline "
                                             rf"\(nearest: \+{before:#x}, \+{after:#x}\)$"):
             resolve("/bin/bash", f"readline+{off}")
     assert resolve("/bin/bash", "0x1234") == ("", 0x1234)
-    with pytest.raises(UsdtError, match="is outside readline"):
+    with pytest.raises(ElfError, match="is outside readline"):
         resolve("/bin/bash", "readline+100000")
-    with pytest.raises(UsdtError, match="bad offset"):
+    with pytest.raises(ElfError, match="bad offset"):
         resolve("/bin/bash", "readline+0x1g")
-    with pytest.raises(UsdtError):
+    with pytest.raises(ElfError):
         resolve("/bin/bash", "no_such_function_xyz")
 
 
@@ -70,12 +70,12 @@ def test_without_capstone_only_the_size_is_checked():
     inside the function passes and says so, and one outside still fails."""
     size = next(f.size for f in functions("/bin/bash") if f.name == "readline")
     code = ("import sys; sys.modules['capstone'] = None\n"
-            "from pycore.elfsyms import resolve, check_offset, find_function\n"
-            "from pycore.stapsdt import UsdtError\n"
+            "from pycore.elf.symbols import resolve, check_offset, find_function\n"
+            "from pycore.errors import ElfError\n"
             "f = find_function('/bin/bash', 'readline')\n"
             "print(resolve('/bin/bash', 'readline+1'))\n"
             "print(check_offset('/bin/bash', f, 1))\n"
-            "try:\n    resolve('/bin/bash', 'readline+100000')\nexcept UsdtError as e:\n    print(e)\n")
+            "try:\n    resolve('/bin/bash', 'readline+100000')\nexcept ElfError as e:\n    print(e)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.splitlines() == [
         "('readline', 1)",
@@ -94,7 +94,7 @@ def test_parse_spec():
     assert parse_spec("f+010") == ("f", 10)
     assert parse_spec("operator+") == ("operator+", None)
     assert parse_spec("A::operator+(int)+4") == ("A::operator+(int)", 4)
-    with pytest.raises(UsdtError, match="bad offset '4x'"):
+    with pytest.raises(ElfError, match="bad offset '4x'"):
         parse_spec("f+4x")
 
 
@@ -103,7 +103,7 @@ def test_parse_spec():
 def test_fuzz_parse_spec(spec):
     try:
         name, off = parse_spec(spec)
-    except UsdtError as e:
+    except ElfError as e:
         assert "\n" not in str(e)
         return
     assert isinstance(name, str) and (off is None or off >= 0)
@@ -153,9 +153,9 @@ def test_rust_names_listed_demangled(rust_bins, capsys):
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root")
 @pytest.mark.parametrize("mangling", ["v0", "legacy"])
 def test_rust_attach_by_mangled_name(rust_bins, mangling):
-    from pycore.object import BpfObject
-    from pycore.objects import object_path
-    from pycore.ringbuf import RingBuffer
+    from pycore.native.object import BpfObject
+    from pycore.native.shipped import object_path
+    from pycore.native.ringbuf import RingBuffer
 
     path = rust_bins[mangling]
     (bump,) = [f for f in functions(path) if f.demangled.endswith("Counter::bump") or

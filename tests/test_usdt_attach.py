@@ -1,4 +1,4 @@
-"""USDT attach through pycore.usdt on the host kernel: the demo, all 71 PostgreSQL
+"""USDT attach through pycore.elf.usdt on the host kernel: the demo, all 71 PostgreSQL
 probes (with %rip-relative arguments), and the USDT tools end to end."""
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ import pytest
 sys.path.insert(0, os.path.dirname(__file__))
 from usdt_targets import POSTGRES, pg_available, pg_server  # noqa: E402
 
-from pycore.object import BpfObject  # noqa: E402
-from pycore.objects import object_path  # noqa: E402
-from pycore.ringbuf import RingBuffer  # noqa: E402
-from pycore.usdt import UsdtAttacher  # noqa: E402
+from pycore.native.object import BpfObject  # noqa: E402
+from pycore.native.shipped import object_path  # noqa: E402
+from pycore.native.ringbuf import RingBuffer  # noqa: E402
+from pycore.elf.usdt import UsdtAttacher  # noqa: E402
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root")
 

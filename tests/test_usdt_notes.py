@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from pycore.cli import main
-from pycore.stapsdt import UsdtError, parse_arg, parse_notes
-from pycore.usdt import UsdtFile
+from pycore.elf.stapsdt import UsdtError, parse_arg, parse_notes
+from pycore.elf.usdt import UsdtFile
 
 POSTGRES = "/usr/lib/postgresql/15/bin/postgres"
 PYTHON311 = "/usr/bin/python3.11"

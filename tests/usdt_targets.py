@@ -201,7 +201,7 @@ def build_rust_target(d: str, mangling: str) -> str:
 
 def objdump_offsets(path: str, func: str) -> list[int]:
     """Instruction offsets of ``func`` from binutils' objdump (an independent decoder)."""
-    from pycore.elfsyms import functions
+    from pycore.elf.symbols import functions
 
     f = next(f for f in functions(path) if f.name == func)
     out = subprocess.run(["objdump", "-d", f"--start-address={f.address:#x}",

@@ -20,14 +20,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pycore.privileges import missing_privileges
+    from pycore.kernel.privileges import missing_privileges
 
     why = missing_privileges()
     if why:
         print(f"pycore features: {why}", file=sys.stderr)
         return 2
 
-    from pycore.features import Features
+    from pycore.kernel.features import Features
 
     results = Features().detect()
     if args.json:

@@ -39,7 +39,7 @@ def _warn(message: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pycore.probes import PatternError, all_patterns, parse_pattern
+    from pycore.listing.patterns import PatternError, all_patterns, parse_pattern
 
     if args.pattern is None:
         patterns = all_patterns()
@@ -50,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"pycore list: {e}", file=sys.stderr)
             return 2
 
-    from pycore.listing import Lister
+    from pycore.listing.kernel import Lister
 
     lister = Lister(verbose=args.verbose, warn=_warn)
     lister.pid = args.pid

@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-__all__ = ["add_arguments", "run", "tool_parser"]
+__all__ = ["add_arguments", "run"]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -16,19 +16,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("args", nargs=argparse.REMAINDER, help="its options ('pycore run NAME --help')")
 
 
-def tool_parser(tool_cls) -> argparse.ArgumentParser:
-    from pycore.tools.base import add_common_arguments
-
-    parser = argparse.ArgumentParser(
-        prog=f"pycore run {tool_cls.name}", description=tool_cls.description,
-        epilog=f"attach methods, in order of preference: {tool_cls.attach_points()}")
-    tool_cls.add_arguments(parser)
-    add_common_arguments(parser)
-    return parser
-
-
 def run(args: argparse.Namespace) -> int:
     from pycore.tools import registry
+    from pycore.tools.runner import tool_parser
 
     try:
         tool_cls = registry.get(args.tool)
@@ -37,12 +27,12 @@ def run(args: argparse.Namespace) -> int:
         return 2
     targs = tool_parser(tool_cls).parse_args(args.args)
 
-    from pycore.privileges import missing_privileges
+    from pycore.kernel.privileges import missing_privileges
 
     why = missing_privileges()
     if why:
         print(f"pycore run: {why}", file=sys.stderr)
         return 2
-    from pycore.tools.base import Runner
+    from pycore.tools.runner import Runner
 
     return Runner(tool_cls(targs)).run()

@@ -41,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
     except ImportError:
         print("pycore serve: needs prometheus_client (pip install 'pycore[prometheus]')", file=sys.stderr)
         return 2
-    from pycore.privileges import missing_privileges
+    from pycore.kernel.privileges import missing_privileges
 
     why = missing_privileges()
     if why:
@@ -61,9 +61,9 @@ def run(args: argparse.Namespace) -> int:
 
     from prometheus_client import CollectorRegistry, make_wsgi_app
 
-    from pycore.metrics import ToolCollector
-    from pycore.progstats import RunTimeStats
-    from pycore.session import NoMethod, open_tool
+    from pycore.embed.metrics import ToolCollector
+    from pycore.native.progstats import RunTimeStats
+    from pycore.embed.session import NoMethod, open_tool
 
     stop = threading.Event()
     old = {s: signal.signal(s, lambda *_: stop.set()) for s in (signal.SIGINT, signal.SIGTERM)}

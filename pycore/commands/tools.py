@@ -19,7 +19,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def verdict(tool_cls, features) -> tuple[str, str | None]:
     """('yes'|'fallback'|'no', the method expected to be used)."""
-    from pycore.tools.base import FEATURE_CHECKS
+    from pycore.tools.api import FEATURE_CHECKS
 
     for i, m in enumerate(tool_cls.methods):
         check = FEATURE_CHECKS.get(m.feature)
@@ -33,10 +33,10 @@ def run(args: argparse.Namespace) -> int:
 
     features = None
     if not args.no_check:
-        from pycore.privileges import missing_privileges
+        from pycore.kernel.privileges import missing_privileges
 
         if missing_privileges() is None:
-            from pycore.features import Features
+            from pycore.kernel.features import Features
 
             features = Features()
     rows = []

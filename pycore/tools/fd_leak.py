@@ -13,7 +13,7 @@ import struct
 import time
 from typing import Any
 
-from pycore.tools.base import Method, Tool
+from pycore.tools.api import Method, Tool
 
 _KEY = struct.Struct("<Ii")
 _INFO = struct.Struct("<QII16s64s")

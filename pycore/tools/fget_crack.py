@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from pycore.tools.base import Method, Tool
+from pycore.tools.api import Method, Tool
 
 PATTERN_MAX = 31  # PYCORE_PATTERN_LEN - 1 (bpf_src/tools/tools.bpf.h)
 

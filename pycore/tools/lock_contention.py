@@ -21,7 +21,7 @@ import re
 import struct
 from typing import Any
 
-from pycore.tools.base import Method, Tool
+from pycore.tools.api import Method, Tool
 
 FORMAT = "/sys/kernel/tracing/events/lock/contention_begin/format"
 # include/trace/events/lock.h, used when the format file cannot be read

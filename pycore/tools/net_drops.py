@@ -7,7 +7,7 @@ Every drop goes through the ``skb:kfree_skb`` tracepoint with a reason from
 running kernel's BTF, without the ``SKB_DROP_REASON_`` prefix, as the
 tracepoint's own output prints them (``NO_SOCKET``, ``NETFILTER_DROP``).
 Interfaces are named inside their namespace over rtnetlink
-(:mod:`pycore.netctx`), namespaces by their ``/run/netns`` name, ``host``
+(:mod:`pycore.kernel.netctx`), namespaces by their ``/run/netns`` name, ``host``
 for ours, else by inode.  Events are printed as they come, and a table of
 counts per (namespace, interface, reason) at the end::
 
@@ -26,7 +26,7 @@ import struct
 import time
 from typing import Any
 
-from pycore.tools.base import Method, Tool
+from pycore.tools.api import Method, Tool
 
 PREFIXES = ("SKB_DROP_REASON_", "SKB_")
 # drop reasons of other subsystems carry the subsystem in the upper 16 bits
@@ -103,7 +103,7 @@ class NetDrops(Tool):
         self._net: Any = None
         self._closed = False
         self._reasons: dict[int, str] | None = None
-        from pycore.kallsyms import TextSymbols
+        from pycore.kernel.kallsyms import TextSymbols
 
         self._symbols = TextSymbols()
 
@@ -112,7 +112,7 @@ class NetDrops(Tool):
     @property
     def net(self) -> Any:
         if self._net is None:
-            from pycore.netctx import NetContext
+            from pycore.kernel.netctx import NetContext
 
             if self._closed:
                 raise ValueError("net-drops: closed")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from pycore.tools.base import Method, Tool
+from pycore.tools.api import Method, Tool
 
 POSTGRES = "/usr/lib/postgresql/15/bin/postgres"
 

@@ -16,7 +16,7 @@ import argparse
 import struct
 from typing import Any
 
-from pycore.tools.base import Method, Tool
+from pycore.tools.api import Method, Tool
 
 
 def _strip(t: Any) -> Any:

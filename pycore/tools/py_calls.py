@@ -8,7 +8,7 @@ not enough (see bpf_src/tools/py_calls.bpf.c):
   ``line`` probe's semaphore is up, so ``line`` is attached too (a program
   that does nothing: the uprobe's reference counter raises the semaphore);
 - the depth is the length of the interpreter's own frame chain, walked in
-  BPF with the offsets of :mod:`pycore.cpython`, so it is the real depth
+  BPF with the offsets of :mod:`pycore.elf.cpython`, so it is the real depth
   even when tracing starts mid-run (``-p``).
 
 For an interpreter without a known layout the depth is counted from the
@@ -20,7 +20,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from pycore.tools.base import Method, Tool
+from pycore.tools.api import Method, Tool
 
 PYTHON = "/usr/bin/python3.11"
 
@@ -63,8 +63,8 @@ class PyCalls(Tool):
         import os
         import sys
 
-        from pycore.cpython import PythonBinary, layout_for
-        from pycore.usdt import UsdtFile, check_binary
+        from pycore.elf.cpython import PythonBinary, layout_for
+        from pycore.elf.usdt import UsdtFile, check_binary
 
         path = self.binary()
         check_binary(path)

@@ -1,7 +1,7 @@
 """Which tools exist: name -> module, imported only when asked for.
 
 To add a tool, write ``pycore/tools/MODULE.py`` defining ``TOOL`` (a
-:class:`pycore.tools.base.Tool` subclass) and add one line to :data:`TOOLS`.
+:class:`pycore.tools.api.Tool` subclass) and add one line to :data:`TOOLS`.
 Kept as a plain table so ``pycore run NAME`` imports exactly one tool.
 """
 
@@ -12,7 +12,7 @@ import importlib.util
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from pycore.tools.base import Tool
+    from pycore.tools.api import Tool
 
 __all__ = ["TOOLS", "get", "names"]
 

@@ -1,5 +1,5 @@
 """What the USDT tools share: attach a tool's programs to probes through
-:class:`pycore.usdt.UsdtAttacher` (own argument reader, semaphores through
+:class:`pycore.elf.usdt.UsdtAttacher` (own argument reader, semaphores through
 the uprobe reference counter), to one process with ``-p`` or to every
 process running the binary."""
 
@@ -8,15 +8,15 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Callable
 
 if TYPE_CHECKING:
-    from pycore.object import BpfObject
-    from pycore.usdt import Probe, UsdtAttacher
+    from pycore.native.object import BpfObject
+    from pycore.elf.usdt import Probe, UsdtAttacher
 
 
 def attach_usdt(obj: BpfObject, binary: str, pid: int, probes: dict[str, tuple[str, str]],
                 on_spec: Callable[[int, Probe, int], None] | None = None) -> UsdtAttacher:
     """``probes``: program name -> (provider, probe name); ``on_spec`` as in
-    :class:`~pycore.usdt.UsdtAttacher`."""
-    from pycore.usdt import UsdtAttacher
+    :class:`~pycore.elf.usdt.UsdtAttacher`."""
+    from pycore.elf.usdt import UsdtAttacher
 
     att = UsdtAttacher(obj, on_spec=on_spec)
     try:

@@ -6,18 +6,18 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from pycore.tools.base import Method, Tool
+from pycore.tools.api import Method, Tool
 
 
 def demo_binary() -> str:
     """The demo built by CMake from examples/usdt-passwd (installed next to the BPF objects)."""
-    from pycore.objects import bpf_dirs
+    from pycore.native.shipped import bpf_dirs
 
     for d in bpf_dirs():
         p = d / "usdt-passwd"
         if p.is_file():
             return str(p)
-    from pycore.stapsdt import UsdtError
+    from pycore.elf.stapsdt import UsdtError
 
     raise UsdtError("usdt-passwd demo not built (needs sys/sdt.h: Debian systemtap-sdt-dev; ./dev.sh setup)")
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from pycore.tools.base import Method, Tool
+from pycore.tools.api import Method, Tool
 
 
 def dentry_arg_index(spec: Any, func: str = "vfs_unlink") -> int:

@@ -5,7 +5,7 @@ libbpf 1.1 attaches USDT probes itself but only understands ``N@%reg``,
 ``%rip``-relative globals (PostgreSQL's ``-4@NBuffers(%rip)``).  So pycore
 does the USDT work in Python and attaches plain uprobes:
 
-* notes are read from ``.note.stapsdt`` (:mod:`pycore.stapsdt`), adjusted by
+* notes are read from ``.note.stapsdt`` (:mod:`pycore.elf.stapsdt`), adjusted by
   ``.stapsdt.base`` (prelink moves code, the note keeps its link-time base),
   and each location's and semaphore's address is turned into a file offset
   through the PT_LOAD segments, which is what uprobes take;
@@ -27,11 +27,12 @@ import struct
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Iterator
 
-from .elffile import ElfFile, elf_errors
-from .stapsdt import MAX_ARGS, Arg, Note, UsdtError, parse_args, parse_notes
+from pycore.elf.file import ElfFile, elf_errors
+from pycore.errors import ElfError
+from pycore.elf.stapsdt import MAX_ARGS, Arg, Note, UsdtError, parse_args, parse_notes
 
 if TYPE_CHECKING:
-    from .object import BpfObject, Link
+    from pycore.native.object import BpfObject, Link
 
 __all__ = ["UsdtError", "Location", "Probe", "UsdtFile", "UsdtAttacher", "PT_REGS_OFFSETS",
            "mapped_objects", "encode_spec"]
@@ -88,7 +89,7 @@ class UsdtFile(ElfFile):
         try:
             with elf_errors(path):
                 self._notes = self._read_notes()
-        except UsdtError:
+        except ElfError:
             self.close()
             raise
         self._probes: list[Probe] | None = None
@@ -293,7 +294,7 @@ def iter_probes(paths: list[str], strict: bool) -> Iterator[Probe]:
     for path in paths:
         try:
             f = UsdtFile(path)
-        except UsdtError:
+        except ElfError:
             if strict:
                 raise
             continue

@@ -149,7 +149,7 @@ class Features:
         return Result("kernel", True, f"Linux {u.release} {u.machine} ({u.version})", value=u.release)
 
     def _probe_libbpf(self) -> Result:
-        from . import libbpf as L
+        from pycore.native import libbpf as L
 
         major, minor = L.version()
         version = f"{major}.{minor}"
@@ -185,7 +185,7 @@ class Features:
                       "guarded by a semaphore will not fire unless the semaphore is set by hand", "ENOENT")
 
     def _probe_ringbuf(self) -> Result:
-        from . import libbpf as L
+        from pycore.native import libbpf as L
 
         ret = L.lib.libbpf_probe_bpf_map_type(_BPF_MAP_TYPE_RINGBUF, L.ffi.NULL)
         if ret > 0:
@@ -199,7 +199,7 @@ class Features:
     # -- filesystems ----------------------------------------------------------
 
     def _probe_tracefs(self) -> Result:
-        from .tracefs import TRACEFS, _is_tracefs, find_tracefs
+        from pycore.kernel.tracefs import TRACEFS, _is_tracefs, find_tracefs
 
         was_mounted = _is_tracefs(TRACEFS)
         fs, why = find_tracefs(mount=self.mount)
@@ -258,7 +258,7 @@ class Features:
     # -- syscalls -------------------------------------------------------------
 
     def _probe_bpf_stats(self) -> Result:
-        from . import libbpf as L
+        from pycore.native import libbpf as L
 
         fd = L.lib.bpf_enable_stats(_BPF_STATS_RUN_TIME)
         if fd < 0:
@@ -297,9 +297,9 @@ class Features:
     def _trial(self, name: str, program: str, check: int, attach: Callable, trigger: Callable[[], object],
                expect: int | None = None) -> Result:
         """Load only ``program`` of features.bpf.o, attach it, trigger it and read what it saw."""
-        from .errors import BpfError
-        from .object import BpfObject
-        from .objects import object_path
+        from pycore.errors import BpfError
+        from pycore.native.object import BpfObject
+        from pycore.native.shipped import object_path
 
         with BpfObject(object_path("features")) as obj:
             prog = obj.programs[program]
@@ -352,7 +352,7 @@ class Features:
 
 
 def _lookup_seen(obj, check: int) -> int | None:
-    from . import libbpf as L
+    from pycore.native import libbpf as L
 
     key = L.ffi.new("__u32[2]", [os.getpid(), check])
     value = L.ffi.new("__u64 *")
@@ -378,7 +378,7 @@ def _kprobe_events_exist() -> bool:
 def _errno_name(err: int | None) -> str | None:
     if not err:
         return None
-    from .errors import describe_errno
+    from pycore.errors import describe_errno
 
     return describe_errno(err)[0]
 

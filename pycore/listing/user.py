@@ -12,10 +12,11 @@ from __future__ import annotations
 from fnmatch import fnmatchcase
 from typing import Iterator
 
-from .listing import INDENT, Entry
-from .probes import ProbePattern, has_wildcard
-from .stapsdt import UsdtError
-from .usdt import check_binary, iter_probes, mapped_objects, resolve_path
+from pycore.listing.entry import INDENT, Entry
+from pycore.listing.patterns import ProbePattern, has_wildcard
+from pycore.elf.stapsdt import UsdtError
+from pycore.errors import ElfError
+from pycore.elf.usdt import check_binary, iter_probes, mapped_objects, resolve_path
 
 __all__ = ["usdt_entries", "uprobe_entries", "target_paths"]
 
@@ -55,7 +56,7 @@ def usdt_entries(pattern: ProbePattern, verbose: int, pid: int | None) -> Iterat
 
 
 def uprobe_entries(pattern: ProbePattern, verbose: int, pid: int | None) -> Iterator[Entry]:
-    from .elfsyms import functions, parse_spec
+    from pycore.elf.symbols import functions, parse_spec
 
     paths, strict = target_paths(pattern, pid)
     if not has_wildcard(pattern.target) and parse_spec(pattern.target)[1] is not None:
@@ -64,7 +65,7 @@ def uprobe_entries(pattern: ProbePattern, verbose: int, pid: int | None) -> Iter
     for path in paths:
         try:
             funcs = functions(path)
-        except UsdtError:
+        except ElfError:
             if strict:
                 raise
             continue
@@ -82,7 +83,7 @@ def uprobe_entries(pattern: ProbePattern, verbose: int, pid: int | None) -> Iter
 def _offset_entries(pattern: ProbePattern, paths: list[str], strict: bool, verbose: int) -> Iterator[Entry]:
     """``uprobe:PATH:FUNC+OFF``: the one place it names, after checking the
     offset is inside FUNC and on an instruction boundary (an error otherwise)."""
-    from .elfsyms import check_offset, file_offset, find_function, parse_spec
+    from pycore.elf.symbols import check_offset, file_offset, find_function, parse_spec
 
     name, off = parse_spec(pattern.target)
     if not name:
@@ -90,7 +91,7 @@ def _offset_entries(pattern: ProbePattern, paths: list[str], strict: bool, verbo
     for path in paths:
         try:
             fn = find_function(path, name)
-        except UsdtError:
+        except ElfError:
             if strict:
                 raise
             continue

@@ -2,7 +2,7 @@
 
 Everything is read when scraped, not pushed: event and loss counters kept
 by the consumers, each program's run count and run time from the kernel
-(:mod:`pycore.progstats`, needs statistics on), and the tools' own
+(:mod:`pycore.native.progstats`, needs statistics on), and the tools' own
 aggregations read live from their maps (lock-contention's log2 histogram
 becomes a Prometheus histogram, fd-leak's table a gauge, net-drops' counts
 a counter).
@@ -17,8 +17,8 @@ from typing import Any
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
 
-from .progstats import prog_stats
-from .session import ToolSession
+from pycore.native.progstats import prog_stats
+from pycore.embed.session import ToolSession
 
 __all__ = ["ToolCollector", "TOOL_METRICS"]
 

@@ -27,7 +27,7 @@ or one ``numpy.frombuffer`` for :meth:`RingBuffer.read_batch`).  Anything else
 
 Which struct the records hold (the ``event`` argument):
 
-1. a codec (``pycore.codec.decoder_for(...)``) or a BTF type name/id of the
+1. a codec (``pycore.native.codec.decoder_for(...)``) or a BTF type name/id of the
    object's BTF, when given;
 2. else the map's BTF value type, if the map declares ``__type(value, ...)``
    (ring buffer maps usually do not);
@@ -49,7 +49,7 @@ import os
 import select
 import threading
 
-from .errors import BpfError
+from pycore.errors import BpfError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -58,7 +58,7 @@ if TYPE_CHECKING:
 
     import numpy
 
-    from .object import BpfObject
+    from pycore.native.object import BpfObject
 
 __all__ = ["RingBuffer", "BUSY_BIT", "DISCARD_BIT", "HEADER_SIZE"]
 
@@ -76,7 +76,7 @@ def _padded(length: int) -> int:
 
 
 class RingBuffer:
-    """Consumer of one ring buffer map of a loaded :class:`~pycore.object.BpfObject`.
+    """Consumer of one ring buffer map of a loaded :class:`~pycore.native.object.BpfObject`.
 
     Ways to read, all sharing one position (events decoded but not yet handed
     out, e.g. when a loop breaks early, are kept and come first next time):
@@ -500,7 +500,7 @@ def _resolve_event(obj: BpfObject, m: Any, event: Any) -> Any:
 
 
 def _decoder_for(spec: Any, event: Any) -> Any:
-    from .codec import decoder_for
+    from pycore.native.codec import decoder_for
 
     if isinstance(event, str) and event.startswith("struct "):
         event = event[len("struct "):]

@@ -1,6 +1,6 @@
 """Built-in tools inside your own process: ``pycore.open_tool(name, **options)``.
 
-``pycore run`` is a :class:`~pycore.tools.base.Runner` that owns the process
+``pycore run`` is a :class:`~pycore.tools.runner.Runner` that owns the process
 (signals, stdout, exit status).  An agent embeds the same tools without any
 of that: :func:`open_tool` picks the attach method exactly as ``pycore run``
 does (fallbacks included), and the :class:`ToolSession` it returns hands out
@@ -15,9 +15,10 @@ import io
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
-from pycore.object import BpfObject
-from pycore.ringbuf import RingBuffer
-from pycore.tools.base import Method, NoMethod, Runner, Tool
+from pycore.native.object import BpfObject
+from pycore.native.ringbuf import RingBuffer
+from pycore.tools.api import Method, NoMethod, Tool
+from pycore.tools.runner import Runner, tool_parser
 
 __all__ = ["ToolSession", "open_tool", "NoMethod"]
 
@@ -32,7 +33,7 @@ def open_tool(name: str, *, pid: int = 0, **options: Any) -> ToolSession:
     this kernel: the message says what would), KeyError (no such tool), or
     :class:`~pycore.errors.BpfError`.
     """
-    from pycore.privileges import missing_privileges
+    from pycore.kernel.privileges import missing_privileges
     from pycore.tools import registry
 
     tool_cls = registry.get(name)
@@ -44,8 +45,6 @@ def open_tool(name: str, *, pid: int = 0, **options: Any) -> ToolSession:
 
 def _tool_args(tool_cls: type[Tool], pid: int, options: dict[str, Any]) -> Any:
     """The namespace ``pycore run NAME`` would parse: defaults, then ``options``."""
-    from pycore.commands.run import tool_parser
-
     args = tool_parser(tool_cls).parse_args([])
     for key, value in options.items():
         if not hasattr(args, key) or key in ("cmd", "duration", "json"):

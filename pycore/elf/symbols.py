@@ -26,8 +26,8 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
-from .elffile import ElfFile, elf_errors
-from .stapsdt import UsdtError
+from pycore.elf.file import ElfFile, elf_errors
+from pycore.errors import ElfError
 
 __all__ = ["Function", "functions", "demangle", "resolve", "parse_spec", "find_function", "check_offset",
            "instruction_offsets", "file_offset", "attach_uprobe", "capstone_available"]
@@ -168,12 +168,12 @@ def instruction_offsets(path: str, f: Function) -> tuple[list[int], int] | None:
 
 
 def check_offset(path: str, f: Function, off: int) -> str:
-    """Raise :class:`UsdtError` unless ``off`` is inside ``f`` and, where it
+    """Raise :class:`ElfError` unless ``off`` is inside ``f`` and, where it
     can be known, on an instruction boundary; return how it was checked."""
     label = f.demangled if f.demangled != f.name else f.name
     if off < 0 or (f.size and off >= f.size):
         hint = "" if capstone_available() else " (capstone not installed: offsets are checked against the size only)"
-        raise UsdtError(f"offset {off:#x} is outside {label} ({f.size} bytes){hint}")
+        raise ElfError(f"offset {off:#x} is outside {label} ({f.size} bytes){hint}")
     if not off:
         return "function entry"
     decoded = instruction_offsets(path, f)
@@ -189,7 +189,7 @@ def check_offset(path: str, f: Function, off: int) -> str:
         return "inside the function's size only (past the bytes the decoder understood)"
     before = max(s for s in starts if s < off)
     after = min([s for s in starts if s > off] + [end])
-    raise UsdtError(f"{off:#x} is not on an instruction boundary of {label} "
+    raise ElfError(f"{off:#x} is not on an instruction boundary of {label} "
                     f"(nearest: +{before:#x}, +{after:#x})")
 
 
@@ -213,14 +213,14 @@ def parse_spec(spec: str) -> tuple[str, int | None]:
     if not plus or not name or not off_text[:1].isdigit():
         return spec, None
     if (off := _number(off_text)) is None:
-        raise UsdtError(f"{spec!r}: bad offset {off_text!r}")
+        raise ElfError(f"{spec!r}: bad offset {off_text!r}")
     return name, off
 
 
 def find_function(path: str, name: str) -> Function:
     funcs = [f for f in functions(path) if name in (f.name, f.demangled)]
     if not funcs:
-        raise UsdtError(f"{path}: no function {name!r}")
+        raise ElfError(f"{path}: no function {name!r}")
     return funcs[0]
 
 
@@ -238,11 +238,11 @@ def resolve(path: str, spec: str) -> tuple[str, int]:
 
 
 def attach_uprobe(program, path: str, spec: str, pid: int = -1, retprobe: bool = False):  # noqa: ANN001, ANN201
-    """Attach ``program`` (a loaded :class:`pycore.object.Program`) at ``symbol``,
+    """Attach ``program`` (a loaded :class:`pycore.native.object.Program`) at ``symbol``,
     ``symbol+offset`` (checked to be inside the function, on an instruction
     boundary) or an address (file offset)."""
     name, off = parse_spec(spec)
     if retprobe and name and off:
-        raise UsdtError(f"{spec!r}: a uretprobe takes a function, not function+offset")
+        raise ElfError(f"{spec!r}: a uretprobe takes a function, not function+offset")
     name, off = resolve(path, spec)
     return program.attach_uprobe(path, symbol=name or None, offset=off, pid=pid, retprobe=retprobe)

@@ -25,7 +25,7 @@ __all__ = ["FrameLayout", "LAYOUTS", "PythonBinary", "layout_for"]
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from .elffile import ElfFile
+    from pycore.elf.file import ElfFile
 
 
 @dataclass(frozen=True)
@@ -51,12 +51,12 @@ RUNTIME_SYMBOL = "_PyRuntime"
 class PythonBinary:
     """What an ELF file (an interpreter, or a libpython) says about the CPython in it.
 
-    ``source`` is a path, or an :class:`pycore.elffile.ElfFile` already open
+    ``source`` is a path, or an :class:`pycore.elf.file.ElfFile` already open
     (py-calls has the interpreter open for its probes).  A file that is not
-    a readable ELF raises :class:`pycore.stapsdt.UsdtError` (one line)."""
+    a readable ELF raises :class:`pycore.errors.ElfError` (one line)."""
 
     def __init__(self, source: str | ElfFile) -> None:
-        from .elffile import ElfFile
+        from pycore.elf.file import ElfFile
 
         if isinstance(source, ElfFile):
             self._read(source)

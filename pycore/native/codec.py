@@ -19,6 +19,10 @@ unpacked once as a ``bytes`` region and taken apart by small per-leaf
 structs: correct, slower, and only for the types that need it.
 
 Encoding is not compiled: it serves map updates and globals, not streams.
+
+This module is over 600 lines and stays one: it is one concept (BTF type to
+Python value and back), and the compiler and the encoder share every
+per-kind rule.
 Fields that share bytes (members of unions, anonymous or not) default to
 None and are written only when set, in member order, so ``U(word=1)``
 encodes ``word`` and a decoded union re-encodes to the same bytes.
@@ -41,6 +45,8 @@ from btf import layout
 from btf import types as T
 from btf.kinds import Kind
 
+from pycore.errors import PycoreError
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from btf import Spec
@@ -59,7 +65,7 @@ _COMPOSITE = (Kind.STRUCT, Kind.UNION)
 _ITEM_RE = re.compile(r"@(\d+)\.(\d+|\*)@")
 
 
-class UnsupportedType(TypeError):
+class UnsupportedType(PycoreError, TypeError):
     """A BTF type has no Python value (function, forward declaration, ...)."""
 
 
@@ -357,7 +363,7 @@ class Codec:
                               + (f":{int(m.group(3)) + start}" if m.group(2) else "") + "]", body)
             src = f"def build(t):\n    return {body}\n"
             ns = dict(self._ns)
-            exec(compile(src, f"<pycore.codec {self.name}>", "exec"), ns)
+            exec(compile(src, f"<pycore.native.codec {self.name}>", "exec"), ns)
             fn = self._builders[start] = ns["build"]
         return fn
 

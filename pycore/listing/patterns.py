@@ -14,6 +14,8 @@ from __future__ import annotations
 import re
 from fnmatch import fnmatchcase
 
+from pycore.errors import PycoreError
+
 __all__ = [
     "PROBE_KINDS", "TYPE_KINDS", "ALIASES", "PatternError", "ProbePattern",
     "parse_pattern", "all_patterns", "glob_to_regex", "has_wildcard",
@@ -42,7 +44,7 @@ _KIND_CHARS = re.compile(r"[A-Za-z_*?]+")
 MAX_PATTERN_LEN = 4096
 
 
-class PatternError(ValueError):
+class PatternError(PycoreError, ValueError):
     """A pattern that cannot name any probe or type: the CLI exits 2."""
 
 

@@ -1,9 +1,9 @@
 """An executable or shared library that users point pycore at, read with
 pyelftools: what every reader here needs of it, in one place.
 
-USDT notes (:mod:`pycore.usdt`), function symbols and ``symbol+offset``
-(:mod:`pycore.elfsyms`) and CPython's version and ``_PyRuntime``
-(:mod:`pycore.cpython`) all need the same few things: the PT_LOAD segments,
+USDT notes (:mod:`pycore.elf.usdt`), function symbols and ``symbol+offset``
+(:mod:`pycore.elf.symbols`) and CPython's version and ``_PyRuntime``
+(:mod:`pycore.elf.cpython`) all need the same few things: the PT_LOAD segments,
 a link-time address turned into a file offset (what a uprobe takes), a few
 bytes at an address, and the symbol table.  :class:`ElfFile` reads each
 once.
@@ -24,27 +24,27 @@ import struct
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from .stapsdt import UsdtError
+from pycore.errors import ElfError
 
 __all__ = ["ElfFile", "elf_errors"]
 
 
 @contextmanager
 def elf_errors(path: str) -> Iterator[None]:
-    """Turn what reading ``path`` with pyelftools raises into :class:`UsdtError`."""
+    """Turn what reading ``path`` with pyelftools raises into :class:`ElfError`."""
     from elftools.common.exceptions import ELFError
 
     try:
         yield
-    except UsdtError:
+    except ElfError:
         raise
     except OSError as e:
         if e.filename is not None:      # open() itself: missing, not allowed, a directory
-            raise UsdtError(f"{path}: {e.strerror}") from None
+            raise ElfError(f"{path}: {e.strerror}") from None
         # a seek or read at an offset the file's tables made up (seek(-1): EINVAL)
-        raise UsdtError(f"{path}: malformed ELF: {e.strerror or e} while reading it") from None
+        raise ElfError(f"{path}: malformed ELF: {e.strerror or e} while reading it") from None
     except (ELFError, struct.error, ValueError, KeyError, IndexError, OverflowError, RecursionError) as e:
-        raise UsdtError(f"{path}: malformed ELF: {e}"[:300]) from None
+        raise ElfError(f"{path}: malformed ELF: {e}"[:300]) from None
 
 
 class ElfFile:
@@ -61,14 +61,14 @@ class ElfFile:
         try:
             with elf_errors(path):
                 if self._f.read(4) != b"\x7fELF":
-                    raise UsdtError(f"{path}: not an ELF file")
+                    raise ElfError(f"{path}: not an ELF file")
                 self._f.seek(0)
                 self._size = os.fstat(self._f.fileno()).st_size
                 self.elf = ELFFile(self._f)
                 self.machine: str = self.elf["e_machine"]
                 self.segments = [(s["p_vaddr"], s["p_filesz"], s["p_offset"])
                                  for s in self.elf.iter_segments() if s["p_type"] == "PT_LOAD"]
-        except UsdtError:
+        except ElfError:
             self.close()
             raise
         self._symbols: dict[str, int] | None = None
@@ -92,7 +92,7 @@ class ElfFile:
         """The file offset of a link-time address, through the PT_LOAD segments."""
         seg = self._segment(vaddr)
         if seg is None:
-            raise UsdtError(f"{self.path}: {what} at {vaddr:#x} is in no loaded segment")
+            raise ElfError(f"{self.path}: {what} at {vaddr:#x} is in no loaded segment")
         return vaddr - seg[0] + seg[2]
 
     def read(self, vaddr: int, size: int) -> bytes:
@@ -118,7 +118,7 @@ class ElfFile:
                 return None
             end = sec["sh_offset"] + sec["sh_size"]
             if sec["sh_type"] != "SHT_NOBITS" and end > self._size:
-                raise UsdtError(f"{self.path}: malformed ELF: section {name} ends at {end:#x}, "
+                raise ElfError(f"{self.path}: malformed ELF: section {name} ends at {end:#x}, "
                                 f"past the end of the file ({self._size:#x})")
             return sec.data()
 

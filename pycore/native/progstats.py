@@ -12,8 +12,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from .errors import BpfError
-from .libbpf import ffi, lib
+from pycore.errors import BpfError
+from pycore.native.libbpf import ffi, lib
 
 __all__ = ["ProgStats", "RunTimeStats", "prog_stats"]
 

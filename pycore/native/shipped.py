@@ -14,8 +14,7 @@ from __future__ import annotations
 
 import os
 import pathlib
-
-import pycore
+import sys
 
 __all__ = ["BUILD_HINT", "bpf_dirs", "object_path", "available_objects"]
 
@@ -33,7 +32,8 @@ def bpf_dirs() -> list[pathlib.Path]:
     env = os.environ.get("PYCORE_BPF_DIR")
     if env:
         dirs.append(pathlib.Path(env))
-    for entry in getattr(pycore, "__path__", []):
+    # sys.modules, not `import pycore`: the package re-exports the layers above this one
+    for entry in getattr(sys.modules[__name__.partition(".")[0]], "__path__", []):
         d = pathlib.Path(entry) / "bpf"
         if d not in dirs:
             dirs.append(d)

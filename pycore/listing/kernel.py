@@ -1,6 +1,6 @@
 """What can be traced on this kernel: the engine behind ``pycore list``.
 
-A :class:`Lister` answers one :class:`~pycore.probes.ProbePattern` at a time
+A :class:`Lister` answers one :class:`~pycore.listing.patterns.ProbePattern` at a time
 with :class:`Entry` objects (a probe line and, with ``-v``, its arguments or
 a type's C body).  Every source is opened lazily, so ``list 'struct dentry'``
 reads BTF and nothing else, and ``list 'kfunc:vfs_*'`` decodes only the
@@ -32,14 +32,14 @@ from btf import Kind, Spec, load_kernel_spec
 from btf.cformat import CFormatter, definition
 from btf.layout import sizeof, skip
 
-from .kallsyms import VMLINUX, Kallsyms
-from .probes import ProbePattern, glob_to_regex
-from .tracefs import Tracefs, find_tracefs
+from pycore.kernel.kallsyms import VMLINUX, Kallsyms
+from pycore.kernel.tracefs import Tracefs, find_tracefs
+from pycore.listing.entry import INDENT, Entry
+from pycore.listing.patterns import ProbePattern, glob_to_regex
 
 __all__ = ["Entry", "Lister", "fentry_max_args", "kprobes_unavailable_reason", "BTF_DIR"]
 
 BTF_DIR = "/sys/kernel/btf"
-INDENT = "    "
 # Struct arguments passed by value: trampolines copy at most two registers' worth.
 MAX_STRUCT_ARG_SIZE = 16
 
@@ -51,26 +51,6 @@ _TYPE_KINDS = {
     "enum": (Kind.ENUM, Kind.ENUM64),
     "typedef": (Kind.TYPEDEF,),
 }
-
-
-class Entry:
-    """One listed probe or type: ``head`` (probe line or first line of a C
-    body), an optional ``note`` shown as a trailing comment, and ``details``
-    (argument lines, or the rest of the body)."""
-
-    __slots__ = ("head", "details", "note")
-
-    def __init__(self, head: str, details: list[str] | None = None, note: str = "") -> None:
-        self.head = head
-        self.details = details if details is not None else []
-        self.note = note
-
-    def __repr__(self) -> str:
-        return f"<Entry {self.head!r}>"
-
-    def lines(self) -> list[str]:
-        head = f"{self.head}  # {self.note}" if self.note else self.head
-        return [head, *self.details]
 
 
 def _kernel_version(release: str | None = None) -> tuple[int, int]:
@@ -227,10 +207,10 @@ class Lister:
         if kind in ("kprobe", "kretprobe"):
             return self._kprobes(pattern)
         if kind == "usdt":
-            from .usdt_listing import usdt_entries
+            from pycore.listing.user import usdt_entries
             return usdt_entries(pattern, int(self.verbose), self.pid)
         if kind in ("uprobe", "uretprobe"):
-            from .usdt_listing import uprobe_entries
+            from pycore.listing.user import uprobe_entries
             return uprobe_entries(pattern, int(self.verbose), self.pid)
         raise ValueError(f"unknown probe kind {kind!r}")
 

@@ -20,7 +20,7 @@ import re
 import struct
 from dataclasses import dataclass, field
 
-from .errors import PycoreError
+from pycore.errors import ElfError
 
 __all__ = ["UsdtError", "Arg", "Note", "parse_notes", "parse_args", "parse_arg",
            "REGISTERS", "NT_STAPSDT"]
@@ -29,7 +29,7 @@ NT_STAPSDT = 3
 MAX_ARGS = 12
 
 
-class UsdtError(PycoreError, ValueError):
+class UsdtError(ElfError):
     """A USDT note, argument spec, probe or target that cannot be used (one line)."""
 
 

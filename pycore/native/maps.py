@@ -1,6 +1,6 @@
 """Maps of a loaded object, as typed dicts.
 
-Keys and values are decoded with :mod:`pycore.codec` from the map's BTF key
+Keys and values are decoded with :mod:`pycore.native.codec` from the map's BTF key
 and value types (the object's own BTF), so a ``struct`` key reads as a
 dataclass and accepts a dataclass, a dict, a tuple or bytes.  Maps without
 BTF types (``key_size``/``value_size`` only) read and write ``bytes``.
@@ -18,12 +18,12 @@ import errno
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from . import libbpf as L
-from .errors import BpfError
+from pycore.native import libbpf as L
+from pycore.errors import BpfError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from .object import BpfObject
+    from pycore.native.object import BpfObject
 
 ffi, lib = L.ffi, L.lib
 
@@ -62,9 +62,7 @@ class Map:
 
     @property
     def type_name(self) -> str:
-        from .object import MAP_TYPE_NAMES
-
-        return MAP_TYPE_NAMES.get(self.type, str(self.type))
+        return L.MAP_TYPE_NAMES.get(self.type, str(self.type))
 
     @property
     def key_size(self) -> int:
@@ -119,7 +117,7 @@ class Map:
     def _codec_pair(self) -> tuple[Any, Any]:
         """(key codec, value codec); None for a side without BTF (raw bytes)."""
         if self._codecs is None:
-            from .codec import decoder_for
+            from pycore.native.codec import decoder_for
 
             kid, vid = self.btf_key_type_id, self.btf_value_type_id
             spec = self._obj.btf if kid or vid else None
@@ -141,7 +139,7 @@ class Map:
     def _dict_like(self) -> None:
         if self.type in NOT_DICT_TYPES:
             raise TypeError(f"map {self.name} is a {self.type_name} map, not dict-like"
-                            + (" (read it with pycore.ringbuf)" if self.type == RINGBUF else ""))
+                            + (" (read it with pycore.native.ringbuf)" if self.type == RINGBUF else ""))
 
     # -- encoding -----------------------------------------------------------
 

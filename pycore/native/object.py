@@ -12,25 +12,15 @@ import os
 import threading
 import weakref
 
-from . import libbpf as L
-from .errors import BpfError
+from pycore.native import libbpf as L
+from pycore.errors import BpfError
+from pycore.native.libbpf import MAP_TYPE_NAMES, PROG_TYPE_NAMES  # noqa: F401 (re-exported)
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import btf
 
 ffi, lib = L.ffi, L.lib
-
-# enum bpf_map_type values we treat specially.
-MAP_TYPE_NAMES = {
-    1: "hash", 2: "array", 3: "prog_array", 4: "perf_event_array", 5: "percpu_hash",
-    6: "percpu_array", 7: "stack_trace", 8: "cgroup_array", 9: "lru_hash", 10: "lru_percpu_hash",
-    11: "lpm_trie", 12: "array_of_maps", 13: "hash_of_maps", 27: "ringbuf",
-}
-PROG_TYPE_NAMES = {
-    2: "kprobe", 5: "tracepoint", 17: "raw_tracepoint", 26: "tracing",
-}
-
 
 def _check_ptr(ptr, what: str, log: list[str] | None = None, hint: str = ""):
     if ptr == ffi.NULL:
@@ -244,7 +234,7 @@ class BpfObject:
             p = Program(self, prog)
             self.programs[p.name] = p
             prog = lib.bpf_object__next_program(ptr, prog)
-        from .maps import Map  # maps import the codec; only objects with maps need it
+        from pycore.native.maps import Map  # maps import the codec; only objects with maps need it
 
         self.maps: dict[str, Map] = {}
         m = lib.bpf_object__next_map(ptr, ffi.NULL)
@@ -298,7 +288,7 @@ class BpfObject:
     def globals(self) -> Globals:
         """``const volatile`` (.rodata) and .bss/.data variables by name (built once)."""
         if self._globals is None:
-            from .globals import Globals
+            from pycore.native.globals import Globals
 
             self._globals = Globals(self)
         return self._globals
@@ -387,4 +377,4 @@ def _close_native(ptr, links: list[Link]) -> None:
 
 
 if TYPE_CHECKING:
-    from .globals import Globals
+    from pycore.native.globals import Globals

@@ -1,10 +1,10 @@
 """cffi bindings to the system's libbpf (ABI mode: no compiler at run time).
 
-Only what pycore calls is declared (in :mod:`pycore.libbpf_cdef`, compiled
-ahead of time into ``_libbpf_ffi.py``).  Symbols added after libbpf 1.1 are
+Only what pycore calls is declared (in :mod:`pycore.native.cdef`, compiled
+ahead of time into ``_ffi.py``).  Symbols added after libbpf 1.1 are
 declared too and probed with :func:`has`.
 
-libbpf's own log goes to the ``pycore.libbpf`` logger; while an object
+libbpf's own log goes to the ``pycore.native.libbpf`` logger; while an object
 loads, it is also captured so that a failure can quote the verifier.
 """
 
@@ -15,13 +15,25 @@ import logging
 import os
 import threading
 
-# Declarations live in pycore/libbpf_cdef.py; this is their precompiled form.
-from ._libbpf_ffi import ffi  # noqa: E402
+from pycore.errors import PycoreError
+
+# Declarations live in pycore/native/cdef.py; this is their precompiled form.
+from pycore.native._ffi import ffi  # noqa: E402
 
 LIBRARY_NAMES = ("libbpf.so.1", "libbpf.so")
 
+# enum bpf_map_type values we treat specially.
+MAP_TYPE_NAMES = {
+    1: "hash", 2: "array", 3: "prog_array", 4: "perf_event_array", 5: "percpu_hash",
+    6: "percpu_array", 7: "stack_trace", 8: "cgroup_array", 9: "lru_hash", 10: "lru_percpu_hash",
+    11: "lpm_trie", 12: "array_of_maps", 13: "hash_of_maps", 27: "ringbuf",
+}
+PROG_TYPE_NAMES = {
+    2: "kprobe", 5: "tracepoint", 17: "raw_tracepoint", 26: "tracing",
+}
 
-class LibbpfMissing(OSError):
+
+class LibbpfMissing(PycoreError, OSError):
     """libbpf's shared library could not be loaded."""
 
 
@@ -39,7 +51,7 @@ def _open_library():
 lib = _open_library()
 libc = ffi.dlopen(None)
 
-log = logging.getLogger("pycore.libbpf")
+log = logging.getLogger("pycore.native.libbpf")
 log.addHandler(logging.NullHandler())  # errors carry the log; users opt in to the rest
 _LEVELS = {0: logging.WARNING, 1: logging.INFO, 2: logging.DEBUG}
 _capture = threading.local()

@@ -1,15 +1,15 @@
 """The C declarations pycore uses from libbpf and libc, and the generator of
-``pycore/_libbpf_ffi.py``.
+``pycore/native/_ffi.py``.
 
 cffi's ABI mode parses declarations with pycparser, which costs about 100 ms
 at every import.  Out-of-line ABI mode parses them once, here, and writes a
-small Python module that ``pycore.libbpf`` imports instead; no compiler is
-involved.  After changing a declaration, run ``python -m pycore.libbpf_cdef``
+small Python module that ``pycore.native.libbpf`` imports instead; no compiler is
+involved.  After changing a declaration, run ``python -m pycore.native.cdef``
 (a test checks the generated module is current).
 
 Structs passed by pointer are declared with libbpf 1.1's layout, the oldest
 we support; libbpf reads ``sz`` to know which fields we filled in.  Symbols
-added after 1.1 are declared too and probed with ``pycore.libbpf.has``.
+added after 1.1 are declared too and probed with ``pycore.native.libbpf.has``.
 """
 
 from __future__ import annotations
@@ -151,11 +151,11 @@ int vsnprintf(char *str, size_t size, const char *format, void *ap);
 """
 
 
-GENERATED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_libbpf_ffi.py")
+GENERATED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_ffi.py")
 
 
 def generate() -> str:
-    """The source of ``_libbpf_ffi.py`` for the declarations above."""
+    """The source of ``_ffi.py`` for the declarations above."""
     import tempfile
 
     from cffi import FFI
@@ -163,9 +163,9 @@ def generate() -> str:
     builder = FFI()
     builder.cdef(CDEF)
     builder.cdef(LIBC_CDEF)
-    builder.set_source("pycore._libbpf_ffi", None)
+    builder.set_source("pycore.native._ffi", None)
     with tempfile.TemporaryDirectory() as tmp:
-        path = os.path.join(tmp, "_libbpf_ffi.py")
+        path = os.path.join(tmp, "_ffi.py")
         builder.emit_python_code(path)
         with open(path) as f:
             return f.read()

@@ -18,13 +18,13 @@ from typing import Any
 
 from btf.kinds import Kind
 
-from . import libbpf as L
-from .codec import Codec, decoder_for
+from pycore.native import libbpf as L
+from pycore.native.codec import Codec, decoder_for
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from .maps import Map
-    from .object import BpfObject
+    from pycore.native.maps import Map
+    from pycore.native.object import BpfObject
 
 ffi, lib = L.ffi, L.lib
 
@@ -71,7 +71,7 @@ class Globals:
     """``obj.globals["target_tgid"] = 1234``: the object's global variables.
 
     Keys are the variables' C names; values are decoded with
-    :mod:`pycore.codec` (ints, str for char arrays, dataclasses for structs).
+    :mod:`pycore.native.codec` (ints, str for char arrays, dataclasses for structs).
     """
 
     def __init__(self, obj: BpfObject) -> None:
