@@ -468,3 +468,52 @@ def test_close_from_another_thread_ends_a_blocked_consumer(which):
     assert result == [5]
     assert took < 1.0
     assert rb.closed
+
+
+# -- (e) the traced process: gone, exiting, or impossible to start -------------------------------
+
+def _dead_pid() -> int:
+    p = subprocess.Popen(["true"])
+    p.wait()
+    return p.pid  # reaped: nobody has this pid now (until the kernel wraps around)
+
+
+def test_pid_that_does_not_exist_is_an_error():
+    pid = _dead_pid()
+    t0 = time.monotonic()
+    r = subprocess.run([*PYCORE, "run", "fget-crack", "-p", str(pid)], capture_output=True, text=True, timeout=30)
+    assert time.monotonic() - t0 < 10  # not a wait for a process that will never come
+    assert r.returncode == 2, r
+    assert r.stderr.splitlines() == [f"pycore run: process {pid} does not exist"]
+
+
+def test_tracing_ends_when_the_traced_process_exits():
+    target = subprocess.Popen(["sleep", "1.5"])
+    try:
+        t0 = time.monotonic()
+        r = subprocess.run([*PYCORE, "run", "fget-crack", "-p", str(target.pid)],
+                           capture_output=True, text=True, timeout=30)
+        took = time.monotonic() - t0
+    finally:
+        target.kill()
+        target.wait()
+    assert r.returncode == 0, r
+    assert took < 8, took  # ended with the process, not at the timeout
+
+
+@pytest.mark.parametrize("cmd,why", [("/nonexistent", "no such file"), ("no-such-command-xyz", "not found on PATH"),
+                                     ("/etc", "not an executable file"), ("'unclosed", "No closing quotation")])
+def test_command_that_cannot_start_is_an_error(cmd, why):
+    r = subprocess.run([*PYCORE, "run", "fget-crack", "-c", cmd], capture_output=True, text=True, timeout=30)
+    assert r.returncode == 2, r
+    lines = r.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("pycore run: -c: ") and why in lines[0], r.stderr
+
+
+def test_open_tool_with_a_pid_that_does_not_exist():
+    import pycore
+    from pycore.kernel.process import TargetError
+
+    pid = _dead_pid()
+    with pytest.raises(TargetError, match=f"process {pid} does not exist"):
+        pycore.open_tool("fget-crack", pid=pid)

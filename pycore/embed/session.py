@@ -30,13 +30,17 @@ def open_tool(name: str, *, pid: int = 0, **options: Any) -> ToolSession:
     options with ``_`` for ``-`` (``pattern="crack"``, ``threshold=50``);
     unknown ones raise TypeError.  Raises PermissionError (one line naming
     the missing capabilities), :class:`NoMethod` (no attach method works on
-    this kernel: the message says what would), KeyError (no such tool), or
+    this kernel: the message says what would), KeyError (no such tool),
+    :class:`~pycore.kernel.process.TargetError` (``pid`` does not exist), or
     :class:`~pycore.errors.BpfError`.
     """
     from pycore.kernel.privileges import missing_privileges
+    from pycore.kernel.process import check_pid
     from pycore.tools import registry
 
     tool_cls = registry.get(name)
+    if pid:
+        check_pid(pid)
     why = missing_privileges()
     if why:
         raise PermissionError(f"pycore: {why}")

@@ -13,6 +13,7 @@ import signal
 import sys
 import time
 
+from pycore.kernel.process import PidWatch, TargetError, check_pid, spawn_held, stop_child
 from pycore.tools.api import NEEDS, Method, NoMethod, Tool
 
 # Start-up time is a feature (``-d 0`` is benchmarked against bpftrace): json,
@@ -133,14 +134,22 @@ class Runner:
         """The whole run; returns the exit status."""
         args = self.tool.args
         child: subprocess.Popen[bytes] | None = None
+        watch: PidWatch | None = None
         old = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
         try:
             for s in old:
                 signal.signal(s, self._on_signal)
             tgid = args.pid or 0
-            if args.cmd:
-                child = _spawn_held(args.cmd)
-                tgid = child.pid
+            try:
+                if tgid:
+                    check_pid(tgid)
+                    watch = PidWatch(tgid)
+                if args.cmd:
+                    child = spawn_held(args.cmd)
+                    tgid = child.pid
+            except TargetError as exc:
+                print(f"pycore run: {exc}", file=self.err)
+                return 2
             try:
                 obj = self.open(tgid)
             except NoMethod as exc:
@@ -150,7 +159,7 @@ class Runner:
             if child is not None:
                 os.kill(child.pid, signal.SIGCONT)
             if args.duration != 0:
-                self._loop(obj, child)
+                self._loop(obj, child, watch)
             self._drain(obj)
             self._summarise(obj)
             return 0
@@ -164,7 +173,9 @@ class Runner:
                 self.obj.close()
             self.tool.close()
             if child is not None:
-                _stop_child(child)
+                stop_child(child)
+            if watch is not None:
+                watch.close()
             for s, h in old.items():
                 signal.signal(s, h)
 
@@ -180,7 +191,7 @@ class Runner:
             self._rb = RingBuffer(obj, self.tool.ringbuf, event=self.tool.event)
         return self._rb
 
-    def _loop(self, obj: BpfObject, child: subprocess.Popen[bytes] | None) -> None:
+    def _loop(self, obj: BpfObject, child: subprocess.Popen[bytes] | None, watch: PidWatch | None) -> None:
         duration = self.tool.args.duration
         deadline = None if duration is None else time.monotonic() + duration
         rb = self._ringbuf(obj)
@@ -200,6 +211,8 @@ class Runner:
                 time.sleep(timeout)
             if child is not None and child.poll() is not None:
                 break
+            if watch is not None and watch.exited():
+                break  # the traced process is gone: end as bpftrace does
 
     def _drain(self, obj: BpfObject) -> None:
         rb = self._ringbuf(obj)
@@ -241,35 +254,3 @@ class Runner:
         out.flush()
         if lost:
             print(f"pycore: {lost} events lost (ring buffer full)", file=self.err)
-
-
-def _spawn_held(cmd: str) -> subprocess.Popen[bytes]:
-    """Start ``cmd`` held before exec: a ``/bin/sh`` stops itself, then execs it (same pid).
-
-    Its pid is known, and the kernel-side filter set, before the command
-    runs anything; SIGCONT lets it go.  (No pipe or redirection: those would
-    show up as the command's own fd activity; and ``preexec_fn`` cannot
-    wait, Popen blocks until the exec.)
-    """
-    import shlex
-    import subprocess
-
-    argv = shlex.split(cmd)
-    if not argv:
-        raise ValueError("-c: empty command")
-    child = subprocess.Popen(["/bin/sh", "-c", 'kill -STOP $$; exec "$@"', "sh", *argv])
-    os.waitpid(child.pid, os.WUNTRACED)  # stopped (or already dead: then poll() says so)
-    return child
-
-
-def _stop_child(child: subprocess.Popen[bytes]) -> None:
-    import subprocess
-
-    if child.poll() is None:
-        child.terminate()
-        os.kill(child.pid, signal.SIGCONT)  # a held child must wake up to die
-        try:
-            child.wait(2)
-        except subprocess.TimeoutExpired:
-            child.kill()
-            child.wait()
