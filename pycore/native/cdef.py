@@ -128,6 +128,49 @@ struct bpf_prog_info {
     __u32 nr_prog_tags; __u64 prog_tags; __u64 run_time_ns; __u64 run_cnt; __u64 recursion_misses;
 };
 
+/* Raw programs, maps and links (bpf.h; pycore.native.program, pycore.link), libbpf 1.1's layouts. */
+struct bpf_prog_load_opts {
+    size_t sz; int attempts; int expected_attach_type; __u32 prog_btf_fd; __u32 prog_flags;
+    __u32 prog_ifindex; __u32 kern_version; __u32 attach_btf_id; __u32 attach_prog_fd;
+    __u32 attach_btf_obj_fd; const int *fd_array; const void *func_info; __u32 func_info_cnt;
+    __u32 func_info_rec_size; const void *line_info; __u32 line_info_cnt; __u32 line_info_rec_size;
+    __u32 log_level; __u32 log_size; char *log_buf;
+};
+int bpf_prog_load(int prog_type, const char *prog_name, const char *license, const void *insns,
+                  size_t insn_cnt, const struct bpf_prog_load_opts *opts);
+struct bpf_map_create_opts {
+    size_t sz; __u32 btf_fd; __u32 btf_key_type_id; __u32 btf_value_type_id;
+    __u32 btf_vmlinux_value_type_id; __u32 inner_map_fd; __u32 map_flags; __u64 map_extra;
+    __u32 numa_node; __u32 map_ifindex;
+};
+int bpf_map_create(int map_type, const char *map_name, __u32 key_size, __u32 value_size,
+                   __u32 max_entries, const struct bpf_map_create_opts *opts);
+int bpf_map_lookup_and_delete_elem(int fd, const void *key, void *value);
+struct bpf_link_create_opts {
+    size_t sz; __u32 flags; void *iter_info; __u32 iter_info_len; __u32 target_btf_id;
+    union {
+        struct { __u64 bpf_cookie; } perf_event;
+        struct { __u32 flags; __u32 cnt; const char **syms; const unsigned long *addrs;
+                 const __u64 *cookies; } kprobe_multi;
+        struct { __u64 cookie; } tracing;
+    };
+};
+int bpf_link_create(int prog_fd, int target_fd, int attach_type, const struct bpf_link_create_opts *opts);
+int bpf_link_detach(int link_fd);
+int bpf_raw_tracepoint_open(const char *name, int prog_fd);
+struct bpf_test_run_opts {
+    size_t sz; const void *data_in; void *data_out; __u32 data_size_in; __u32 data_size_out;
+    const void *ctx_in; void *ctx_out; __u32 ctx_size_in; __u32 ctx_size_out; __u32 retval;
+    int repeat; __u32 duration; __u32 flags; __u32 cpu; __u32 batch_size;
+};
+int bpf_prog_test_run_opts(int prog_fd, struct bpf_test_run_opts *opts);
+/* Prefixes of the kernel's struct bpf_map_info and bpf_link_info (the kernel copies min(sizes)). */
+struct bpf_map_info {
+    __u32 type; __u32 id; __u32 key_size; __u32 value_size; __u32 max_entries; __u32 map_flags;
+    char name[16];
+};
+struct bpf_link_info { __u32 type; __u32 id; __u32 prog_id; };
+
 typedef int (*ring_buffer_sample_fn)(void *ctx, void *data, size_t size);
 struct ring_buffer *ring_buffer__new(int map_fd, ring_buffer_sample_fn sample_cb, void *ctx,
                                      const struct ring_buffer_opts *opts);
@@ -148,6 +191,7 @@ int libbpf_minor_version(void);
 
 LIBC_CDEF = """
 int vsnprintf(char *str, size_t size, const char *format, void *ap);
+long syscall(long number, ...);   /* perf_event_open (pycore.link.perf_event) */
 """
 
 

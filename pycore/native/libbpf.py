@@ -10,6 +10,7 @@ loads, it is also captured so that a failure can quote the verifier.
 
 from __future__ import annotations
 
+import enum
 import errno as _errno
 import logging
 import os
@@ -22,15 +23,62 @@ from pycore.native._ffi import ffi  # noqa: E402
 
 LIBRARY_NAMES = ("libbpf.so.1", "libbpf.so")
 
-# enum bpf_map_type values we treat specially.
-MAP_TYPE_NAMES = {
-    1: "hash", 2: "array", 3: "prog_array", 4: "perf_event_array", 5: "percpu_hash",
-    6: "percpu_array", 7: "stack_trace", 8: "cgroup_array", 9: "lru_hash", 10: "lru_percpu_hash",
-    11: "lpm_trie", 12: "array_of_maps", 13: "hash_of_maps", 27: "ringbuf",
-}
-PROG_TYPE_NAMES = {
-    2: "kprobe", 5: "tracepoint", 17: "raw_tracepoint", 26: "tracing",
-}
+
+class MapType(enum.IntEnum):
+    """uapi ``enum bpf_map_type`` (ABI: the kernel only appends; checked against BTF by tests/test_raw_load.py)."""
+
+    HASH = 1
+    ARRAY = 2
+    PROG_ARRAY = 3
+    PERF_EVENT_ARRAY = 4
+    PERCPU_HASH = 5
+    PERCPU_ARRAY = 6
+    STACK_TRACE = 7
+    CGROUP_ARRAY = 8
+    LRU_HASH = 9
+    LRU_PERCPU_HASH = 10
+    LPM_TRIE = 11
+    ARRAY_OF_MAPS = 12
+    HASH_OF_MAPS = 13
+    PERCPU_CGROUP_STORAGE = 21
+    QUEUE = 22
+    STACK = 23
+    RINGBUF = 27
+    TASK_STORAGE = 29
+    BLOOM_FILTER = 30
+    USER_RINGBUF = 31
+
+
+class ProgType(enum.IntEnum):
+    """uapi ``enum bpf_prog_type``, the tracing kinds (checked against BTF by tests/test_raw_load.py)."""
+
+    SOCKET_FILTER = 1
+    KPROBE = 2
+    TRACEPOINT = 5
+    PERF_EVENT = 7
+    RAW_TRACEPOINT = 17
+    RAW_TRACEPOINT_WRITABLE = 24
+    TRACING = 26
+    EXT = 28
+    LSM = 29
+    SYSCALL = 31
+
+
+class AttachType(enum.IntEnum):
+    """uapi ``enum bpf_attach_type``, the tracing kinds (checked against BTF by tests/test_raw_load.py)."""
+
+    TRACE_RAW_TP = 23
+    TRACE_FENTRY = 24
+    TRACE_FEXIT = 25
+    MODIFY_RETURN = 26
+    LSM_MAC = 27
+    TRACE_ITER = 28
+    PERF_EVENT = 41
+    TRACE_KPROBE_MULTI = 42
+
+
+MAP_TYPE_NAMES = {t.value: t.name.lower() for t in MapType}
+PROG_TYPE_NAMES = {t.value: t.name.lower() for t in ProgType}
 
 
 class LibbpfMissing(PycoreError, OSError):
