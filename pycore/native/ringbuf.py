@@ -35,6 +35,10 @@ Which struct the records hold (the ``event`` argument):
    (ambiguous: ValueError, pass ``event=``);
 4. else, or with ``event=bytes``, records are returned as ``bytes``.
 
+Rings that no BpfObject owns (``pycore trace`` creates its maps itself):
+:meth:`RingBuffer.from_fd` takes the map's fd (or a ``RawMap``) and a
+decoder, a callable from one record's bytes to an event.
+
 Lost events: pycore programs reserve through ``pycore_reserve()``, which
 counts failed reservations in the object's global ``pycore_dropped``
 (bpf_src/pycore.bpf.h); :attr:`RingBuffer.lost` reads it.  It counts the
@@ -99,16 +103,58 @@ class RingBuffer:
     batch_size = 8192
 
     def __init__(self, obj: BpfObject, map_name: str, event: Any = None) -> None:
-        self._obj = obj
+        self._obj: BpfObject | None = obj
         try:
             m = obj.maps[map_name]
         except KeyError:
             raise KeyError(f"{obj.name}: no map {map_name!r} (have {', '.join(obj.maps) or 'none'})") from None
         if m.type != _RINGBUF_MAP_TYPE:
             raise ValueError(f"{obj.name}: map {map_name} is a {m.type_name} map, not a ring buffer")
+        self._setup(m.fd, m.max_entries, map_name, _resolve_event(obj, m, event), None, f"{obj.name}: map {map_name}")
+
+    @classmethod
+    def from_fd(cls, fd: Any, *, decode: Callable[[bytes], Any] | Any = None, size: int | None = None,
+                name: str = "ring", lost: Callable[[], int] | None = None) -> RingBuffer:
+        """A consumer of a ring buffer map that no BpfObject owns (``pycore trace``'s, made with
+        ``pycore.native.program.create_map``).
+
+        ``fd`` is the map's fd or an object with ``.fd`` (a ``RawMap``); the
+        ring has its own dup of it.  ``decode`` turns one record's bytes into
+        an event: a callable (called with ``bytes``), a codec
+        (``pycore.native.codec.decoder_for(...)``), or None/``bytes`` for the
+        bytes themselves.  ``size`` (bytes) is read from the kernel when not
+        given.  ``lost``, if given, is called by :attr:`lost` (the program's
+        own count of failed reservations); without it :attr:`lost` is None.
+        """
+        self = cls.__new__(cls)
+        self._obj = None
+        raw_fd = fd if isinstance(fd, int) else fd.fd
+        mtype = getattr(fd, "map_type", None)
+        if size is None:
+            mtype, size = _map_type_and_size(raw_fd, name)
+            if size == 0:  # kernels without map info for rings would say 0
+                raise ValueError(f"map {name} (fd {raw_fd}): the kernel gives no size; pass size=")
+        if mtype is not None and mtype != _RINGBUF_MAP_TYPE:
+            raise ValueError(f"map {name} (fd {raw_fd}) is of map type {mtype}, not a ring buffer ({_RINGBUF_MAP_TYPE})")
+        codec, fn = None, None
+        if decode is not None and decode is not bytes:
+            if hasattr(decode, "decode") and hasattr(decode, "size"):
+                codec = decode
+            elif callable(decode):
+                fn = decode
+            else:
+                raise TypeError(f"decode must be a callable or a codec, not {type(decode).__name__}")
+        self._setup(raw_fd, size, name, codec, fn, f"map {name}")
+        self._lost_fn = lost
+        return self
+
+    def _setup(self, fd: int, size: int, map_name: str, codec: Any, decode_fn: Callable[[bytes], Any] | None,
+               what: str) -> None:
         self.name = map_name
-        self.size = m.max_entries
-        self.codec = _resolve_event(obj, m, event)
+        self.size = size
+        self.codec = codec
+        self._decode_fn = decode_fn
+        self._lost_fn: Callable[[], int] | None = None
         self.consumed = 0    # records taken out of the ring (not counting discarded ones)
         self.discarded = 0   # records the program discarded
         self._pending: list = []
@@ -126,7 +172,7 @@ class RingBuffer:
         if self.size <= 0 or self.size & (self.size - 1) or self.size % self._page:
             raise ValueError(f"map {map_name}: max_entries {self.size} is not a power-of-2 multiple of the page size")
         self._mask = self.size - 1
-        self._fd = os.dup(m.fd)
+        self._fd = os.dup(fd)
         try:
             self._cons_map = mmap.mmap(self._fd, self._page, mmap.MAP_SHARED,
                                        mmap.PROT_READ | mmap.PROT_WRITE, offset=0)
@@ -138,7 +184,7 @@ class RingBuffer:
             self._ep.register(self._wake, select.EPOLLIN)
         except OSError as exc:
             self.close()
-            raise BpfError(f"{obj.name}: map {map_name}: mmap/epoll ring buffer", exc.errno or 1) from None
+            raise BpfError(f"{what}: mmap/epoll ring buffer", exc.errno or 1) from None
         # 8-byte aligned views: positions are read and written as single u64s
         # (x86-64 and arm64 guarantee such accesses are atomic; the kernel
         # pairs them with smp_load_acquire/smp_store_release).
@@ -217,8 +263,11 @@ class RingBuffer:
         return self._prod[0] - self._cons_pos
 
     @property
-    def lost(self) -> int:
-        """Failed reservations counted by ``pycore_reserve()`` (the object's ``pycore_dropped``)."""
+    def lost(self) -> int | None:
+        """Failed reservations counted by ``pycore_reserve()`` (the object's ``pycore_dropped``);
+        for :meth:`from_fd` rings, what its ``lost`` callable says (None without one)."""
+        if self._obj is None:
+            return int(self._lost_fn()) if self._lost_fn is not None else None
         if self._globals is None:  # building it parses the ELF: once, then live reads
             self._globals = self._obj.globals
         return int(self._globals[_DROPPED_VAR])
@@ -400,7 +449,13 @@ class RingBuffer:
         out: list[Any] = []
         codec = self.codec
         data = self._data
-        if codec is None:
+        fn = self._decode_fn
+        if fn is not None:  # a caller's decoder: one call per record, on a copy (the ring space is reused)
+            def run(off: int, n: int, stride: int, length: int) -> None:
+                for i in range(n):
+                    o = off + i * stride + HEADER_SIZE
+                    out.append(fn(bytes(data[o:o + length])))
+        elif codec is None:
             def run(off: int, n: int, stride: int, length: int) -> None:
                 for i in range(n):
                     o = off + i * stride + HEADER_SIZE
@@ -471,6 +526,18 @@ class RingBuffer:
 
 
 # -- event type ----------------------------------------------------------------
+
+
+def _map_type_and_size(fd: int, name: str) -> tuple[int, int]:
+    """(map type, max_entries) of a map fd, from the kernel (BPF_OBJ_GET_INFO_BY_FD)."""
+    from pycore.native import libbpf as L
+
+    info = L.ffi.new("struct bpf_map_info *")
+    length = L.ffi.new("__u32 *", L.ffi.sizeof("struct bpf_map_info"))
+    ret = L.lib.bpf_obj_get_info_by_fd(fd, info, length)
+    if ret < 0:
+        raise BpfError(f"map {name} (fd {fd}): get info", -ret)
+    return int(info.type), int(info.max_entries)
 
 
 def _resolve_event(obj: BpfObject, m: Any, event: Any) -> Any:
