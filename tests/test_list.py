@@ -293,6 +293,52 @@ def test_tracepoint_listing_equals_bpftrace() -> None:
         assert pycore("list", "-v", pattern).stdout == bpftrace("-lv", pattern), pattern
 
 
+# The field-name regex before it was made fast: the reference it must agree with.
+SLOW_FIELD_NAME = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\s*(?:\[[^\]]*\]\s*)*$")
+
+
+def test_field_name_regex_agrees_with_the_plain_search() -> None:
+    from pycore.kernel.tracefs import _FIELD_NAME
+
+    rnd = random.Random(3)
+    decls = ["char comm[16]", "__data_loc char[] name", "const char * filename", "u8 x",
+             "int a[2] [3]", "9abc", "x 99", "a[x [y]", "", "  ", "[4]", "unsigned long __probe_ip ",
+             "struct foo *  bar_9[N][M]  "]
+    decls += ["".join(rnd.choice("ab_9 []*\t;") for _ in range(rnd.randint(0, 14))) for _ in range(20000)]
+    for decl in decls:
+        slow, fast = SLOW_FIELD_NAME.search(decl), _FIELD_NAME.search(decl)
+        assert (slow and slow.group(1)) == (fast and fast.group(1)), decl
+
+
+def _kernel_format_texts() -> list[str]:
+    from pycore.kernel.tracefs import Tracefs
+
+    fs = Tracefs(TRACEFS)
+    return [fs.read_bytes("events", *e.split(":"), "format").decode("utf-8", "replace")
+            for e in fs.available_events()]
+
+
+def test_field_decls_equal_parse_format() -> None:
+    """field_decls (the listing's fast path) against the general parser, on
+    every format file here and on shapes the kernel does not write, which
+    must take the general path."""
+    from pycore.kernel.tracefs import field_decls, parse_format
+
+    texts = _kernel_format_texts()
+    assert len(texts) > 1000
+    odd = []
+    for text in texts[:50]:
+        odd += [text.replace("\tfield:", "  field:"),                      # spaces, not tabs
+                text.replace("\toffset:", " offset:", 1),
+                text.replace(";\toffset:", "; ;\toffset:", 1),             # a ';' in a declaration
+                text.replace("\nprint fmt: ", "\nprint fmt: field: "),     # "field:" past the fields
+                text.replace("common_pid", "pid").replace("\tfield:", "\tfield:common_", 1)]
+    odd.append("format:\n\tfield:int common_x common_y;\toffset:0;\tsize:4;\tsigned:1;\n"
+               "\tfield:char common_buf[common_N];\toffset:4;\tsize:4;\tsigned:1;\n")
+    for text in texts + odd:
+        assert field_decls(text) == [f.decl for f in parse_format(text) if not f.is_common], text[:200]
+
+
 # -- raw tracepoints --------------------------------------------------------------
 
 

@@ -12,14 +12,24 @@ from __future__ import annotations
 import os
 import re
 
-__all__ = ["TRACEFS", "DEBUGFS_TRACING", "Tracefs", "Field", "find_tracefs", "parse_format"]
+__all__ = ["TRACEFS", "DEBUGFS_TRACING", "Tracefs", "Field", "find_tracefs", "parse_format", "field_decls"]
 
 TRACEFS = "/sys/kernel/tracing"
 DEBUGFS_TRACING = "/sys/kernel/debug/tracing"
 
 _FIELD = re.compile(r"^\s*field:(.*?);\s*offset:(\d+);\s*size:(\d+);\s*signed:(-?\d+);", re.M)
 # The field's name is the last identifier before an optional [N] suffix.
-_FIELD_NAME = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\s*(?:\[[^\]]*\]\s*)*$")
+# The lookbehind starts the search only where a word starts (leading digits
+# skipped, as a bare identifier search would): the same match, found without
+# rescanning every suffix of every word.  On this host's 20,944 fields:
+# 38 ms -> 14 ms.
+_FIELD_NAME = re.compile(r"(?<![A-Za-z0-9_])[0-9]*([A-Za-z_][A-Za-z0-9_]*)\s*(?:\[[^\]]*\]\s*)*$")
+# What the kernel's format files hold exactly (trace_events.c, f_show:
+# "\tfield:%s %s;\toffset:%u;\tsize:%u;\tsigned:%d;\n", after "format:\n"):
+# no ';' or newline inside a declaration, so no lazy scan.  field_decls uses
+# it when it accounts for every "field:" of a file (else _FIELD decides):
+# 2,305 files, 10 ms -> 4.7 ms.
+_KERNEL_FIELD_DECL = re.compile(r"\n\tfield:([^;\n]*);\toffset:\d+;\tsize:\d+;\tsigned:-?\d+;")
 
 
 class Field:
@@ -54,6 +64,31 @@ def parse_format(text: str) -> list[Field]:
     return fields
 
 
+# decl -> whether it declares a common_* field, for declarations that
+# mention "common_" (the four or five every event shares).
+_COMMON_DECLS: dict[str, bool] = {}
+
+
+def _is_common_decl(decl: str) -> bool:
+    common = _COMMON_DECLS.get(decl)
+    if common is None:
+        m = _FIELD_NAME.search(decl)
+        common = _COMMON_DECLS[decl] = (m.group(1) if m else decl.strip()).startswith("common_")
+    return common
+
+
+def field_decls(text: str) -> list[str]:
+    """The declarations of an event's own fields (``common_*`` left out),
+    as ``[f.decl for f in parse_format(text) if not f.is_common]``, for
+    listings.  Building 21k Field objects and naming each field was 55 ms
+    of a 108 ms ``list -v 'tracepoint:*'``; this is 7 ms (2,305 files).
+    Only declarations that mention ``common_`` are named, once each."""
+    decls = _KERNEL_FIELD_DECL.findall(text)
+    if len(decls) != text.count("field:"):  # not the kernel's layout: the general parser
+        return [f.decl for f in parse_format(text) if not f.is_common]
+    return [d.strip() for d in decls if "common_" not in d or not _is_common_decl(d)]
+
+
 class Tracefs:
     """A mounted tracefs at ``root``."""
 
@@ -73,7 +108,7 @@ class Tracefs:
         """``CATEGORY:NAME`` of every tracepoint, from ``available_events``
         (falling back to the ``events/`` directory tree)."""
         try:
-            return self.read_bytes("available_events").decode().split()
+            return _read_small(self.path("available_events"), 1 << 16).decode().split()
         except OSError:
             pass
         events = []
@@ -89,9 +124,34 @@ class Tracefs:
         """A tracepoint's fields (OSError if its format file is unreadable)."""
         return parse_format(self.read_bytes("events", category, name, "format").decode("utf-8", "replace"))
 
+    def field_decls(self, category: str, name: str) -> list[str]:
+        """A tracepoint's own fields as :func:`field_decls` gives them
+        (OSError if its format file is unreadable)."""
+        return field_decls(_read_small(f"{self.root}/events/{category}/{name}/format")
+                           .decode("utf-8", "replace"))
+
     def available_filter_functions(self) -> bytes:
         """The functions ftrace can hook, one per line, ``name`` or ``name [module]``."""
         return self.read_bytes("available_filter_functions")
+
+
+def _read_small(path: str, chunk: int = 16384) -> bytes:
+    """A small tracefs file (format files are under 6 KiB, available_events
+    60 KiB): read to EOF in ``chunk``-sized reads, with no fstat (tracefs
+    reports size 0) and without importing btf for its read_file (3 ms)."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        data = os.read(fd, chunk)
+        more = os.read(fd, chunk) if data else b""
+        if not more:
+            return data
+        chunks = [data, more]
+        while more:
+            more = os.read(fd, chunk)
+            chunks.append(more)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
 
 
 def _is_tracefs(root: str) -> bool:

@@ -402,13 +402,13 @@ class Lister:
             if self.verbose:
                 category, _, name = event.partition(":")
                 try:
-                    fields = tracefs.format(category, name)
+                    decls = tracefs.field_decls(category, name)
                 except OSError as e:
                     self.warn(f"{tracefs.path('events', '*', '*', 'format')} unreadable "
                               f"({_errno_name(e)}); tracepoint fields from BTF trace_event_raw_* structs")
                     entry.details = self._tracepoint_fields_from_btf(name)
                 else:
-                    entry.details = [f"{INDENT}{f.decl}" for f in fields if not f.is_common]
+                    entry.details = [INDENT + d for d in decls]
             yield entry
 
     def _tracepoints_from_btf(self, pattern: ProbePattern) -> Iterator[Entry]:
