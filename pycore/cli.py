@@ -9,12 +9,15 @@ it runs.  A subcommand module provides ``add_arguments(parser)`` and
 
 from __future__ import annotations
 
-import argparse
 import importlib
 import os
 import sys
 
 from pycore.errors import PycoreError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import argparse
 
 __all__ = ["COMMANDS", "main"]
 
@@ -29,6 +32,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
 
 
 def _top_parser() -> argparse.ArgumentParser:
+    import argparse
+
     from pycore import __version__
 
     summary = "\n".join(f"  {name:<10} {help_}" for name, (_, help_) in COMMANDS.items())
@@ -49,6 +54,12 @@ def main(argv: list[str] | None = None) -> int:
     """Run ``pycore``; returns the exit status (0 ok, 1 nothing found, 2 usage or error)."""
     argv = sys.argv[1:] if argv is None else list(argv)
     try:
+        quick = _quick(argv)
+        if quick is not None:
+            module, args = quick
+            return int(module.run(args) or 0)
+        import argparse
+
         top = _top_parser().parse_args(argv)
         module = importlib.import_module(COMMANDS[top.command][0])
         parser = argparse.ArgumentParser(prog=f"pycore {top.command}",
@@ -77,6 +88,21 @@ def main(argv: list[str] | None = None) -> int:
         print(f"pycore: internal error: {type(e).__name__}: {e} (PYCORE_DEBUG=1 shows where)",
               file=sys.stderr)
         return 70  # EX_SOFTWARE
+
+
+def _quick(argv: list[str]):  # noqa: ANN202 (module, namespace) or None
+    """A command whose module reads its common command lines itself
+    (``quick_args(argv)`` returning the namespace its parser would, or None
+    for anything else), run without argparse: importing argparse and
+    building the two parsers took ``pycore list 'tracepoint:zzz'`` from
+    14.9 ms to 19.8 ms, and ``list -v 'tracepoint:*'`` runs against
+    bpftrace's 50 ms."""
+    if not argv or argv[0] not in COMMANDS:
+        return None
+    module = importlib.import_module(COMMANDS[argv[0]][0])
+    quick_args = getattr(module, "quick_args", None)
+    args = quick_args(argv[1:]) if quick_args is not None else None
+    return None if args is None else (module, args)
 
 
 def _silence_stdout() -> None:

@@ -26,16 +26,22 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Callable, Iterator
-
-from btf import Kind, Spec, load_kernel_spec
-from btf.cformat import CFormatter, definition
-from btf.layout import sizeof, skip
 
 from pycore.kernel.kallsyms import VMLINUX, Kallsyms
 from pycore.kernel.tracefs import Tracefs, find_tracefs
 from pycore.listing.entry import INDENT, Entry
 from pycore.listing.patterns import ProbePattern, glob_to_regex
+
+# typing (2.8 ms) and btf (3 ms: BTF is not read to list tracepoints) are
+# imported where they are used: `list -v 'tracepoint:*'` runs against
+# bpftrace's 50 ms.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Callable, Iterator
+
+    from btf import Spec
+
+    Warn = Callable[[str], None]
 
 __all__ = ["Entry", "Lister", "fentry_max_args", "kprobes_unavailable_reason", "BTF_DIR"]
 
@@ -43,13 +49,12 @@ BTF_DIR = "/sys/kernel/btf"
 # Struct arguments passed by value: trampolines copy at most two registers' worth.
 MAX_STRUCT_ARG_SIZE = 16
 
-Warn = Callable[[str], None]
-
+# btf.Kind names
 _TYPE_KINDS = {
-    "struct": (Kind.STRUCT,),
-    "union": (Kind.UNION,),
-    "enum": (Kind.ENUM, Kind.ENUM64),
-    "typedef": (Kind.TYPEDEF,),
+    "struct": ("STRUCT",),
+    "union": ("UNION",),
+    "enum": ("ENUM", "ENUM64"),
+    "typedef": ("TYPEDEF",),
 }
 
 
@@ -116,7 +121,7 @@ class Lister:
         self._traceable_cache: dict[bytes, dict[str, set[str]]] = {}
         self._prefixed_funcs: dict[tuple[int, str], dict[str, int]] = {}
         self._bpf_trace_by_signature: dict[int, dict[tuple[int, ...], list[str] | None]] = {}
-        self._fmt = CFormatter()
+        self._cformatter = None
         self._notes: dict[int, dict[int, str]] = {}  # id(spec) -> proto id -> fentry verdict
 
     # -- sources --------------------------------------------------------
@@ -129,8 +134,18 @@ class Lister:
     @property
     def spec(self) -> Spec:
         if self._spec is None:
+            from btf import load_kernel_spec
+
             self._spec = load_kernel_spec()
         return self._spec
+
+    @property
+    def _fmt(self):  # noqa: ANN202 (a btf.cformat.CFormatter)
+        if self._cformatter is None:
+            from btf.cformat import CFormatter
+
+            self._cformatter = CFormatter()
+        return self._cformatter
 
     def tracefs(self) -> Tracefs | None:
         if self._tracefs_why is None:
@@ -139,6 +154,8 @@ class Lister:
 
     def btf_modules(self, module_glob: str | None) -> Iterator[tuple[str, Spec]]:
         """(module, spec) for vmlinux and every module with BTF, matching the glob."""
+        from btf import Spec
+
         pat = ProbePattern("kfunc", "*", module_glob)
         if pat.matches_module(VMLINUX):
             yield VMLINUX, self.spec
@@ -217,9 +234,13 @@ class Lister:
     # types
 
     def _types(self, pattern: ProbePattern) -> Iterator[Entry]:
+        from btf import Kind
+        from btf.cformat import definition
+
         spec = self.spec
         by_name: dict[str, int] = {}
-        for type_id in spec.ids_matching(pattern.name_regex(), _TYPE_KINDS[pattern.kind]):
+        kinds = tuple(Kind[name] for name in _TYPE_KINDS[pattern.kind])
+        for type_id in spec.ids_matching(pattern.name_regex(), kinds):
             by_name.setdefault(spec.name(type_id), type_id)
         by_name.pop("", None)
         for name in sorted(by_name):
@@ -238,6 +259,8 @@ class Lister:
         so only the matching BTF names are ever held (peak RSS of
         'kfunc:*': the kernel has 120k text symbols, 55k BTF functions).
         """
+        from btf import Kind
+
         name_rx = pattern.name_regex()
         max_args = fentry_max_args()
         wanted: dict[str, tuple[Spec, dict[str, int]]] = {}
@@ -298,6 +321,9 @@ class Lister:
     @staticmethod
     def _fentry_problem(proto, max_args: int) -> str:  # noqa: ANN001 (a btf FuncProto)
         """Why a trampoline would refuse this function, or ''."""
+        from btf import Kind
+        from btf.layout import sizeof, skip
+
         if proto.variadic:
             return "fentry cannot attach: variadic"
         regs = 0
@@ -319,6 +345,8 @@ class Lister:
     # rawtracepoint / tp_btf
 
     def _raw_tracepoints(self, pattern: ProbePattern) -> Iterator[Entry]:
+        from btf import Kind
+
         name_rx = b"btf_trace_" + pattern.name_regex()
         for module, spec in self.btf_modules(pattern.module):
             if spec is self._spec:
@@ -337,6 +365,9 @@ class Lister:
     def _raw_tracepoint_args(self, spec: Spec, name: str, typedef_id: int) -> list[str]:
         """``btf_trace_NAME`` is ``void (*)(void *__data, ARGS)``: ARGS's types,
         with names from ``__bpf_trace_CLASS(void *__data, ARGS)``."""
+        from btf import Kind
+        from btf.layout import skip
+
         proto = skip(spec.type(typedef_id).type, (Kind.TYPEDEF, Kind.PTR))  # type: ignore[attr-defined]
         if proto.kind != Kind.FUNC_PROTO:
             return []
@@ -376,6 +407,8 @@ class Lister:
 
     def _funcs_named(self, spec: Spec, prefix: str) -> dict[str, int]:
         """FUNC ids of ``PREFIX<rest>`` by ``rest``: one string-table search."""
+        from btf import Kind
+
         key = (id(spec), prefix)
         found = self._prefixed_funcs.get(key)
         if found is None:
@@ -416,6 +449,8 @@ class Lister:
         (``btf_trace_NAME``) and, for events that are their own class, the
         record layout (``trace_event_raw_NAME``).  ``tracepoint:*:NAME`` is a
         valid probe, so that is what we print."""
+        from btf import Kind
+
         self.warn(f"tracefs unavailable ({self._tracefs_why}); tracepoint names from BTF "
                   "(categories unknown, shown as '*'), fields from trace_event_raw_* structs")
         cat_glob, _, name_glob = pattern.target.rpartition(":")
@@ -429,6 +464,9 @@ class Lister:
             yield entry
 
     def _tracepoint_fields_from_btf(self, name: str) -> list[str]:
+        from btf import Kind
+        from btf.layout import skip
+
         spec = self.spec
         ids = spec.ids_named("trace_event_raw_" + name, (Kind.STRUCT,))
         if not ids:
