@@ -1,0 +1,416 @@
+"""The syntax tree of a bpftrace script: one dataclass per node kind.
+
+Every node has ``pos`` (line and column, 1-based, of its first token). ``pos``
+is keyword-only and left out of ``==``, so trees built by hand in tests compare
+equal to parsed ones. Expression children are tuples, statement bodies lists.
+Later stages must treat the tree as read-only (they key side tables by
+``id(node)``). The classes are plain, not frozen, dataclasses only because
+frozen ones cost 5 ms more to define at import, and start-up is measured.
+
+Node kinds (fields in order; ``pos`` on all of them):
+
+Program(includes, probes, directives, c_definitions)   the whole script
+Include(path, system, text)           ``#include <path>`` (system) or ``"path"``; recorded, not used
+Directive(text)                       any other ``#`` line before the probes (``#ifndef``...); recorded
+CDefinition(text)                     a C ``struct``/``union``/``enum`` definition before the probes, as written
+ProbeBlock(probes, predicate, body)   ``probe[, probe...] [/predicate/] { body }``
+ProbeSpec(kind, target, parts, offset, text)   one probe, kind normalised (``k`` -> ``kprobe``)
+TypeName(name, pointer_depth)         a C type in a cast or ``sizeof``: ``struct path`` with 1 for ``struct path *``
+
+Expressions (subclasses of Expr):
+
+Int(value)                            integer literal (0 .. 2**64-1; ``-1`` is Unary('-', Int(1)))
+Str(value)                            string literal, escapes resolved
+Builtin(name)                         a bare identifier: pid, comm, args, arg0, retval, curtask; also
+                                      ``perf``/``raw`` in ``kstack(perf)`` and C enum names: the checker decides
+Positional(index)                     ``$1``..``$N``; ``$#`` (the number of parameters) is index 0
+Var(name)                             scratch variable ``$x`` (name without ``$``)
+MapRef(name, keys)                    ``@m``, ``@m[k1, k2]``; name without ``@``, '' for ``@``
+Call(name, args)                      ``f(a, b)``; args may hold a TypeName for ``sizeof(struct x)``
+Binary(op, left, right)               ``|| && | ^ & == != < <= > >= << >> + - * / %``
+Unary(op, operand)                    ``! ~ -`` and ``*`` (dereference)
+Ternary(cond, then, else_)            ``cond ? then : else_``
+Cast(type, expr)                      ``(uint32)x``, ``(struct path *)arg0``
+Field(expr, name, arrow)              ``e.name`` / ``e->name``; a tuple element ``$t.0`` has name '0'
+Index(expr, index)                    ``e[i]`` (arrays and pointers; map keys are MapRef.keys)
+Tuple(elems)                          ``(a, b, ...)``, two elements or more
+IncDec(target, op, prefix)            ``$x++``, ``--@m[k]``: an Expr, and a Stmt when it stands alone
+
+Statements (subclasses of Stmt):
+
+ExprStmt(expr)                        an expression evaluated for its effect (``printf(...)``)
+Assign(target, op, value)             ``$x = e``, ``@m[k] += e``; op is ``=`` or a compound ``+=`` .. ``>>=``
+If(cond, then, else_)                 else_ is None, or a list (``else if`` is a list of one If)
+While(cond, body)                     ``while (cond) { body }``
+Unroll(count, body)                   ``unroll (count) { body }``; count an expression (checked constant later)
+Return()                              ``return``
+Break()                               ``break`` (inside while)
+Continue()                            ``continue`` (inside while)
+Block(body)                           a bare ``{ ... }`` inside a body
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field, fields
+from typing import NamedTuple
+
+__all__ = [
+    "Pos", "NOPOS", "Node", "Expr", "Stmt", "Program", "Include", "Directive", "CDefinition", "ProbeBlock",
+    "ProbeSpec", "TypeName", "Int", "Str", "Builtin", "Positional", "Var", "MapRef", "Call", "Binary", "Unary",
+    "Ternary", "Cast", "Field", "Index", "Tuple", "IncDec", "ExprStmt", "Assign", "If", "While", "Unroll",
+    "Return", "Break", "Continue", "Block", "walk", "children", "depth", "Visitor",
+]
+
+
+class Pos(NamedTuple):
+    """Where a node starts in the script: 1-based line and column (a tab counts as one column)."""
+
+    line: int
+    col: int
+
+
+NOPOS = Pos(0, 0)
+
+
+def _pos() -> Pos:
+    return field(default=NOPOS, kw_only=True, compare=False, repr=False)  # type: ignore[return-value]
+
+
+@dataclass
+class Node:
+    """Base of every node: carries ``pos`` so any later stage can report an error at its place."""
+
+    pos: Pos = _pos()
+
+
+@dataclass
+class Expr(Node):
+    """Base of expressions, so stages can type their arguments."""
+
+
+@dataclass
+class Stmt(Node):
+    """Base of statements, so stages can type their arguments."""
+
+
+# -- top level -------------------------------------------------------------------------------------
+
+
+@dataclass
+class Include(Node):
+    """``#include <path>`` or ``#include "path"``: recorded for the user's benefit; types come from BTF."""
+
+    path: str
+    system: bool
+    text: str
+
+
+@dataclass
+class Directive(Node):
+    """A ``#`` line other than ``#include`` (``#ifndef BPFTRACE_HAVE_BTF``...): recorded, then ignored."""
+
+    text: str
+
+
+@dataclass
+class CDefinition(Node):
+    """A C struct/union/enum definition before the probes, kept as text (BTF supplies kernel types)."""
+
+    text: str
+
+
+@dataclass
+class TypeName(Node):
+    """A C type as written in a cast or sizeof: ``name`` ('uint32', 'struct path') and how many ``*``."""
+
+    name: str
+    pointer_depth: int = 0
+
+
+@dataclass
+class ProbeSpec(Node):
+    """One probe: what to attach to, split so the resolver needs no parsing of its own.
+
+    ``kind`` is the long name ('kprobe', 'kfunc', 'tracepoint', 'uprobe', 'usdt',
+    'BEGIN'...); ``target`` the binary path or module ('' when none); ``parts``
+    the remaining colon-separated parts, unquoted (``('syscalls',
+    'sys_enter_openat')``, ``('s', '1')``); ``offset`` the ``+N`` of
+    ``kprobe:f+16``; ``text`` the probe as written.
+    """
+
+    kind: str
+    target: str
+    parts: tuple[str, ...]
+    offset: int | None
+    text: str
+
+
+# -- expressions -----------------------------------------------------------------------------------
+
+
+@dataclass
+class Int(Expr):
+    """An integer literal, already converted (hex, octal, ``1_000``, ``1e6``, ``1ul``)."""
+
+    value: int
+
+
+@dataclass
+class Str(Expr):
+    """A string literal with its escapes resolved."""
+
+    value: str
+
+
+@dataclass
+class Builtin(Expr):
+    """A bare identifier: a builtin variable (pid, comm, args, arg0...) or a name the checker must know."""
+
+    name: str
+
+
+@dataclass
+class Positional(Expr):
+    """A positional parameter ``$N`` (index N >= 1), or ``$#`` (index 0): the parameter count."""
+
+    index: int
+
+
+@dataclass
+class Var(Expr):
+    """A scratch variable ``$name`` (name without the ``$``)."""
+
+    name: str
+
+
+@dataclass
+class MapRef(Expr):
+    """A map read or write target: ``@name[keys...]``; name '' is the anonymous map ``@``."""
+
+    name: str
+    keys: tuple[Expr, ...] = ()
+
+
+@dataclass
+class Call(Expr):
+    """A function call ``name(args...)``; args may contain a TypeName (``sizeof(struct x)``)."""
+
+    name: str
+    args: tuple[Expr | TypeName, ...] = ()
+
+
+@dataclass
+class Binary(Expr):
+    """A binary operation, ``op`` as written (``'+'``, ``'&&'``, ``'<<'``...)."""
+
+    op: str
+    left: Expr
+    right: Expr
+
+
+@dataclass
+class Unary(Expr):
+    """A prefix operation: ``'!'``, ``'~'``, ``'-'`` or ``'*'`` (dereference)."""
+
+    op: str
+    operand: Expr
+
+
+@dataclass
+class Ternary(Expr):
+    """``cond ? then : else_``."""
+
+    cond: Expr
+    then: Expr
+    else_: Expr
+
+
+@dataclass
+class Cast(Expr):
+    """``(type)expr``."""
+
+    type: TypeName
+    expr: Expr
+
+
+@dataclass
+class Field(Expr):
+    """Member access ``expr.name`` (arrow False) or ``expr->name`` (arrow True); ``$t.0`` has name '0'."""
+
+    expr: Expr
+    name: str
+    arrow: bool = False
+
+
+@dataclass
+class Index(Expr):
+    """Subscript ``expr[index]`` of an array or pointer (map keys live in MapRef instead)."""
+
+    expr: Expr
+    index: Expr
+
+
+@dataclass
+class Tuple(Expr):
+    """A tuple ``(a, b, ...)`` of two or more elements."""
+
+    elems: tuple[Expr, ...]
+
+
+# -- statements ------------------------------------------------------------------------------------
+
+
+@dataclass
+class IncDec(Expr, Stmt):
+    """``++``/``--`` on a Var or MapRef, before (prefix) or after; a statement on its own, or an expression."""
+
+    target: Var | MapRef
+    op: str
+    prefix: bool = False
+
+
+@dataclass
+class ExprStmt(Stmt):
+    """An expression statement (calls such as ``printf``, ``delete``, ``exit``)."""
+
+    expr: Expr
+
+
+@dataclass
+class Assign(Stmt):
+    """``target op value`` where op is ``=`` or a compound assignment (``+=`` ... ``>>=``)."""
+
+    target: Var | MapRef
+    op: str
+    value: Expr
+
+
+@dataclass
+class If(Stmt):
+    """``if (cond) { then } [else { else_ }]``; ``else if`` is an else_ holding one If."""
+
+    cond: Expr
+    then: list[Stmt]
+    else_: list[Stmt] | None = None
+
+
+@dataclass
+class While(Stmt):
+    """``while (cond) { body }``."""
+
+    cond: Expr
+    body: list[Stmt]
+
+
+@dataclass
+class Unroll(Stmt):
+    """``unroll (count) { body }``: body repeated count times (the checker requires a constant)."""
+
+    count: Expr
+    body: list[Stmt]
+
+
+@dataclass
+class Return(Stmt):
+    """``return``: leave this probe's program."""
+
+
+@dataclass
+class Break(Stmt):
+    """``break``: leave the innermost while loop."""
+
+
+@dataclass
+class Continue(Stmt):
+    """``continue``: next iteration of the innermost while loop."""
+
+
+@dataclass
+class Block(Stmt):
+    """A bare ``{ ... }`` statement list inside a body (scoping is the same as bpftrace's: none)."""
+
+    body: list[Stmt]
+
+
+@dataclass
+class ProbeBlock(Node):
+    """One action block: the probes it attaches to, its optional predicate, and its statements."""
+
+    probes: list[ProbeSpec]
+    predicate: Expr | None
+    body: list[Stmt]
+
+
+@dataclass
+class Program(Node):
+    """A whole script: the preamble (recorded, unused: types come from BTF) and the probe blocks."""
+
+    includes: list[Include]
+    probes: list[ProbeBlock]
+    directives: list[Directive] = field(default_factory=list)
+    c_definitions: list[CDefinition] = field(default_factory=list)
+
+
+# -- traversal -------------------------------------------------------------------------------------
+
+_CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def _child_fields(cls: type) -> tuple[str, ...]:
+    names = _CHILD_FIELDS.get(cls)
+    if names is None:
+        names = tuple(f.name for f in fields(cls) if f.name != "pos")
+        _CHILD_FIELDS[cls] = names
+    return names
+
+
+def children(node: Node) -> Iterator[Node]:
+    """The direct child nodes of ``node`` in source order (lists and tuples flattened)."""
+    for name in _child_fields(type(node)):
+        value = getattr(node, name)
+        if isinstance(value, Node):
+            yield value
+        elif isinstance(value, (list, tuple)):
+            for item in value:
+                if isinstance(item, Node):
+                    yield item
+
+
+def walk(node: Node) -> Iterator[Node]:
+    """Every node under ``node`` (itself first), depth first in source order; iterative, so deep trees are fine."""
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        yield n
+        stack.extend(reversed(list(children(n))))
+
+
+def depth(node: Node) -> int:
+    """How deeply ``node``'s tree nests (a leaf is 1); iterative, so the parser can refuse trees too deep to check."""
+    best = 0
+    stack = [(node, 1)]
+    while stack:
+        n, d = stack.pop()
+        if d > best:
+            best = d
+        for c in children(n):
+            stack.append((c, d + 1))
+    return best
+
+
+class Visitor:
+    """Dispatch on node class: ``visit(node)`` calls ``visit_<ClassName>`` or ``generic_visit`` (visits children)."""
+
+    def visit(self, node: Node) -> object:
+        """Visit one node with the method named after its class."""
+        method = getattr(self, "visit_" + type(node).__name__, None)
+        if method is None:
+            return self.generic_visit(node)
+        return method(node)
+
+    def generic_visit(self, node: Node) -> object:
+        """Visit every child; the default for node kinds without a ``visit_`` method."""
+        for c in children(node):
+            self.visit(c)
+        return None

@@ -1,0 +1,49 @@
+"""Errors in a script, reported in script terms: FILE:LINE:COL, the line, and a caret under the spot."""
+
+from __future__ import annotations
+
+from pycore.errors import PycoreError
+
+__all__ = ["ScriptError", "CheckError", "ProbeError"]
+
+
+class ScriptError(PycoreError):
+    """Something wrong with a script at a place in it (syntax, types, probes, the verifier's refusal).
+
+    ``str()`` is one line (``FILE:LINE:COL: MESSAGE``); :meth:`format` adds
+    the source line and a caret, as bpftrace prints its errors.
+    """
+
+    def __init__(self, message: str, line: int = 0, col: int = 0, filename: str = "", source: str = "",
+                 width: int = 1) -> None:
+        self.message = message
+        self.line = line
+        self.col = col
+        self.filename = filename or "stdin"
+        self.source = source
+        self.width = max(1, width)
+        super().__init__(self._head())
+
+    def _head(self) -> str:
+        where = f"{self.filename}:{self.line}:{self.col}" if self.line else self.filename
+        return f"{where}: error: {self.message}"
+
+    def __str__(self) -> str:
+        return self._head()
+
+    def format(self) -> str:
+        """The error with its source line and a caret (``^~~~``) under the spot."""
+        lines = self.source.splitlines()
+        if not self.line or self.line > len(lines):
+            return self._head()
+        text = lines[self.line - 1].expandtabs(1)
+        caret = " " * max(0, self.col - 1) + "^" + "~" * (self.width - 1)
+        return f"{self._head()}\n{text}\n{caret}"
+
+
+class CheckError(ScriptError):
+    """A script that parses but cannot run: unknown names, wrong types, a refused program."""
+
+
+class ProbeError(PycoreError):
+    """A probe that does not resolve on this system (no such function, tracepoint, binary, probe)."""
