@@ -1,0 +1,602 @@
+"""bpftrace script text -> :class:`pycore.trace.ast.Program`, or a :class:`ScriptError` saying where and why.
+
+The grammar is ``grammar.lark`` (LALR, contextual lexer). The tree is built
+while parsing (lark calls :class:`_Builder` at each reduction), so there is no
+intermediate parse tree and no recursion: however deep a script nests, parsing
+uses a stack, not Python frames; a tree nested deeper than :data:`MAX_DEPTH`
+is refused here, so later stages (which recurse) never meet one.
+
+Start-up: the lark parser is built once per process, on first use, and its
+LALR tables are kept in a cache file (see :func:`_parser`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pycore.trace import ast as A
+from pycore.trace.errors import ScriptError
+
+if TYPE_CHECKING:
+    from lark import Lark, Token
+
+__all__ = ["parse", "parse_probe", "MAX_DEPTH", "PROBE_ALIASES", "PROBE_KINDS"]
+
+#: Deepest tree accepted (a leaf is 1). Real scripts stay under 30; the
+#: checker and the code generator recurse a few frames per level.
+MAX_DEPTH = 200
+
+#: Short probe names bpftrace accepts, and the long name the tree uses.
+PROBE_ALIASES: dict[str, str] = {
+    "k": "kprobe", "kr": "kretprobe", "u": "uprobe", "ur": "uretprobe", "t": "tracepoint",
+    "rt": "rawtracepoint", "f": "kfunc", "fr": "kretfunc", "fentry": "kfunc", "fexit": "kretfunc",
+    "i": "interval", "p": "profile", "s": "software", "h": "hardware", "U": "usdt",
+    "w": "watchpoint", "aw": "asyncwatchpoint", "it": "iter",
+}
+
+#: Every probe kind, with how many ':'-separated parts may follow it.
+PROBE_KINDS: dict[str, tuple[int, int]] = {
+    "BEGIN": (0, 0), "END": (0, 0),
+    "kprobe": (1, 2), "kretprobe": (1, 2),          # [module:]function
+    "kfunc": (1, 2), "kretfunc": (1, 2),            # [module:]function
+    "rawtracepoint": (1, 2),                        # [module:]name
+    "uprobe": (1, 2), "uretprobe": (1, 2),          # [binary:]function (no binary: -p PID)
+    "usdt": (1, 3),                                 # [binary:][provider:]name
+    "tracepoint": (2, 2),                           # category:name
+    "interval": (1, 2), "profile": (1, 2),          # unit:count (or 1s, 99hz)
+    "software": (1, 2), "hardware": (1, 2),         # event[:count]
+    "watchpoint": (3, 3), "asyncwatchpoint": (3, 3),  # address:length:mode
+    "iter": (1, 2),
+}
+
+# Kinds whose first part, when there is more than one, is a binary or module.
+_TARGETED = {"kprobe", "kretprobe", "kfunc", "kretfunc", "rawtracepoint", "uprobe", "uretprobe", "usdt"}
+_OFFSETS = {"kprobe", "uprobe"}
+_KEYWORDS = {"if", "else", "while", "unroll", "return", "break", "continue", "struct", "union", "enum"}
+
+
+class _Fail(Exception):
+    """A semantic error found while building the tree; turned into a ScriptError by :func:`parse`."""
+
+    def __init__(self, message: str, line: int, col: int, width: int = 1) -> None:
+        super().__init__(message)
+        self.message, self.line, self.col, self.width = message, line, col, width
+
+
+# -- the lark parser, built once -------------------------------------------------------------------
+#
+# Measured on this project's dev host (Python 3.11, lark 1.3.1), a fresh
+# process running `import pycore.trace.parser; parse(<5-line script>)`:
+#
+#   without a cache file (tables computed):       cold ~ ms, see tests/test_trace_parser.py::test_startup
+#   with the cache file (tables unpickled):       warm ~ ms
+#
+# (figures filled in below by measurement; see _STARTUP_NOTE)
+
+_PARSER: Lark | None = None
+_GRAMMAR = Path(__file__).with_name("grammar.lark")
+
+
+def _cache_dir() -> Path | None:
+    """The cache directory, if it is ours to write: made 0700, owned by us, not group/world-writable.
+
+    The cache file is a pickle lark loads back; one another user could write
+    would run their code as whoever runs pycore trace (often root).
+    """
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    if not os.path.isabs(base):
+        return None
+    d = Path(base) / "pycore"
+    try:
+        d.mkdir(mode=0o700, parents=True, exist_ok=True)
+        st = d.stat()
+    except OSError:
+        return None
+    if st.st_uid != os.geteuid() or st.st_mode & 0o022 or not os.access(d, os.W_OK):
+        return None
+    return d
+
+
+def _parser() -> Lark:
+    """The process's one lark parser, built on first use from the cached tables when there are some."""
+    global _PARSER
+    if _PARSER is None:
+        from lark import Lark, __version__ as lark_version
+
+        grammar = _GRAMMAR.read_text()
+        cache: str | bool = False
+        d = _cache_dir()
+        if d is not None:
+            key = hashlib.sha256((grammar + lark_version).encode()).hexdigest()[:16]
+            cache = str(d / f"trace-grammar-{key}-py{sys.version_info[0]}{sys.version_info[1]}.lark")
+        _PARSER = Lark(grammar, parser="lalr", lexer="contextual", start="program", transformer=_Builder(),
+                       lexer_callbacks={"PROBE": _check_probe}, maybe_placeholders=True, cache=cache)
+    return _PARSER
+
+
+# -- the public entry points -----------------------------------------------------------------------
+
+
+def parse(text: str, filename: str = "<stdin>") -> A.Program:
+    """Parse a whole bpftrace script; every problem is a ScriptError with FILE:LINE:COL and a caret."""
+    from lark.exceptions import LarkError, UnexpectedCharacters, UnexpectedInput, UnexpectedToken
+
+    def error(message: str, line: int, col: int, width: int = 1) -> ScriptError:
+        return ScriptError(message, line, col, filename, text, width)
+
+    try:
+        program = _parser().parse(text)
+    except _Fail as e:
+        raise error(e.message, e.line, e.col, e.width) from None
+    except UnexpectedCharacters as e:
+        raise error(_bad_character(text, e.pos_in_stream), e.line, e.column) from None
+    except UnexpectedToken as e:
+        tok = e.token
+        try:  # what really fits here (LALR's own expected set merges states, so it over-reports)
+            accepts = e.accepts or e.expected
+        except Exception:  # noqa: BLE001 - only for a better message; the error stands regardless
+            accepts = e.expected
+        if tok.type == "$END":
+            line, col = _end_of(text)
+            raise error(f"unexpected end of input — expected {_expected(accepts)}", line, col) from None
+        if tok.start_pos is not None and text.startswith("/*", tok.start_pos):
+            raise error("unterminated comment", tok.line, tok.column) from None
+        width = len(tok) if "\n" not in tok else 1
+        raise error(f"unexpected {_token(tok)} — expected {_expected(accepts)}", tok.line or 1,
+                    tok.column or 1, width) from None
+    except UnexpectedInput as e:  # pragma: no cover - LALR raises the two above
+        raise error("syntax error", getattr(e, "line", 1), getattr(e, "column", 1)) from None
+    except RecursionError:
+        raise error(f"script nested too deeply to parse (more than {MAX_DEPTH} levels)", 1, 1) from None
+    except LarkError as e:  # pragma: no cover - a lark failure of its own, reported without its traceback
+        raise error(f"syntax error ({type(e).__name__})", 1, 1) from None
+    for block in program.probes:
+        if A.depth(block) > MAX_DEPTH:
+            deep = _deepest(block)
+            raise error(f"expression nested too deeply (more than {MAX_DEPTH} levels)", deep.pos.line,
+                        deep.pos.col)
+    return program
+
+
+def parse_probe(text: str, line: int = 1, col: int = 1) -> A.ProbeSpec:
+    """One probe as written (``k:vfs_read+16``) -> ProbeSpec; for ``-l``-style listings and tests."""
+    try:
+        return _probe_spec(text, line, col)
+    except _Fail as e:
+        raise ScriptError(e.message, e.line, e.col, "<probe>", text, e.width) from None
+
+
+def _deepest(node: A.Node) -> A.Node:
+    """The first node at MAX_DEPTH, for the error's position."""
+    stack = [(node, 1)]
+    while stack:
+        n, d = stack.pop()
+        if d >= MAX_DEPTH:
+            return n
+        stack.extend((c, d + 1) for c in A.children(n))
+    return node
+
+
+# -- error text ------------------------------------------------------------------------------------
+
+_EXPR_START = {"INT", "STRING", "IDENT", "VAR", "MAP", "POSITIONAL", "PARAMCOUNT", "LPAR", "CAST", "MINUS",
+               "BANG", "TILDE", "STAR", "INC", "DEC"}
+_STMT_START = {"IF", "WHILE", "UNROLL", "RETURN", "BREAK", "CONTINUE", "LBRACE"}
+_OPERATORS = {"OROR", "ANDAND", "BOR", "BXOR", "BAND", "EQ", "NE", "LT", "GT", "LE", "GE", "SHL", "SHR", "PLUS",
+              "MINUS", "STAR", "SLASH", "PERCENT", "_QMARK", "DOT", "ARROW", "_LBRACK", "INC", "DEC"}
+_NAMES = {
+    "_SEMI": "';'", "_RBRACE": "'}'", "LBRACE": "'{'", "_RPAR": "')'", "LPAR": "'('", "_COMMA": "','",
+    "_RBRACK": "']'", "_LBRACK": "'['", "_COLON": "':'", "ASSIGN": "'='", "COMPOUND_ASSIGN": "'op='",
+    "SLASH": "'/'", "PRED_END": "'/' (end of the predicate)", "IDENT": "a name", "INT": "an integer",
+    "_ELSE": "'else'", "STRUCT": "'struct'", "PROBE": "a probe", "DOT": "'.'", "ARROW": "'->'",
+    "$END": "the end of the script", "IF": "'if'", "WHILE": "'while'", "UNROLL": "'unroll'",
+    "RETURN": "'return'", "BREAK": "'break'", "CONTINUE": "'continue'", "CAST": "a cast",
+    "CPREPROC": "a '#' line", "C_DEFINITION": "a C definition",
+}
+_ORDER = ["PROBE", "$END", "_SEMI", "_RBRACE", "LBRACE", "SLASH", "PRED_END", "_RPAR", "_COMMA", "_RBRACK", "_COLON",
+          "ASSIGN", "COMPOUND_ASSIGN"]
+
+
+def _expected(expected: Any) -> str:
+    """What the parser would have accepted, in words: 'an expression', "';', '}' or an operator"."""
+    exp = set(expected or ())
+    phrases: list[str] = []
+    if "PROBE" in exp:
+        phrases.append("a probe")
+        exp -= {"PROBE", "CPREPROC", "C_DEFINITION"}
+    if exp & _STMT_START and "INT" in exp:
+        phrases.append("a statement")
+        exp -= _STMT_START | _EXPR_START
+    elif "INT" in exp and "VAR" in exp:
+        phrases.append("an expression")
+        exp -= _EXPR_START
+    operators = len(exp & _OPERATORS) >= 8
+    if operators:
+        exp -= _OPERATORS
+    rest = sorted(exp, key=lambda n: (_ORDER.index(n) if n in _ORDER else len(_ORDER), n))
+    phrases += [_NAMES.get(n, n.strip("_").lower()) for n in rest]
+    if operators:
+        phrases.append("an operator")
+    if not phrases:
+        return "something else"
+    return phrases[0] if len(phrases) == 1 else ", ".join(phrases[:-1]) + " or " + phrases[-1]
+
+
+def _token(tok: Token) -> str:
+    """A token as the user wrote it, with what kind of thing it is."""
+    v, t = str(tok), tok.type
+    if t in ("IDENT",) or (t == "PROBE" and ":" not in v):
+        return f"keyword '{v}'" if v in _KEYWORDS else f"name '{v}'"
+    kinds = {"INT": "integer", "VAR": "variable", "MAP": "map", "POSITIONAL": "parameter", "CAST": "cast",
+             "PROBE": "probe", "CPREPROC": "preprocessor line", "C_DEFINITION": "C definition"}
+    if t == "STRING":
+        return f"string {v}" if len(v) <= 40 else f"string {v[:37]}...\""
+    if t in kinds:
+        return f"{kinds[t]} '{v if len(v) <= 40 else v[:37] + '...'}'"
+    if t in ("IF", "_ELSE", "WHILE", "UNROLL", "RETURN", "BREAK", "CONTINUE", "STRUCT"):
+        return f"keyword '{v}'"
+    if t == "PRED_END":
+        return "'/'"
+    return f"'{v}'"
+
+
+def _bad_character(text: str, pos: int) -> str:
+    """Why the lexer stopped at text[pos]."""
+    c = text[pos] if 0 <= pos < len(text) else ""
+    if c == '"':
+        return "unterminated string (a string ends on the line it starts)"
+    if text.startswith("/*", pos):
+        return "unterminated comment"
+    if c == "'":
+        return "invalid character \"'\": there are no character literals, use a string"
+    shown = c if c.isprintable() and c != "" else repr(c)
+    return f"invalid character '{shown}'"
+
+
+def _end_of(text: str) -> tuple[int, int]:
+    """Line and column just after the last non-blank character (where an unfinished script stops)."""
+    stripped = text.rstrip()
+    if not stripped:
+        return 1, 1
+    line = stripped.count("\n") + 1
+    col = len(stripped) - (stripped.rfind("\n") + 1) + 1
+    return line, col
+
+
+# -- literals ------------------------------------------------------------------------------------
+
+_INT_RE = re.compile(r"(?:0[xX](?P<hex>[0-9a-fA-F]+)|(?P<dec>[0-9]+(?:_[0-9]+)*)(?:[eE](?P<exp>[0-9]+))?)"
+                     r"(?:[uU]?[lL]{0,2})")
+_U64 = (1 << 64) - 1
+
+
+def _int(text: str, line: int, col: int) -> int:
+    """An integer literal's value: decimal (``1_000``), hex, octal (leading 0), ``NeM``, C suffixes u/l."""
+    m = _INT_RE.fullmatch(text)
+    if m is None:
+        raise _Fail(f"invalid integer '{text}'", line, col, len(text))
+    if m["hex"] is not None:
+        value = int(m["hex"], 16)
+    else:
+        digits = m["dec"].replace("_", "")
+        if m["exp"] is not None:
+            exp = int(m["exp"])
+            if exp > 19:
+                raise _Fail(f"integer '{text}' does not fit in 64 bits", line, col, len(text))
+            value = int(digits) * 10 ** exp
+        elif len(digits) > 1 and digits[0] == "0":
+            if not set(digits) <= set("01234567"):
+                raise _Fail(f"invalid octal integer '{text}' (a leading 0 means octal)", line, col, len(text))
+            value = int(digits, 8)
+        else:
+            value = int(digits)
+    if value > _U64:
+        raise _Fail(f"integer '{text}' does not fit in 64 bits", line, col, len(text))
+    return value
+
+
+_ESCAPE_RE = re.compile(r"\\(x[0-9a-fA-F]{1,2}|[0-7]{1,3}|.)", re.S)
+_SIMPLE_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\", '"': '"'}
+
+
+def _string(tok: Token) -> str:
+    """A string literal's value: the C escapes bpftrace knows (\\n \\t \\r \\\\ \\" \\xHH \\ooo), others refused."""
+    body = str(tok)[1:-1]
+    if "\\" not in body:
+        return body
+
+    def unescape(m: re.Match[str]) -> str:
+        e = m.group(1)
+        if e in _SIMPLE_ESCAPES:
+            return _SIMPLE_ESCAPES[e]
+        if e[0] == "x" and len(e) > 1:
+            return chr(int(e[1:], 16))
+        if e[0] in "01234567":
+            v = int(e, 8)
+            if v > 0o377:
+                raise _Fail(f"octal escape out of range '\\{e}'", tok.line, tok.column + 1 + m.start(), len(e) + 1)
+            return chr(v)
+        raise _Fail(f"invalid escape '\\{e}' (known: \\n \\t \\r \\\\ \\\" \\xHH \\ooo)", tok.line,
+                    tok.column + 1 + m.start(), len(e) + 1)
+
+    return _ESCAPE_RE.sub(unescape, body)
+
+
+# -- probes --------------------------------------------------------------------------------------
+
+
+def _split_probe(rest: str) -> list[tuple[str, bool]]:
+    """Split what follows 'kind:' on the colons outside quotes: (raw part, whether any of it was quoted)."""
+    parts: list[tuple[str, bool]] = []
+    cur: list[str] = []
+    quoted = in_quote = False
+    i = 0
+    while i < len(rest):
+        c = rest[i]
+        if in_quote:
+            if c == "\\" and i + 1 < len(rest):
+                cur.append(rest[i + 1])
+                i += 2
+                continue
+            if c == '"':
+                in_quote = False
+            else:
+                cur.append(c)
+        elif c == '"':
+            in_quote = quoted = True
+        elif c == ":":
+            parts.append(("".join(cur), quoted))
+            cur, quoted = [], False
+        else:
+            cur.append(c)
+        i += 1
+    parts.append(("".join(cur), quoted))
+    return parts
+
+
+def _probe_spec(text: str, line: int, col: int) -> A.ProbeSpec:
+    """One probe token -> ProbeSpec: alias normalised, parts split and unquoted, offset and arity checked."""
+    pos = A.Pos(line, col)
+    kind, colon, rest = text.partition(":")
+    kind = PROBE_ALIASES.get(kind, kind)
+    if kind not in PROBE_KINDS:
+        known = ", ".join(k for k in PROBE_KINDS)
+        raise _Fail(f"unknown probe type '{text.partition(':')[0]}' (known: {known})", line, col,
+                    len(text.partition(":")[0]))
+    raw = _split_probe(rest) if colon else []
+    lo, hi = PROBE_KINDS[kind]
+    if not lo <= len(raw) <= hi:
+        need = str(lo) if lo == hi else f"{lo} to {hi}"
+        raise _Fail(f"a {kind} probe takes {need} ':'-separated part{'s' if hi != 1 else ''} after '{kind}', "
+                    f"not {len(raw)}", line, col, len(text))
+    offset: int | None = None
+    if raw and kind in _OFFSETS | {"kretprobe", "uretprobe"}:
+        last, quoted = raw[-1]
+        # the offset is after the last '+' outside quotes: rest's tail after its last quote
+        tail = rest[rest.rfind('"') + 1:] if quoted else last
+        if "+" in tail:
+            number = tail.rpartition("+")[2]
+            if kind not in _OFFSETS:
+                raise _Fail(f"a {kind} cannot have an offset ('+{number}')", line, col, len(text))
+            try:
+                offset = _int(number, line, col)
+            except _Fail:
+                raise _Fail(f"invalid offset '+{number}' in probe", line, col, len(text)) from None
+            cut = len(number) + 1
+            raw[-1] = (last[:-cut], quoted)
+    parts = [p for p, _ in raw]
+    for p, q in raw:
+        if not p and not q:
+            raise _Fail(f"empty part in probe '{text}'", line, col, len(text))
+    target = ""
+    if kind in _TARGETED and len(parts) >= 2:
+        target = parts.pop(0)
+    for (p, q) in raw[len(raw) - len(parts):]:
+        if "/" in p and not q:
+            # only a binary path may hold '/': this is 'kprobe:f/pid == 1/', a predicate glued to the probe
+            raise _Fail(f"'/' in probe '{text}': put a space between a probe and its /predicate/", line, col,
+                        len(text))
+    return A.ProbeSpec(kind, target, tuple(parts), offset, text, pos=pos)
+
+
+def _check_probe(tok: Token) -> Token:
+    """Lexer callback: 'kprobe:f/pid == 1/' is reported as itself, not as the syntax error its remains cause.
+
+    Only that check runs here: lark's fallback lexer (used to name the token
+    of a syntax error) also calls this, for names in any context.
+    """
+    if "/" in tok and ":" in tok:
+        try:
+            _probe_spec(str(tok), tok.line, tok.column)
+        except _Fail as e:
+            if "/predicate/" in e.message:
+                raise
+    return tok
+
+
+# -- the tree builder (lark calls these at each reduction) ----------------------------------------
+
+def _tpos(tok: Token) -> A.Pos:
+    return A.Pos(tok.line or 1, tok.column or 1)
+
+
+class _Builder:
+    """Builds ast nodes from the grammar's rules; one method per rule or alias in grammar.lark.
+
+    A plain object, not a lark Transformer: lark calls ``getattr(builder,
+    rule_name)(children)`` at each reduction. No method may be named after a
+    terminal (lark would run it on every token of that kind).
+    """
+
+    # top level
+
+    def program(self, c: list[Any]) -> A.Program:
+        includes: list[A.Include] = []
+        directives: list[A.Directive] = []
+        cdefs: list[A.CDefinition] = []
+        probes: list[A.ProbeBlock] = []
+        for item in c:
+            if isinstance(item, A.ProbeBlock):
+                probes.append(item)
+            elif item.type == "CPREPROC":
+                text = str(item).rstrip()
+                m = re.match(r'#\s*include\s*(?:<([^>]*)>|"([^"]*)")', text)
+                if m:
+                    system = m.group(1) is not None
+                    includes.append(A.Include(m.group(1) if system else m.group(2), system, text, pos=_tpos(item)))
+                elif re.match(r"#\s*include\b", text):
+                    raise _Fail("#include needs <file> or \"file\"", item.line, item.column, len(text))
+                else:
+                    directives.append(A.Directive(text, pos=_tpos(item)))
+            else:
+                cdefs.append(A.CDefinition(str(item), pos=_tpos(item)))
+        return A.Program(includes, probes, directives, cdefs, pos=A.Pos(1, 1))
+
+    def probe_block(self, c: list[Any]) -> A.ProbeBlock:
+        specs = [_probe_spec(str(t), t.line, t.column) for t in c if getattr(t, "type", None) == "PROBE"]
+        body: list[A.Stmt] = c[-1]
+        predicate = c[-3] if isinstance(c[-3], A.Expr) else None
+        return A.ProbeBlock(specs, predicate, body, pos=specs[0].pos)
+
+    def predicate(self, c: list[Any]) -> A.Expr:
+        return c[1]
+
+    def block(self, c: list[Any]) -> A.Block:
+        return A.Block(c[1], pos=_tpos(c[0]))
+
+    # statements
+
+    def stmts(self, c: list[Any]) -> list[A.Stmt]:
+        return [s for s in c if s is not None]
+
+    def expr_stmt(self, c: list[Any]) -> A.Stmt:
+        e = c[0]
+        return e if isinstance(e, A.IncDec) else A.ExprStmt(e, pos=e.pos)
+
+    def assign_stmt(self, c: list[Any]) -> A.Assign:
+        target, op, value = c
+        return A.Assign(target, str(op), value, pos=target.pos)
+
+    def jump_stmt(self, c: list[Any]) -> A.Stmt:
+        tok = c[0]
+        cls = {"RETURN": A.Return, "BREAK": A.Break, "CONTINUE": A.Continue}[tok.type]
+        return cls(pos=_tpos(tok))
+
+    def if_stmt(self, c: list[Any]) -> A.If:
+        kw, _lpar, cond, then = c[:4]
+        else_: list[A.Stmt] | None = None
+        if len(c) > 4 and c[4] is not None:
+            other = c[4]
+            else_ = [other] if isinstance(other, A.If) else other.body
+        return A.If(cond, then.body, else_, pos=_tpos(kw))
+
+    def while_stmt(self, c: list[Any]) -> A.While:
+        kw, _lpar, cond, body = c
+        return A.While(cond, body.body, pos=_tpos(kw))
+
+    def unroll_stmt(self, c: list[Any]) -> A.Unroll:
+        kw, _lpar, count, body = c
+        return A.Unroll(count, body.body, pos=_tpos(kw))
+
+    def block_stmt(self, c: list[Any]) -> A.Block:
+        return c[0]
+
+    # expressions
+
+    def ternary(self, c: list[Any]) -> A.Ternary:
+        cond, then, else_ = c
+        return A.Ternary(cond, then, else_, pos=cond.pos)
+
+    def binary(self, c: list[Any]) -> A.Binary:
+        left, op, right = c
+        return A.Binary(str(op), left, right, pos=left.pos)
+
+    def unary(self, c: list[Any]) -> A.Unary:
+        op, operand = c
+        return A.Unary(str(op), operand, pos=_tpos(op))
+
+    def cast(self, c: list[Any]) -> A.Cast:
+        tok, expr = c
+        inner = str(tok)[1:-1]
+        depth = inner.count("*")
+        name = " ".join(inner.replace("*", " ").split())
+        return A.Cast(A.TypeName(name, depth, pos=_tpos(tok)), expr, pos=_tpos(tok))
+
+    def pre_incdec(self, c: list[Any]) -> A.IncDec:
+        op, target = c
+        return A.IncDec(target, str(op), True, pos=_tpos(op))
+
+    def post_incdec(self, c: list[Any]) -> A.IncDec:
+        target, op = c
+        return A.IncDec(target, str(op), False, pos=target.pos)
+
+    def field(self, c: list[Any]) -> A.Field:
+        expr, op, name = c
+        if name.type == "INT" and not name.isdigit():
+            raise _Fail(f"invalid tuple index '{name}'", name.line, name.column, len(name))
+        return A.Field(expr, str(name), op.type == "ARROW", pos=expr.pos)
+
+    def index(self, c: list[Any]) -> A.Index:
+        expr, index = c
+        return A.Index(expr, index, pos=expr.pos)
+
+    def int_lit(self, c: list[Any]) -> A.Int:
+        tok = c[0]
+        return A.Int(_int(str(tok), tok.line, tok.column), pos=_tpos(tok))
+
+    def str_lit(self, c: list[Any]) -> A.Str:
+        tok = c[0]
+        return A.Str(_string(tok), pos=_tpos(tok))
+
+    def ident(self, c: list[Any]) -> A.Builtin:
+        tok = c[0]
+        if tok in _KEYWORDS:
+            raise _Fail(f"unexpected keyword '{tok}' — expected an expression", tok.line, tok.column, len(tok))
+        return A.Builtin(str(tok), pos=_tpos(tok))
+
+    def positional(self, c: list[Any]) -> A.Positional:
+        tok = c[0]
+        if tok == "$#":
+            return A.Positional(0, pos=_tpos(tok))
+        index = int(tok[1:])
+        if index == 0:
+            raise _Fail("there is no $0: positional parameters start at $1 ($# is their count)", tok.line,
+                        tok.column, len(tok))
+        return A.Positional(index, pos=_tpos(tok))
+
+    def call(self, c: list[Any]) -> A.Call:
+        name, _lpar, args = c
+        if name in _KEYWORDS:
+            raise _Fail(f"unexpected keyword '{name}' — expected an expression", name.line, name.column,
+                        len(name))
+        return A.Call(str(name), tuple(args or ()), pos=_tpos(name))
+
+    def paren(self, c: list[Any]) -> A.Expr:
+        return c[1]
+
+    def tuple(self, c: list[Any]) -> A.Tuple:
+        return A.Tuple(tuple(c[1:]), pos=_tpos(c[0]))
+
+    def var(self, c: list[Any]) -> A.Var:
+        tok = c[0]
+        return A.Var(str(tok)[1:], pos=_tpos(tok))
+
+    def map(self, c: list[Any]) -> A.MapRef:
+        tok = c[0]
+        keys = c[1] if len(c) > 1 and c[1] is not None else ()
+        return A.MapRef(str(tok)[1:], tuple(keys), pos=_tpos(tok))
+
+    def exprs(self, c: list[Any]) -> tuple[A.Expr, ...]:
+        return tuple(c)
+
+    def call_args(self, c: list[Any]) -> tuple[Any, ...]:
+        return tuple(c)
+
+    def type_arg(self, c: list[Any]) -> A.TypeName:
+        kw, name = c[0], c[1]
+        return A.TypeName(f"{kw} {name}", len(c) - 2, pos=_tpos(kw))
