@@ -1045,7 +1045,7 @@ def test_deep_nesting() -> None:
 def test_cache_dir_must_be_private(tmp_path: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     d = P._cache_dir()
-    assert d == tmp_path / "pycore" and stat.S_IMODE(os.stat(d).st_mode) == 0o700
+    assert d == str(tmp_path / "pycore") and stat.S_IMODE(os.stat(d).st_mode) == 0o700
     os.chmod(d, 0o777)
     assert P._cache_dir() is None          # someone else could plant a pickle there
     monkeypatch.setenv("XDG_CACHE_HOME", "relative/dir")

@@ -1,0 +1,116 @@
+"""pycore trace's parser under random input: a Program or a ScriptError, nothing else, and quickly.
+
+Random text, random edits of real scripts (characters and whole tokens
+deleted, inserted, swapped, duplicated), and deeply nested expressions and
+statements. Each example has a deadline, so a hang or a regex gone
+quadratic fails the test rather than the machine.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from pycore.trace import ast as A
+from pycore.trace.errors import ScriptError
+from pycore.trace.parser import parse
+from tests.test_trace_parser import ALL_SCRIPTS
+
+FUZZ = settings(max_examples=800, deadline=timedelta(seconds=2), database=None,
+                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+
+SCRIPTS = [ALL_SCRIPTS[k] for k in sorted(ALL_SCRIPTS)]
+
+# Pieces of the language, so random text reaches past the first token now and then.
+TOKENS = ["BEGIN", "END", "kprobe:vfs_read", "uprobe:/bin/bash:readline", "tracepoint:a:b", "k:f+0x10",
+          "usdt:/p:q:r", '"quoted"', "{", "}", "(", ")", "[", "]", "/", "//", "/*", "*/", ";", ",", ":", "?",
+          "=", "==", "+=", "<<=", "++", "--", "->", ".", "!", "~", "-", "*", "&", "&&", "||", "<", ">>", "%",
+          "$x", "$1", "$#", "$0", "@", "@m", "@m[", "pid", "args", "comm", "if", "else", "while", "unroll",
+          "return", "break", "struct", "(struct path *)", "(uint32)", "0x", "0x1f", "08", "1e6", "1_000",
+          "18446744073709551616", '"\\q"', '"\\x41"', '"\\400"', "'", '"', "#include <x.h>", "#define X",
+          "struct s { int a; };", "\n", " ", "\t", "printf(", "count()", "sizeof(", "str(", "kstack(perf, 3)"]
+
+
+def check(text: str) -> None:
+    try:
+        program = parse(text)
+    except ScriptError as e:
+        assert e.line >= 1 and e.col >= 1 and e.width >= 1
+        assert e.format().startswith(f"<stdin>:{e.line}:{e.col}: error: ")
+        assert "Traceback" not in e.message and "lark" not in e.message.lower()
+    else:
+        assert isinstance(program, A.Program)
+        for node in A.walk(program):
+            assert node.pos.line >= 1 and node.pos.col >= 1
+
+
+@FUZZ
+@given(st.text(max_size=200))
+def test_random_text(text: str) -> None:
+    check(text)
+
+
+@FUZZ
+@given(st.lists(st.sampled_from(TOKENS), max_size=40), st.randoms(use_true_random=False))
+def test_random_tokens(tokens: list[str], rnd) -> None:  # noqa: ANN001 - hypothesis' Random
+    check(" ".join(tokens))
+    check("".join(tokens))
+    check("BEGIN { " + "".join(tokens) + " }")
+    check("kprobe:f /" + " ".join(rnd.sample(tokens, len(tokens))) + "/ { }")
+
+
+edit = st.tuples(st.sampled_from(["delete", "insert", "swap", "dup", "token", "drop_token"]),
+                 st.integers(0, 10_000), st.integers(0, 10_000), st.integers(1, 12), st.sampled_from(TOKENS))
+
+
+def mutate(text: str, edits: list[tuple[str, int, int, int, str]]) -> str:
+    for kind, a, b, n, token in edits:
+        if not text:
+            text = token
+            continue
+        i, j = a % len(text), b % len(text)
+        if kind == "delete":
+            text = text[:i] + text[i + n:]
+        elif kind == "insert":
+            text = text[:i] + text[j:j + n] + text[i:]
+        elif kind == "swap":
+            chars = list(text)
+            chars[i], chars[j] = chars[j], chars[i]
+            text = "".join(chars)
+        elif kind == "dup":
+            text = text[:i] + text[i:i + n] * 2 + text[i + n:]
+        elif kind == "token":
+            text = text[:i] + token + text[i:]
+        else:  # drop the word at i
+            words = text.split(" ")
+            del words[a % len(words)]
+            text = " ".join(words)
+    return text
+
+
+@FUZZ
+@given(st.sampled_from(SCRIPTS), st.lists(edit, min_size=1, max_size=6))
+def test_mutated_real_scripts(script: str, edits: list[tuple[str, int, int, int, str]]) -> None:
+    check(mutate(script, edits))
+
+
+@settings(max_examples=60, deadline=timedelta(seconds=3), database=None)
+@given(st.lists(st.sampled_from(["(", "-", "!", "~", "*", "$a[", "@m[", "f(", "1 ? ", "(uint8)", "1 + ", "1 *"]),
+                min_size=1, max_size=3000),
+       st.booleans())
+def test_deep_expressions(openers: list[str], close: bool) -> None:
+    closers = {"(": ")", "$a[": "]", "@m[": "]", "f(": ")", "1 ? ": " : 2"}
+    text = " ".join(openers) + " 1"
+    if close:
+        text += "".join(closers.get(o, "") for o in reversed(openers))
+    check(f"BEGIN {{ $x = {text}; }}")
+    check(f"BEGIN /{text}/ {{ }}")
+
+
+@settings(max_examples=30, deadline=timedelta(seconds=3), database=None)
+@given(st.integers(1, 2000), st.sampled_from(["if (1) { ", "while (1) { ", "unroll (2) { ", "{ "]))
+def test_deep_statements(n: int, opener: str) -> None:
+    check("BEGIN { " + opener * n + "}" * n + " }")
+    check("BEGIN { " + opener * n + " }")
