@@ -166,7 +166,7 @@ def parse(text: str, filename: str = "<stdin>") -> A.Program:
     for block in program.probes:
         if A.depth(block) > MAX_DEPTH:
             deep = _deepest(block)
-            raise error(f"expression nested too deeply (more than {MAX_DEPTH} levels)", deep.pos.line,
+            raise error(f"script nested too deeply (more than {MAX_DEPTH} levels)", deep.pos.line,
                         deep.pos.col)
     return program
 
