@@ -9,9 +9,8 @@ pass one is walked, and its index written to the cache), and *warm*, with
 the cache in a private directory filled by one untimed run (what every
 later run costs).  Reported:
 median wall time, the ratio to bpftool's median measured in the same run
-(the issue's target is at most 3x), the CPU time of a run (ours uses a
-second process for kernel-sized BTF, so it is more than the wall time),
-and each command's peak RSS
+(the issue's target is at most 3x), the CPU time of a run (user + system, of
+every process the run starts), and each command's peak RSS
 (ru_maxrss of the children, which only grows, so each command is measured
 in a fresh helper process).  ``btf``'s byte code is compiled first, as an
 installed package has it (a shell with PYTHONDONTWRITEBYTECODE would

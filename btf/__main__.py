@@ -53,11 +53,11 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def _load(path: str, base_path: str | None, jobs: int = 1):
+def _load(path: str, base_path: str | None):
     from .spec import Spec
 
     base = Spec.from_file(base_path) if base_path else None
-    return Spec.from_file(path, base, jobs=jobs)
+    return Spec.from_file(path, base)
 
 
 def _dump(args: argparse.Namespace, out: TextIO) -> None:
@@ -67,27 +67,15 @@ def _dump(args: argparse.Namespace, out: TextIO) -> None:
     # million objects again once write_header turned it back on (20 ms at
     # the end of a kernel dump), and _exit leaves the memory to the kernel.
     gc.disable()
-    spec = _load(args.file, args.base, _cpus() if args.format == "c" else 1)
+    spec = _load(args.file, args.base)
     if args.format == "c":
         from .cdump import write_header
 
-        write_header(spec, out, jobs=_jobs(spec))
+        write_header(spec, out)
     else:
         from .raw import dump_raw  # written separately; only needed for this format
 
         dump_raw(spec, out)
-
-
-def _cpus() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        return os.cpu_count() or 1
-
-
-def _jobs(spec) -> int:
-    """A second process pays off for kernel-sized BTF, given a CPU to run on."""
-    return 2 if _cpus() > 1 and len(spec) > 20_000 else 1
 
 
 _KEYWORDS = {"struct": "STRUCT", "union": "UNION", "enum": "ENUM", "typedef": "TYPEDEF"}

@@ -3,9 +3,11 @@
 Pass one walks the type section once and records where each type's record
 starts (an ``array`` of word offsets): no names, no objects.  Pass two is on
 demand: ``spec.type(id)`` decodes one record into a :mod:`btf.types` object
-and caches it; names come from the string table only then.  Name and kind
-columns, used for searches, are gathered in C from the word array the first
-time a search needs them.
+and caches it; names come from the string table only then.  The first three
+words of every record (name offset, info, size or type) are gathered into
+columns in C the first time a search needs them; :attr:`Spec.words`,
+:attr:`Spec.offsets` and the column methods are public for readers that walk
+every record, as :mod:`btf.cdump` does.
 """
 
 from __future__ import annotations
@@ -50,7 +52,7 @@ def glob_pattern(glob: str) -> bytes:
     return b"".join(parts)
 
 
-_GATHER_CHUNK = 2048  # records picked at a time (see Spec._gather_at)
+_GATHER_CHUNK = 2048  # records picked at a time (see Spec._gather)
 
 
 class _Steps(dict):
@@ -73,41 +75,37 @@ class Spec:
     and string offsets continue from the base's.
     """
 
-    def __init__(self, data: bytes | memoryview, base: Spec | None = None, cache: bool = False,
-                 jobs: int = 1) -> None:
+    def __init__(self, data: bytes | memoryview, base: Spec | None = None, cache: bool = False) -> None:
         """Parse ``data``; with ``cache``, pass one's result is kept on disk
-        (see :mod:`btf.indexcache`) for blobs big enough to be worth it.
-        With ``jobs`` > 1, a kernel-sized blob that is not in the cache is
-        walked by two processes (see :mod:`btf.splitwalk`)."""
+        (see :mod:`btf.indexcache`) for blobs big enough to be worth it."""
         self.base = base
         self._first_id = len(base) if base is not None else 1
         self._cache: dict[int, T.Type] = {}
         self._names: Sequence[int] | None = None
-        self._kinds: Sequence[int] | None = None
+        self._infos: Sequence[int] | None = None
         self._sizes: Sequence[int] | None = None
         self._raw_types: bytes | None = None
         # a memoryview is parsed as it is (the spec copies the sections it
         # keeps); anything else is copied once, so that it cannot change
-        self._parse(data if isinstance(data, memoryview) else bytes(data), cache, jobs)
+        self._parse(data if isinstance(data, memoryview) else bytes(data), cache)
 
     # -- construction -------------------------------------------------
 
     @classmethod
-    def from_file(cls, path: str | os.PathLike[str], base: Spec | None = None, cache: bool = True,
-                  jobs: int = 1) -> Spec:
+    def from_file(cls, path: str | os.PathLike[str], base: Spec | None = None, cache: bool = True) -> Spec:
         """Raw BTF (``/sys/kernel/btf/*``) or an ELF object's ``.BTF`` section."""
         mapped = _mapped_sysfs(path)
         if mapped is not None:  # parsed in place: the spec copies what it keeps
             with mapped, memoryview(mapped) as view:
-                return cls(view, base, cache, jobs)
+                return cls(view, base, cache)
         data = read_file(path)
         if data[:4] == b"\x7fELF":
             from .elf import btf_section  # pyelftools only when it is needed
 
             data = btf_section(data, str(path))
-        return cls(data, base, cache, jobs)
+        return cls(data, base, cache)
 
-    def _parse(self, data: bytes, cache: bool, jobs: int) -> None:
+    def _parse(self, data: bytes, cache: bool) -> None:
         if len(data) < MIN_HEADER_LEN:
             raise BtfError(f"BTF is {len(data)} bytes, shorter than its {MIN_HEADER_LEN}-byte header", 0)
         magic, version, flags, hdr_len = _HEADER.unpack_from(data)
@@ -147,40 +145,15 @@ class Spec:
             key = indexcache.digest(data[:hdr_len], words)
             cached = indexcache.load(key, words)
             if cached is not None:
-                self._offsets, self._names, self._kinds, self._sizes = cached
+                self._offsets, self._names, self._infos, self._sizes = cached
                 return
-        split = None
-        # (a smaller blob walks in less time than a fork takes)
-        if jobs > 1 and self.base is None and len(data) >= indexcache.MIN_BLOB:
-            from . import splitwalk  # forks: only asked for by a one-shot command
-
-            middle = splitwalk.guess_start(words, str_len)
-            if middle is not None:
-                split = splitwalk.walk_in_two(words, middle, self._walk, self._gather_at)
-        if split is None:
-            self._offsets = self._index(words)
-            if key is not None:
-                self._names, self._kinds, self._sizes = self._gather(0, 1, 2)
-        else:
-            (offsets, *columns), end = split
-            if end != len(words):
-                raise self._walk_error(words, offsets)
-            self._offsets = offsets
-            self._names, self._kinds, self._sizes = columns
+        self._offsets = self._index(words)
         if key is not None:
-            indexcache.store(key, self._offsets, self._names, self._kinds, self._sizes)
+            self._names, self._infos, self._sizes = self._gather(0, 1, 2)
+            indexcache.store(key, self._offsets, self._names, self._infos, self._sizes)
 
     def _index(self, words: array) -> array:
-        """Pass one: the word offset of every type record."""
-        offsets, end = self._walk(words, 0, len(words))
-        if end != len(words):
-            raise self._walk_error(words, offsets)
-        return offsets
-
-    @staticmethod
-    def _walk(words: array, start: int, stop: int) -> tuple[array, int]:
-        """The offsets of the records from ``start`` (a record start) on,
-        until one starts at or past ``stop``; and where the walk stopped.
+        """Pass one: the word offset of every type record.
 
         A record's length depends only on its info word, and vmlinux has a
         few hundred distinct info words among 126k types, so the step is
@@ -189,7 +162,8 @@ class Spec:
         offsets = array("I")
         append = offsets.append
         steps = _Steps()
-        i = start
+        i = 0
+        stop = len(words)
         with memoryview(words) as view, view[1:] as infos:  # a record's info is its second word
             try:
                 while i < stop:
@@ -197,7 +171,9 @@ class Spec:
                     i += steps[infos[i]]
             except IndexError:  # a header cut short by the end of the section
                 pass
-        return offsets, i
+        if i != stop:
+            raise self._walk_error(words, offsets)
+        return offsets
 
     def _walk_error(self, words: array, offsets: array) -> BtfError:
         """Why a walk did not end at the end of the type section."""
@@ -323,7 +299,7 @@ class Spec:
                     pos = haystack.find(needle, pos + 1)
             ids.sort()
         else:
-            names = self._names_column()
+            names = self.name_column()
             wanted_set = set(wanted)
             ids = [first + i for i, off in enumerate(names) if off in wanted_set]
         if kinds is not None:
@@ -336,7 +312,7 @@ class Spec:
         """Ids of this spec's own types of the given kinds."""
         wanted = set(kinds)
         first = self._first_id
-        return [first + i for i, info in enumerate(self._kinds_column()) if (info >> 24) & 0x1F in wanted]
+        return [first + i for i, info in enumerate(self.info_column()) if (info >> 24) & 0x1F in wanted]
 
     def find(self, name: str, kind: Kind | None = None) -> T.Type:
         """The first type called ``name`` (of ``kind``); KeyError if none."""
@@ -346,13 +322,41 @@ class Spec:
             raise KeyError(f"no BTF type {what!r}")
         return self.type(ids[0])
 
-    # -- columns for searches -----------------------------------------
+    # -- columns: every record at once -----------------------------------
+
+    @property
+    def words(self) -> array:
+        """The type section as 32-bit words in this machine's byte order.
+        The spec's own array, not a copy: read it, do not change it."""
+        return self._words
+
+    @property
+    def offsets(self) -> array:
+        """Where each of this spec's own records starts in :attr:`words`
+        (in words), in id order from :attr:`first_id`.  Not a copy either."""
+        return self._offsets
+
+    def name_column(self) -> Sequence[int]:
+        """Each own record's first word, in id order: its name's offset in
+        :attr:`strings`."""
+        if self._names is None:
+            self._names = self._gather(0)[0]
+        return self._names
+
+    def info_column(self) -> Sequence[int]:
+        """Each own record's second word, its info: kind in bits 24-28,
+        vlen in bits 0-15, kflag in bit 31."""
+        if self._infos is None:
+            self._infos = self._gather(1)[0]
+        return self._infos
+
+    def size_column(self) -> Sequence[int]:
+        """Each own record's third word: its size, or the type it refers to."""
+        if self._sizes is None:
+            self._sizes = self._gather(2)[0]
+        return self._sizes
 
     def _gather(self, *shifts: int) -> list[array]:
-        return self._gather_at(self._words, self._offsets, *shifts)
-
-    @staticmethod
-    def _gather_at(words: array, offsets: array, *shifts: int) -> list[array]:
         """Word ``shift`` of every record at ``offsets``, as an array per
         shift: a tuple of 126k Python ints would cost 4.5 MB where the array
         costs 0.5 MB.
@@ -364,8 +368,9 @@ class Spec:
         few pages serve them all (all 126k at once are 10 MB of fresh memory
         to fault in: 3.5k faults, which cost as much as the picking on a VM).
         """
+        offsets = self._offsets
         columns = [array("I") for _ in shifts]
-        with memoryview(words) as view:
+        with memoryview(self._words) as view:
             views = [view[shift:] for shift in shifts]
             try:
                 for at in range(0, len(offsets), _GATHER_CHUNK):
@@ -386,22 +391,6 @@ class Spec:
         if self._raw_types is None:
             self._raw_types = self._words.tobytes()
         return self._raw_types
-
-    def _names_column(self) -> Sequence[int]:
-        if self._names is None:
-            self._names = self._gather(0)[0]
-        return self._names
-
-    def _kinds_column(self) -> Sequence[int]:
-        if self._kinds is None:
-            self._kinds = self._gather(1)[0]
-        return self._kinds
-
-    def _sizes_column(self) -> Sequence[int]:
-        """Each record's third word: its size, or the type it refers to."""
-        if self._sizes is None:
-            self._sizes = self._gather(2)[0]
-        return self._sizes
 
     # -- pass two: decoding one record --------------------------------
 

@@ -28,6 +28,18 @@ class StringTable:
     def __len__(self) -> int:
         return self._start + len(self._data)
 
+    @property
+    def data(self) -> bytes:
+        """This table's own bytes (not its base's): NUL-separated strings,
+        the first at offset :attr:`start`."""
+        return self._data
+
+    @property
+    def start(self) -> int:
+        """The offset of this table's first byte: 0, or for split BTF the
+        length of the base's table, which the offsets continue."""
+        return self._start
+
     def lookup(self, offset: int) -> str:
         """The string at ``offset``; BtfError if it is out of range.  Kept
         for the next lookup (member names repeat across types)."""

@@ -191,6 +191,24 @@ def test_search_columns(kinds):
     assert set(spec.ids_of_kind(Kind.FUNC)) == {n.func_static, n.func_global, n.func_extern}
 
 
+def test_public_columns(kinds):
+    """The columns readers of every record use (btf.cdump): each own type's
+    record starts at ``offsets[id - first_id]`` in ``words``, and the name,
+    info and size-or-type columns are its first three words."""
+    spec, n = kinds
+    words, offsets = spec.words, spec.offsets
+    assert len(offsets) == len(spec) - spec.first_id
+    names, infos, sizes = spec.name_column(), spec.info_column(), spec.size_column()
+    for i, off in enumerate(offsets):
+        assert (names[i], infos[i], sizes[i]) == tuple(words[off:off + 3])
+        type_id = spec.first_id + i
+        assert (infos[i] >> 24) & 0x1F == spec.kind(type_id)
+        assert spec.strings.get(names[i]) == spec.name(type_id)
+    assert sizes[n.s - 1] == 16 and sizes[n.typedef - 1] == n.int
+    table = spec.strings
+    assert table.start == 0 and len(table) == len(table.data)
+
+
 def test_raw_dump_of_every_kind(kinds):
     spec, n = kinds
     out = io.StringIO()

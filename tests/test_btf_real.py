@@ -238,8 +238,8 @@ def test_vmlinux_read_mapped_or_read_is_the_same():
     # and the spec parsed in place from the mapping is the one parsed from bytes
     from btf.spec import Spec
     in_place, copied = Spec.from_file(VMLINUX, cache=False), Spec(plain, cache=False)
-    assert in_place._offsets == copied._offsets  # noqa: SLF001
-    assert in_place.strings._data == copied.strings._data  # noqa: SLF001
+    assert in_place.offsets == copied.offsets
+    assert in_place.strings.data == copied.strings.data
     release = tuple(int(x) for x in re.findall(r"\d+", os.uname().release)[:2])
     if release >= (6, 16):
         assert mapped == plain  # this kernel maps it: the fast path is the one taken

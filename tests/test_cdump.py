@@ -87,11 +87,8 @@ class Blob:
 
 
 def body(spec: Spec) -> str:
-    """The header without its fixed start and end; made both ways (in one
-    process, and planned here while a child renders struct bodies), which
-    must agree."""
+    """The header without its fixed start and end."""
     text = header(spec)
-    assert header(spec, jobs=2) == text
     assert text.startswith(HEADER_PROLOGUE) and text.endswith(HEADER_EPILOGUE)
     return text[len(HEADER_PROLOGUE):-len(HEADER_EPILOGUE)]
 
@@ -166,8 +163,8 @@ def test_names_fixed_in_text_order_equal_bpftool(tmp_path):
     ``u8``, the second one used (through a pointer) before its definition;
     an anonymous enum printed at each of its two uses; a typedef named like
     its own enum constant (libbpf names the typedef first); two structs
-    ``s``; two nameless enum constants.  bpftool prints this blob; ours,
-    made either way, must match."""
+    ``s``; two nameless enum constants.  bpftool prints this blob; ours
+    must match."""
     bpftool = _require("bpftool")
     b = Blob()
     i = b.int("int")
@@ -189,7 +186,6 @@ def test_names_fixed_in_text_order_equal_bpftool(tmp_path):
                          capture_output=True, text=True, check=True).stdout
     assert "___2" in ref and "___3" in ref and "\n\t___2 = 1," in ref
     assert header(spec) == ref
-    assert header(spec, jobs=2) == ref
 
 
 def test_packing_found_by_the_body_equals_bpftool(tmp_path):
@@ -217,16 +213,14 @@ def test_packing_found_by_the_body_equals_bpftool(tmp_path):
                          capture_output=True, text=True, check=True).stdout
     assert ref.count("__attribute__((packed))") >= 3, ref
     assert header(spec) == ref
-    assert header(spec, jobs=2) == ref
     # A member with no alignment: printed as it is, unless padding has to
     # be worked out from that alignment, where libbpf divides by zero
     # (bpftool dies of SIGFPE) and ours says why it cannot
     b.struct("novoid", 4, [("a", i, 0), ("v", 0, 32)])
     assert "struct novoid {\n\tint a;\n\tvoid v;\n}" in body(b.spec())
     b.struct("padvoid", 8, [("a", i, 0), ("v", 0, 32)])
-    for jobs in (1, 2):
-        with pytest.raises(BtfError, match="no alignment"):
-            header(b.spec(), jobs=jobs)
+    with pytest.raises(BtfError, match="no alignment"):
+        header(b.spec())
 
 
 def test_anonymous_enums_printed_alone_equal_bpftool(tmp_path):
@@ -288,7 +282,6 @@ def test_anonymous_enums_printed_alone_equal_bpftool(tmp_path):
     assert alone == {"RET_TOP", "RET_FIRST", "FUNC", "ALONE"}, ref
     spec = b.spec()
     assert header(spec) == ref
-    assert header(spec, jobs=2) == ref
 
 
 def test_split_btf_equals_bpftool(tmp_path):
@@ -313,20 +306,6 @@ def test_split_btf_equals_bpftool(tmp_path):
     assert "shared_t___2" in ref and "base_only___2" in ref and "MOD_A" in ref
     spec = Spec(split.blob(), base.spec())
     assert header(spec) == ref
-    assert header(spec, jobs=2) == ref
-
-
-def test_names_with_placeholder_bytes_are_made_in_one_process():
-    """A name holding the bytes that delimit placeholders: the two-process
-    way must not be taken (it would misread them), and the text is right."""
-    b = Blob()
-    i = b.int("int")
-    b.struct("odd\x01t1\x02", 4, [("a\x02", i, 0)])
-    b.struct("odd\x01t1\x02", 4, [("b", i, 0)])
-    assert body(b.spec()) == (
-        "struct odd\x01t1\x02 {\n\tint a\x02;\n};\n\n"
-        "struct odd\x01t1\x02___2 {\n\tint b;\n};\n\n"
-    )
 
 
 # -- the running kernel ---------------------------------------------------
@@ -371,40 +350,6 @@ def test_header_equals_bpftool(kernel_header):
         pytest.fail(f"length differs: ours {len(ours_lines)} lines, bpftool {len(ref_lines)}")
 
 
-def test_two_processes_equal_one(kernel_spec, kernel_header):
-    """The CLI's way (a child renders struct bodies while this process
-    plans) gives the same vmlinux.h as the one-process way."""
-    assert header(kernel_spec, jobs=2) == kernel_header[0]
-
-
-def test_no_process_to_fork_means_one_process(kernel_spec, kernel_header, monkeypatch):
-    """fork failing (EAGAIN under a process limit) is not an error: the
-    header is made in this process instead."""
-    def no_fork():
-        raise BlockingIOError(11, "Resource temporarily unavailable")
-
-    monkeypatch.setattr(os, "fork", no_fork)
-    assert header(kernel_spec, jobs=2) == kernel_header[0]
-
-
-@pytest.mark.parametrize("made", [0, 100])
-def test_child_that_stops_early_leaves_the_rest_to_the_parent(kernel_spec, kernel_header, monkeypatch, made):
-    """A child that makes no struct body, or only the first hundred (as if
-    it died, or ran out of shared space): the parent makes the rest, and
-    the header is still whole and in order."""
-    from itertools import islice
-
-    from btf import cdump
-
-    produce = cdump._Shared.produce  # noqa: SLF001
-
-    def few(self, texts):
-        produce(self, islice(texts, made))
-
-    monkeypatch.setattr(cdump._Shared, "produce", few)  # noqa: SLF001 - the forked child runs it
-    assert header(kernel_spec, jobs=2) == kernel_header[0]
-
-
 def test_cli_dump_c_equals_library(kernel_header, tmp_path):
     out = tmp_path / "vmlinux.h"
     subprocess.run([sys.executable, "-m", "btf", "dump", VMLINUX, "--format", "c", "-o", str(out)],
@@ -421,7 +366,8 @@ def _unreliable(writer: HeaderWriter) -> set[int]:
     * ``__builtin_va_list``, the compiler's own type, whose size for
       ``-target bpf`` differs from the kernel's x86 one.
     """
-    kinds, st, words, offsets = writer.kinds, writer.st, writer.words, writer.offsets
+    cols = writer.columns
+    kinds, st, words, offsets = cols.kinds, cols.st, cols.words, cols.offsets
     memo: dict[int, bool] = {}
 
     def bad(t: int) -> bool:
@@ -433,21 +379,21 @@ def _unreliable(writer: HeaderWriter) -> set[int]:
             got = st[t] != 4
         elif k == Kind.ENUM64:
             p = offsets[t] + 3
-            got = not any(words[p + 2:p + 3 * writer.vlen(t):3])
+            got = not any(words[p + 2:p + 3 * cols.vlen(t):3])
         elif k == Kind.TYPEDEF:
-            got = writer.name_of(t) == "__builtin_va_list" or bad(st[t])
+            got = cols.name_of(t) == "__builtin_va_list" or bad(st[t])
         elif k in (Kind.CONST, Kind.VOLATILE, Kind.RESTRICT, Kind.TYPE_TAG):
             got = bad(st[t])
         elif k == Kind.ARRAY:
-            got = bad(writer.array_elem(t))
+            got = bad(cols.array_elem(t))
         elif k in (Kind.STRUCT, Kind.UNION):
-            got = any(bad(m) for m in writer.member_types(t))
+            got = any(bad(m) for m in cols.member_types(t))
         else:
             got = False
         memo[t] = got
         return got
 
-    return {t for t in range(1, writer.n) if kinds[t] in (Kind.STRUCT, Kind.UNION) and bad(t)}
+    return {t for t in range(1, cols.n) if kinds[t] in (Kind.STRUCT, Kind.UNION) and bad(t)}
 
 
 def _layout_checks(writer: HeaderWriter) -> list[str]:
@@ -455,20 +401,21 @@ def _layout_checks(writer: HeaderWriter) -> list[str]:
     offsets in every 7th one: the compiler must agree with BTF on layout.
     Records bpftool's header cannot lay out (see _unreliable) are left out."""
     checks = []
-    kinds, names = writer.kinds, writer.names_off
-    strings = writer.strings
+    cols = writer.columns
+    kinds, names = cols.kinds, cols.names_off
+    strings = cols.strings
     skip = _unreliable(writer)
     assert len(skip) < 100, f"{len(skip)} records with layouts bpftool's header cannot express"
-    for type_id in range(1, writer.n):
+    for type_id in range(1, cols.n):
         k = kinds[type_id]
         if k not in (Kind.STRUCT, Kind.UNION) or not names[type_id] or type_id in skip:
             continue
         keyword = "struct" if k == Kind.STRUCT else "union"
         cname = f"{keyword} {writer.namer.type_name(type_id)}"
-        checks.append(f'_Static_assert(sizeof({cname}) == {writer.st[type_id]}, "{cname}");')
+        checks.append(f'_Static_assert(sizeof({cname}) == {cols.st[type_id]}, "{cname}");')
         if type_id % 7:
             continue
-        for name_off, _, bit_off, bits in writer.members(type_id)[:6]:
+        for name_off, _, bit_off, bits in cols.members(type_id)[:6]:
             if name_off and not bits:
                 m = strings[name_off]
                 checks.append(f'_Static_assert(__builtin_offsetof({cname}, {m}) == {bit_off // 8}, '
@@ -527,14 +474,13 @@ def test_cli_show(tmp_path):
 
 
 def test_reference_past_the_last_type_is_named(tmp_path):
-    """The walk meets the bad id first; the error names it, in one process,
-    in two, and from the command line in one line."""
+    """The walk meets the bad id first; the error names it, from the
+    library and from the command line in one line."""
     b = Blob()
     i = b.int("int")
     b.struct("s", 8, [("ok", i, 0), ("bad", 99, 32)])
-    for jobs in (1, 2):
-        with pytest.raises(BtfError, match=r"refers to type id 99, past the last type \(2\)"):
-            header(b.spec(), jobs=jobs)
+    with pytest.raises(BtfError, match=r"refers to type id 99, past the last type \(2\)"):
+        header(b.spec())
     path = tmp_path / "bad.btf"
     path.write_bytes(b.blob())
     res = _cli("dump", str(path), "--format", "c")

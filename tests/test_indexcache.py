@@ -22,8 +22,8 @@ def cache_dir(tmp_path, monkeypatch):
 
 
 def _columns(spec: Spec) -> tuple:
-    return (list(spec._offsets), list(spec._names_column()), list(spec._kinds_column()),  # noqa: SLF001
-            list(spec._sizes_column()))  # noqa: SLF001
+    return (list(spec.offsets), list(spec.name_column()), list(spec.info_column()),
+            list(spec.size_column()))
 
 
 def test_cache_is_written_then_read_and_agrees(cache_dir):
