@@ -20,7 +20,7 @@ INDENT = "\t"
 MAX_WORK = 10_000
 # The widest hole we fill with ``long: 64;`` lines (bad BTF can claim 4 GiB).
 
-TYPE_CHECKING = False
+TYPE_CHECKING = False  # typing costs 2.7 ms to import; annotations are strings
 if TYPE_CHECKING:
     from collections.abc import Callable
 
