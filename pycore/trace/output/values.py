@@ -1,0 +1,279 @@
+"""Single values as bpftrace 0.17 prints them: print(x), map values and keys, structs from BTF.
+
+Three renderings, as in bpftrace: *text* (``print``, map values), *json*
+(``-f json``: strings quoted, records as objects) and *key* (map keys, which
+bpftrace formats apart: ints as signed 64-bit, pointers in hex, records
+compact as ``{.a=1,.b=2}``, stacks indented by 4 instead of 8).
+
+Structs are printed from their bytes and their BTF type with bpftrace's
+rules, which are not C's: anonymous struct/union members are flattened into
+the parent, a named union prints every member, pointers (functions too)
+print as signed decimal, ``char``/``u8`` arrays as strings up to the first
+NUL, other arrays as ``[1,2,3]``, enums as unsigned ints, and a bitfield is
+read as its whole declared type at its first byte, unshifted and unmasked
+(bpftrace 0.17 prints ``.flag = 536870912`` where C would say 0).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from functools import lru_cache
+from typing import Any
+
+from pycore.trace.output.cformat import hex_buffer
+from pycore.trace.output.messages import json_escape
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from btf import Spec
+
+__all__ = ["btf_layout", "format_btf", "format_value", "format_key", "format_fields", "stack_text",
+           "is_stack_type", "quoted"]
+
+_M64 = (1 << 64) - 1
+TEXT, JSON, KEY = "text", "json", "key"
+
+
+# -- BTF layouts ------------------------------------------------------------------------------------
+
+@lru_cache(maxsize=4096)
+def btf_layout(spec: Spec, type_id: int) -> tuple:
+    """How bpftrace sees BTF type ``type_id``: a small tuple tree, computed once per type.
+
+    ``("int", size, signed)``, ``("ptr",)``, ``("str", n)``,
+    ``("array", n, elem_layout, elem_size)``,
+    ``("record", ((name, offset, layout, size), ...), size)`` or ``("none", size)``.
+    """
+    from btf.kinds import Kind
+    from btf.layout import sizeof, skip
+
+    t = skip(spec.type(type_id)) if type_id else None
+    if t is None:
+        return ("none", 0)
+    k = t.kind
+    if k == Kind.INT:
+        size = t.bits // 8 if t.bits and t.bits % 8 == 0 else t.size
+        return ("int", size, bool(t.signed) and not t.is_bool)
+    if k in (Kind.ENUM, Kind.ENUM64):
+        return ("int", t.size, False)
+    if k == Kind.PTR:
+        return ("ptr",)
+    if k == Kind.ARRAY:
+        elem = btf_layout(spec, t.type_id)
+        if elem[0] == "int" and elem[1] == 1:
+            return ("str", t.nelems)
+        return ("array", t.nelems, elem, sizeof(t.type))
+    if k in (Kind.STRUCT, Kind.UNION):
+        fields: list[tuple] = []
+        _fields(spec, t, 0, fields)
+        return ("record", tuple(fields), t.size)
+    return ("none", sizeof(t))
+
+
+def _fields(spec: Spec, t: Any, base: int, out: list[tuple]) -> None:
+    from btf.kinds import Kind
+    from btf.layout import sizeof, skip
+
+    for m in t.members:
+        off = base + m.bit_offset // 8
+        mt = skip(m.type)
+        if not m.name and mt.kind in (Kind.STRUCT, Kind.UNION):
+            _fields(spec, mt, off, out)          # anonymous: its members are the parent's
+            continue
+        lay = btf_layout(spec, m.type_id)
+        out.append((m.name, off, lay, _size(lay) if lay[0] != "none" else sizeof(mt)))
+
+
+def _size(lay: tuple) -> int:
+    kind = lay[0]
+    if kind == "int":
+        return lay[1]
+    if kind == "ptr":
+        return 8
+    if kind == "str":
+        return lay[1]
+    if kind == "array":
+        return lay[1] * lay[3]
+    return lay[2] if kind == "record" else lay[1]
+
+
+def _cstr(raw: bytes) -> str:
+    n = raw.find(b"\0")
+    return (raw if n < 0 else raw[:n]).decode("utf-8", "replace")
+
+
+def quoted(text: str) -> str:
+    """A JSON string as bpftrace writes one."""
+    return f'"{json_escape(text)}"'
+
+
+def _render_bytes(lay: tuple, data: bytes, mode: str) -> str:
+    kind = lay[0]
+    if kind == "int":
+        size = lay[1]
+        chunk = data[:size].ljust(size, b"\0")
+        return str(int.from_bytes(chunk, "little", signed=lay[2] or mode == KEY))
+    if kind == "ptr":
+        v = int.from_bytes(data[:8].ljust(8, b"\0"), "little", signed=True)
+        return f"0x{v & _M64:x}" if mode == KEY else str(v)
+    if kind == "str":
+        s = _cstr(data[: lay[1]])
+        return quoted(s) if mode == JSON else s
+    if kind == "array":
+        n, elem, esize = lay[1], lay[2], lay[3]
+        return "[" + ",".join(_render_bytes(elem, data[i * esize:(i + 1) * esize], mode) for i in range(n)) + "]"
+    if kind == "record":
+        return _record([(name, _render_bytes(fl, data[off:off + size], mode)) for name, off, fl, size in lay[1]],
+                       mode)
+    return str(int.from_bytes(data[:8].ljust(8, b"\0"), "little", signed=True))
+
+
+def _record(items: Sequence[tuple[str, str]], mode: str) -> str:
+    if mode == KEY:
+        return "{" + ",".join(f".{n}={v}" for n, v in items) + "}"
+    if mode == JSON:
+        return "{ " + ", ".join(f'"{n}": {v}' for n, v in items) + " }"
+    return "{ " + ", ".join(f".{n} = {v}" for n, v in items) + " }"
+
+
+def _field(value: Any, name: str) -> Any:
+    if isinstance(value, Mapping):
+        return value.get(name)
+    return getattr(value, name, None)
+
+
+def _render_obj(lay: tuple, value: Any, mode: str) -> str:
+    """A decoded value (dicts, dataclasses, lists, ints, strings) printed with a BTF layout."""
+    if isinstance(value, (bytes, bytearray, memoryview)) and lay[0] != "none":
+        return _render_bytes(lay, bytes(value), mode)
+    kind = lay[0]
+    if kind == "record":
+        return _record([(name, _render_obj(fl, _field(value, name), mode)) for name, _, fl, _ in lay[1]], mode)
+    if kind == "array":
+        items = list(value) if value is not None else []
+        items += [None] * (lay[1] - len(items))
+        return "[" + ",".join(_render_obj(lay[2], v, mode) for v in items[: lay[1]]) + "]"
+    if kind == "str":
+        s = "" if value is None else str(value)
+        return quoted(s) if mode == JSON else s
+    v = int(value or 0)
+    if kind == "ptr":
+        v = _signed(v, 64)
+        return f"0x{v & _M64:x}" if mode == KEY else str(v)
+    if kind == "int":
+        bits = lay[1] * 8
+        v &= (1 << bits) - 1
+        return str(_signed(v, bits) if lay[2] or mode == KEY else v)
+    return str(v)
+
+
+def _signed(v: int, bits: int) -> int:
+    v &= (1 << bits) - 1
+    return v - (1 << bits) if v >> (bits - 1) else v
+
+
+def format_btf(data: Any, spec: Spec, type_id: int, *, json: bool = False, key: bool = False) -> str:
+    """A value of BTF type ``type_id`` (its bytes, or a decoded dict/dataclass/list) as bpftrace prints it."""
+    lay = btf_layout(spec, type_id)
+    mode = KEY if key else JSON if json else TEXT
+    if isinstance(data, (bytes, bytearray, memoryview)):
+        return _render_bytes(lay, bytes(data), mode)
+    return _render_obj(lay, data, mode)
+
+
+# -- values of the trace language ----------------------------------------------------------------
+
+def stack_text(frames: Sequence[str] | str, indent: int = 8) -> str:
+    """A kstack/ustack as bpftrace prints one: a newline, then each frame indented, each on its line."""
+    if isinstance(frames, str):
+        return frames
+    pad = " " * indent
+    return "\n" + "".join(f"{pad}{f}\n" for f in frames)
+
+
+def is_stack_type(t: Any) -> bool:
+    """Whether values of trace type ``t`` print as stacks or symbols (bpftrace joins those without newlines)."""
+    name = type(t).__name__
+    return name == "Stack" or (name == "Int" and getattr(t, "display", "") in ("ksym", "usym"))
+
+
+def _tname(t: Any) -> str:
+    return type(t).__name__ if t is not None else ""
+
+
+def _render(value: Any, t: Any, mode: str) -> str:
+    name = _tname(t)
+    spec = getattr(t, "spec", None)
+    if name == "Record" and spec is not None and getattr(t, "btf_id", 0):
+        return format_btf(value, spec, t.btf_id, json=mode == JSON, key=mode == KEY)
+    if name == "Array" and spec is not None and getattr(t, "elem_id", 0):
+        elem = btf_layout(spec, t.elem_id)
+        lay = ("array", t.count, elem, t.elem_size)
+        return _render_bytes(lay, bytes(value), mode) if isinstance(value, (bytes, bytearray)) \
+            else _render_obj(lay, value, mode)
+    if name == "Stack" or (isinstance(value, list) and value and all(isinstance(f, str) for f in value)
+                           and name in ("", "Stack")):
+        s = stack_text(value, 4 if mode == KEY else 8)
+        return quoted(s) if mode == JSON else s
+    if name == "Str" and isinstance(value, (bytes, bytearray)):
+        value = _cstr(bytes(value))
+    if name == "Ptr":
+        v = _signed(int(value), 64)
+        return f"0x{v & _M64:x}" if mode == KEY else str(v)
+    if isinstance(value, bool):
+        value = int(value)
+    if isinstance(value, int):
+        if name == "Int" and getattr(t, "display", "") in ("ksym", "usym"):
+            s = f"0x{value & _M64:x}" if value else "0"     # an unresolved symbol: C++'s (void *)addr
+            return quoted(s) if mode == JSON else s
+        return str(_signed(value, 64)) if mode == KEY else str(value)
+    if isinstance(value, str):
+        return quoted(value) if mode == JSON else value
+    if isinstance(value, (bytes, bytearray)):
+        s = hex_buffer(bytes(value))
+        return quoted(s) if mode == JSON else s
+    if isinstance(value, tuple):
+        elems = [_render(v, None, mode) for v in value]
+        return "[" + ",".join(elems) + "]" if mode == JSON else "(" + ", ".join(elems) + ")"
+    if isinstance(value, list):
+        return "[" + ",".join(_render(v, None, mode) for v in value) + "]"
+    if isinstance(value, Mapping):
+        return _record([(str(k), _render(v, None, mode)) for k, v in value.items()], mode)
+    if dataclasses.is_dataclass(value):
+        return _record([(f.name, _render(getattr(value, f.name), None, mode))
+                        for f in dataclasses.fields(value)], mode)
+    if value is None:
+        return ""
+    return str(value)
+
+
+def format_value(value: Any, t: Any = None, *, json: bool = False) -> str:
+    """print(value) without its newline: ints, strings, stacks, tuples, structs (bytes + Record type).
+
+    ``t`` is the value's trace type (:mod:`pycore.trace.types`); without one
+    the Python value decides (a list of strings is a stack, a tuple a tuple).
+    With ``json`` the text is what goes after ``"data": `` in ``-f json``.
+    """
+    return _render(value, t, JSON if json else TEXT)
+
+
+def format_key(key: Sequence[Any], key_types: Sequence[Any] | None = None) -> list[str]:
+    """Each element of a map key as bpftrace prints keys (ints signed 64-bit, pointers hex, stacks by 4)."""
+    types = list(key_types or ())
+    return [_render(v, types[i] if i < len(types) else None, KEY) for i, v in enumerate(key)]
+
+
+def format_fields(fields: Mapping[str, Any], types: Sequence[Any] | Mapping[str, Any] | None = None, *,
+                  json: bool = False) -> str:
+    """Named values printed as a bpftrace record, ``{ .a = 1, .b = x }``: print(args).
+
+    bpftrace 0.17 refuses print(args) for tracepoints; this is the record
+    shape it uses for every struct, which later versions print for args.
+    """
+    if isinstance(types, Mapping):
+        tlist = [types.get(n) for n in fields]
+    else:
+        tlist = list(types or ()) + [None] * len(fields)
+    mode = JSON if json else TEXT
+    return _record([(n, _render(v, tlist[i], mode)) for i, (n, v) in enumerate(fields.items())], mode)
