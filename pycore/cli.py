@@ -27,6 +27,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "features": ("pycore.commands.features", "what this kernel can do: fentry, kprobes, tp_btf, ringbuf, ..."),
     "run": ("pycore.commands.run", "run a tool: pycore run fget-crack, vfs-unlink, lock-contention, ..."),
     "tools": ("pycore.commands.tools", "list the tools, their attach points, and which can run here"),
+    "trace": ("pycore.commands.trace", "run a bpftrace script with no compiler: pycore trace -e 'PROGRAM' | FILE [ARG...]"),
     "serve": ("pycore.commands.serve", "export tools' metrics for Prometheus: pycore serve --listen 127.0.0.1:9435 TOOL..."),
 }
 

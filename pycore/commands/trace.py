@@ -1,0 +1,84 @@
+"""Run a bpftrace script: pycore trace -e 'PROGRAM' | pycore trace FILE [ARG...].
+
+The bpftrace language, compiled by pycore into BPF instructions and checked
+by the kernel's verifier: no LLVM or clang at run time. Output is bpftrace's:
+'Attaching N probes...' on stderr, printf lines as they happen, and at the
+end (Ctrl-C, exit(), END, the -c command or the -p process ending) every
+non-empty map. docs/trace.md describes the language subset and the engine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+
+__all__ = ["add_arguments", "run"]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("-e", dest="program", metavar="PROGRAM", help="the script, on the command line")
+    parser.add_argument("file", nargs="?", metavar="FILE", help="a script file (.bt)")
+    parser.add_argument("params", nargs="*", metavar="ARG", help="positional parameters: $1, $2, ... ($# counts them)")
+    target = parser.add_mutually_exclusive_group()
+    target.add_argument("-p", "--pid", type=int, metavar="PID",
+                        help="uprobes/usdt in this process; tracing ends when it exits")
+    target.add_argument("-c", "--cmd", metavar="CMD", help="run CMD, trace it, end when it exits")
+    parser.add_argument("-f", "--format", choices=("text", "json"), default="text",
+                        help="output format (json: one object per line, as bpftrace's)")
+    parser.add_argument("--folded", action="store_true",
+                        help="print maps keyed by a stack as folded stacks (for flame graphs)")
+    parser.add_argument("-v", "--verbose", action="store_true",
+                        help="say what attached where and how; show the verifier's log on rejection")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="parse, resolve against BTF, print the plan; attach nothing")
+    parser.add_argument("--unsafe", action="store_true", help="allow system() and signal()")
+    parser.add_argument("-d", "--duration", type=float, metavar="SECONDS", help="stop after SECONDS")
+
+
+def run(args: argparse.Namespace) -> int:
+    from pycore.trace.errors import ScriptError
+
+    if args.program is not None:
+        text, filename = args.program, "stdin"
+        params = ([args.file] if args.file else []) + list(args.params)
+    elif args.file:
+        try:
+            with open(args.file, encoding="utf-8") as f:
+                text = f.read()
+        except OSError as e:
+            print(f"pycore trace: {args.file}: {e.strerror}", file=sys.stderr)
+            return 2
+        except UnicodeDecodeError:
+            print(f"pycore trace: {args.file}: not a text file", file=sys.stderr)
+            return 2
+        filename, params = args.file, list(args.params)
+    else:
+        print("pycore trace: give a program with -e 'PROGRAM' or a script file", file=sys.stderr)
+        return 2
+
+    from pycore.trace.session import TraceRunner
+
+    try:
+        runner = TraceRunner(text, filename=filename, params=tuple(params), pid=args.pid, cmd=args.cmd,
+                             unsafe=args.unsafe, verbose=args.verbose, json=args.format == "json",
+                             folded=args.folded, duration=args.duration)
+        if args.dry_run:
+            print(runner.script.plan())
+            return 0
+        from pycore.kernel.privileges import missing_privileges
+
+        why = missing_privileges()
+        if why:
+            print(f"pycore trace: {why}", file=sys.stderr)
+            return 2
+        return runner.run()
+    except ScriptError as e:
+        print(e.format(), file=sys.stderr)
+        if args.verbose and getattr(e, "verifier", ""):
+            print(e.verifier, file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)

@@ -1,0 +1,714 @@
+"""The checker: every expression of a script typed against this kernel, before anything loads.
+
+For each probe block and each :class:`~pycore.trace.probes.Target` it
+expands to, the checker resolves names (builtins, ``args.NAME``, ``$x``,
+``@m``), follows fields and casts through BTF, types every expression, and
+collects what the runtime needs: each map's key and value shape, each printf
+and action with its argument types.  Errors point at the script's
+line:column and say what exists nearby (``d_nmae``: did you mean ``d_name``).
+Nothing here emits code; :mod:`pycore.trace.codegen` walks the same tree
+with these types.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass, field
+
+from pycore.trace import ast as A
+from pycore.trace.errors import CheckError
+from pycore.trace.probes import CtxField, Target
+from pycore.trace.types import (COMM, INT64, STRING_SIZE, UINT64, Array, Int, Ptr, Record, Stack, Str, Type,
+                                Void, from_btf, type_name)
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from btf import Spec
+
+__all__ = ["MapInfo", "Checked", "Checker", "AGGREGATES"]
+
+# value kinds of maps filled by aggregation functions
+AGGREGATES = ("count", "sum", "min", "max", "avg", "stats", "hist", "lhist")
+
+_BUILTIN_TYPES: dict[str, Type] = {
+    "pid": UINT64, "tid": UINT64, "uid": UINT64, "gid": UINT64, "nsecs": UINT64, "elapsed": UINT64,
+    "cpu": UINT64, "comm": COMM, "cgroup": UINT64, "rand": UINT64, "jiffies": UINT64,
+}
+_NO_VALUE_CALLS = {"printf", "print", "exit", "delete", "clear", "zero", "time", "join", "system", "signal", "cat"}
+
+
+@dataclass
+class MapInfo:
+    """What a map holds, agreed by every use in the script."""
+
+    name: str
+    keys: tuple[Type, ...] | None = None      # None: not keyed yet; () scalar map
+    kind: str = ""                             # "int", "str", or one of AGGREGATES
+    value: Type | None = None                  # for "int"/"str"
+    lhist: tuple[int, int, int] | None = None  # (min, max, step)
+    pos: A.Pos | None = None
+
+    @property
+    def key_size(self) -> int:
+        return sum(_slot(t) for t in self.keys or ()) or 8
+
+
+def _slot(t: Type) -> int:
+    """Bytes a value takes in a key or record: 8 for scalars, the buffer for strings."""
+    return (t.size + 7) // 8 * 8 if isinstance(t, Str) else 8
+
+
+@dataclass
+class Checked:
+    """The checker's result for one (probe block, target) pair."""
+
+    block: A.ProbeBlock
+    target: Target
+    types: dict[int, Type] = field(default_factory=dict)       # id(expr node) -> its type
+    variables: dict[str, Type] = field(default_factory=dict)   # $x -> type
+
+    def type_of(self, node: A.Expr) -> Type:
+        return self.types[id(node)]
+
+
+class Checker:
+    """Types a whole program; one instance per script run."""
+
+    def __init__(self, spec_loader, params: tuple[str, ...] = (), *, unsafe: bool = False,  # noqa: ANN001
+                 filename: str = "", source: str = "") -> None:
+        self._spec_loader = spec_loader
+        self._spec: Spec | None = None
+        self.params = params
+        self.unsafe = unsafe
+        self.filename = filename
+        self.source = source
+        self.maps: dict[str, MapInfo] = {}
+
+    @property
+    def spec(self) -> Spec:
+        if self._spec is None:
+            self._spec = self._spec_loader()
+        return self._spec
+
+    def error(self, node: A.Node, message: str) -> CheckError:
+        pos = node.pos
+        return CheckError(message, pos.line, pos.col, self.filename, self.source)
+
+    # -- entry -----------------------------------------------------------------------------
+
+    def check(self, block: A.ProbeBlock, target: Target) -> Checked:
+        c = Checked(block, target)
+        if block.predicate is not None:
+            self.expr(c, block.predicate)
+        self.stmts(c, block.body)
+        return c
+
+    # -- statements ------------------------------------------------------------------------
+
+    def stmts(self, c: Checked, body: list[A.Stmt]) -> None:
+        for s in body:
+            self.stmt(c, s)
+
+    def stmt(self, c: Checked, s: A.Stmt) -> None:
+        if isinstance(s, A.ExprStmt):
+            e = s.expr
+            if isinstance(e, A.Call):
+                self.call(c, e, statement=True)
+            else:
+                self.expr(c, e)
+        elif isinstance(s, A.Assign):
+            self.assign(c, s)
+        elif isinstance(s, A.IncDec):
+            self.incdec(c, s)
+        elif isinstance(s, A.If):
+            self.expr(c, s.cond)
+            self.stmts(c, s.then)
+            if s.else_:
+                self.stmts(c, s.else_)
+        elif isinstance(s, A.While):
+            self.expr(c, s.cond)
+            self.stmts(c, s.body)
+        elif isinstance(s, A.Unroll):
+            n = self.constant(c, s.count)
+            if not 1 <= n <= 100:
+                raise self.error(s, f"unroll count must be 1..100, not {n}")
+            self.stmts(c, s.body)
+        elif isinstance(s, A.Block):
+            self.stmts(c, s.body)
+        elif isinstance(s, A.Return):
+            pass
+        else:
+            raise self.error(s, f"unsupported statement {type(s).__name__}")
+
+    def incdec(self, c: Checked, s: A.IncDec) -> None:
+        target = s.target
+        if isinstance(target, A.Var):
+            t = c.variables.get(target.name)
+            if t is None:
+                c.variables[target.name] = INT64
+            elif not isinstance(t, Int):
+                raise self.error(s, f"${target.name} is {t}: {s.op} needs an integer")
+            c.types[id(target)] = c.variables[target.name]
+        elif isinstance(target, A.MapRef):
+            keys = self.map_keys(c, target)
+            m = self.map_use(target, keys)
+            self.map_value(target, m, "int", INT64)
+            c.types[id(target)] = m.value or INT64
+        else:
+            raise self.error(s, f"{s.op} needs a $variable or a @map")
+
+    def assign(self, c: Checked, s: A.Assign) -> None:
+        target, value = s.target, s.value
+        if isinstance(target, A.MapRef):
+            keys = self.map_keys(c, target)
+            m = self.map_use(target, keys)
+            if isinstance(value, A.Call) and value.name in AGGREGATES:
+                if s.op != "=":
+                    raise self.error(s, f"{value.name}() takes '=', not '{s.op}'")
+                self.aggregate(c, value, m)
+                return
+            vt = self.expr(c, value)
+            if s.op != "=" and not isinstance(vt, Int):
+                raise self.error(value, f"'{s.op}' needs an integer, not {vt}")
+            if isinstance(vt, Str):
+                self.map_value(target, m, "str", Str(max(vt.size, STRING_SIZE)))
+            elif isinstance(vt, (Int, Ptr)):
+                self.map_value(target, m, "int", INT64 if isinstance(vt, Ptr) else vt)
+            elif isinstance(vt, Stack):
+                self.map_value(target, m, "int", vt)
+            else:
+                raise self.error(value, f"a map cannot hold {vt}")
+            c.types[id(target)] = m.value or INT64
+        elif isinstance(target, A.Var):
+            vt = self.expr(c, value)
+            if isinstance(vt, (Record, Array, Void)):
+                raise self.error(value, f"${target.name} cannot hold {vt} (take a field, or print it)")
+            old = c.variables.get(target.name)
+            if s.op != "=":
+                if old is None or not isinstance(old, Int) or not isinstance(vt, Int):
+                    raise self.error(s, f"'{s.op}' needs an integer ${target.name}")
+            if old is not None and type(old) is not type(vt) and not (isinstance(old, Int) and isinstance(vt, Ptr)):
+                raise self.error(s, f"${target.name} holds {old}, cannot assign {vt}")
+            if isinstance(vt, Str) and isinstance(old, Str) and old.size < vt.size:
+                vt = Str(vt.size)
+            c.variables[target.name] = old if (old is not None and isinstance(old, Str) and old.size >= vt.size) else vt
+            c.types[id(target)] = c.variables[target.name]
+        else:
+            raise self.error(s, "can only assign to a $variable or a @map")
+
+    # -- maps ------------------------------------------------------------------------------
+
+    def map_keys(self, c: Checked, ref: A.MapRef) -> tuple[Type, ...]:
+        out = []
+        for k in ref.keys:
+            t = self.expr(c, k)
+            if isinstance(t, Ptr):
+                t = UINT64
+            elif isinstance(t, Int):
+                t = Int(8, t.signed, t.display)
+            elif not isinstance(t, (Str, Stack)):
+                raise self.error(k, f"a map key cannot be {t}")
+            out.append(t)
+        return tuple(out)
+
+    def map_use(self, ref: A.MapRef, keys: tuple[Type, ...]) -> MapInfo:
+        name = "@" + ref.name
+        m = self.maps.get(name)
+        if m is None:
+            m = self.maps[name] = MapInfo(name, pos=ref.pos)
+        if m.keys is None:
+            m.keys = keys
+        elif len(m.keys) != len(keys):
+            raise self.error(ref, f"{name} is used with {len(m.keys)} key(s) elsewhere, here with {len(keys)}")
+        else:
+            merged = []
+            for old, new, node in zip(m.keys, keys, ref.keys):
+                if type(old) is not type(new):
+                    raise self.error(node, f"{name}: key is {old} elsewhere, {new} here")
+                merged.append(Str(max(old.size, new.size)) if isinstance(old, Str) else old)
+            m.keys = tuple(merged)
+        return m
+
+    def map_value(self, node: A.Node, m: MapInfo, kind: str, value: Type | None) -> None:
+        if m.kind and m.kind != kind:
+            raise self.error(node, f"{m.name} holds {m.kind} values elsewhere; here {kind}")
+        m.kind = kind
+        if value is not None:
+            if isinstance(m.value, Str) and isinstance(value, Str):
+                value = Str(max(m.value.size, value.size))
+            m.value = value
+
+    def aggregate(self, c: Checked, call: A.Call, m: MapInfo) -> None:
+        n = call.name
+        want = {"count": 0, "sum": 1, "min": 1, "max": 1, "avg": 1, "stats": 1, "hist": 1, "lhist": 4}[n]
+        if len(call.args) != want:
+            raise self.error(call, f"{n}() takes {want} argument{'s' if want != 1 else ''}, not {len(call.args)}")
+        for a in call.args[:1]:
+            t = self.expr(c, a)
+            if not isinstance(t, (Int, Ptr)):
+                raise self.error(a, f"{n}() needs an integer, not {t}")
+        if n == "lhist":
+            lo, hi, step = (self.constant(c, a) for a in call.args[1:])
+            if step <= 0 or hi <= lo:
+                raise self.error(call, "lhist(value, min, max, step) needs min < max and step > 0")
+            if (hi - lo) // step > 1000:
+                raise self.error(call, "lhist: more than 1000 buckets")
+            if m.lhist and m.lhist != (lo, hi, step):
+                raise self.error(call, f"{m.name}: lhist bounds differ from elsewhere")
+            m.lhist = (lo, hi, step)
+        self.map_value(call, m, n, None)
+        c.types[id(call)] = Void()
+
+    # -- expressions -----------------------------------------------------------------------
+
+    def constant(self, c: Checked, e: A.Expr) -> int:
+        """An expression that must be known when the script is compiled (lhist bounds, unroll)."""
+        if isinstance(e, A.Int):
+            return e.value
+        if isinstance(e, A.Positional):
+            v = self.positional(e)
+            if isinstance(v, int):
+                return v
+        if isinstance(e, A.Unary) and e.op == "-":
+            return -self.constant(c, e.operand)
+        if isinstance(e, A.Binary) and e.op in ("+", "-", "*", "/"):
+            a, b = self.constant(c, e.left), self.constant(c, e.right)
+            return {"+": a + b, "-": a - b, "*": a * b, "/": a // b if b else 0}[e.op]
+        raise self.error(e, "expected a constant integer here")
+
+    def positional(self, e: A.Positional) -> int | str:
+        if e.index == 0:
+            return len(self.params)
+        if e.index > len(self.params):
+            return 0 if True else ""  # bpftrace: a missing positional parameter reads as 0 / ""
+        text = self.params[e.index - 1]
+        try:
+            return int(text, 0)
+        except ValueError:
+            return text
+
+    def expr(self, c: Checked, e: A.Expr) -> Type:
+        t = self._expr(c, e)
+        c.types[id(e)] = t
+        return t
+
+    def _expr(self, c: Checked, e: A.Expr) -> Type:
+        if isinstance(e, A.Int):
+            return INT64
+        if isinstance(e, A.Str):
+            return Str(len(e.value.encode()) + 1)
+        if isinstance(e, A.Positional):
+            v = self.positional(e)
+            return INT64 if isinstance(v, int) else Str(len(v.encode()) + 1)
+        if isinstance(e, A.Builtin):
+            return self.builtin(c, e)
+        if isinstance(e, A.Var):
+            t = c.variables.get(e.name)
+            if t is None:
+                near = difflib.get_close_matches(e.name, list(c.variables), n=1)
+                hint = f" (did you mean ${near[0]}?)" if near else ""
+                raise self.error(e, f"${e.name} is used before it is assigned{hint}")
+            return t
+        if isinstance(e, A.MapRef):
+            keys = self.map_keys(c, e)
+            name = "@" + e.name
+            m = self.maps.get(name)
+            if m is None:
+                m = self.map_use(e, keys)
+                return INT64  # read before any write: bpftrace reads 0
+            self.map_use(e, keys)
+            if m.kind == "str":
+                return m.value or Str()
+            if m.kind in ("hist", "lhist", "stats"):
+                raise self.error(e, f"{name} is a {m.kind}: it can be printed, not read as a value")
+            return m.value if isinstance(m.value, (Int, Stack)) else INT64
+        if isinstance(e, A.Binary):
+            return self.binary(c, e)
+        if isinstance(e, A.Unary):
+            t = self.expr(c, e.operand)
+            if e.op == "*":
+                if not isinstance(t, Ptr):
+                    raise self.error(e, f"cannot dereference {t}")
+                return self.pointee(e, t)
+            if e.op == "!":
+                return INT64
+            if e.op in ("-", "~"):
+                if not isinstance(t, Int):
+                    raise self.error(e, f"'{e.op}' needs an integer, not {t}")
+                return INT64 if e.op == "-" else t
+            if e.op == "&":
+                raise self.error(e, "'&' (address of) is not supported")
+            raise self.error(e, f"unknown operator {e.op}")
+        if isinstance(e, A.Ternary):
+            self.expr(c, e.cond)
+            a, b = self.expr(c, e.then), self.expr(c, e.else_)
+            if type(a) is not type(b) and not (isinstance(a, (Int, Ptr)) and isinstance(b, (Int, Ptr))):
+                raise self.error(e, f"the two sides of ?: differ: {a} and {b}")
+            if isinstance(a, Str):
+                return Str(max(a.size, b.size))
+            return a
+        if isinstance(e, A.Cast):
+            return self.cast(c, e)
+        if isinstance(e, A.Field):
+            return self.field(c, e)
+        if isinstance(e, A.Index):
+            return self.index(c, e)
+        if isinstance(e, A.Call):
+            return self.call(c, e, statement=False)
+        raise self.error(e, f"unsupported expression {type(e).__name__}")
+
+    def binary(self, c: Checked, e: A.Binary) -> Type:
+        a, b = self.expr(c, e.left), self.expr(c, e.right)
+        op = e.op
+        if op in ("==", "!=") and isinstance(a, Str) and isinstance(b, Str):
+            return INT64
+        if op in ("&&", "||"):
+            return INT64
+        for side, t in ((e.left, a), (e.right, b)):
+            if not isinstance(t, (Int, Ptr)):
+                raise self.error(side, f"'{op}' needs integers, not {t}" +
+                                 (" (compare strings with == or strncmp)" if isinstance(t, Str) else ""))
+        if op in ("==", "!=", "<", "<=", ">", ">="):
+            return INT64
+        if isinstance(a, Ptr) and op in ("+", "-") and isinstance(b, Int):
+            return a   # pointer arithmetic in bytes of the pointee, as C does
+        signed = getattr(a, "signed", False) and getattr(b, "signed", False)
+        return Int(8, signed)
+
+    def pointee(self, node: A.Node, p: Ptr) -> Type:
+        if p.target == 0 or p.spec is None:
+            raise self.error(node, "cannot dereference a pointer of unknown type: cast it first, e.g. (struct path *)arg0")
+        t = from_btf(p.spec, p.target, user=p.user)
+        if isinstance(t, Void):
+            raise self.error(node, "cannot dereference a void pointer: cast it first")
+        return t
+
+    def cast(self, c: Checked, e: A.Cast) -> Type:
+        inner = self.expr(c, e.expr)
+        tn = e.type
+        name = tn.name.strip()
+        ints = {"int8": (1, True), "int16": (2, True), "int32": (4, True), "int64": (8, True),
+                "uint8": (1, False), "uint16": (2, False), "uint32": (4, False), "uint64": (8, False),
+                "char": (1, True), "short": (2, True), "int": (4, True), "long": (8, True),
+                "unsigned": (4, False), "unsigned int": (4, False), "unsigned long": (8, False),
+                "u8": (1, False), "u16": (2, False), "u32": (4, False), "u64": (8, False),
+                "s8": (1, True), "s16": (2, True), "s32": (4, True), "s64": (8, True)}
+        if not isinstance(inner, (Int, Ptr)):
+            raise self.error(e, f"cannot cast {inner} to {name}{' *' * tn.pointer_depth}")
+        if tn.pointer_depth == 0:
+            if name in ints:
+                return Int(*ints[name])
+            raise self.error(e, f"cannot cast to {name} (cast to an integer type, or to a pointer: ({name} *))")
+        user = getattr(inner, "user", False)
+        target = self.btf_type(e, name)
+        for _ in range(tn.pointer_depth - 1):
+            target = self._pointer_to(target)
+        return Ptr(target, user, self.spec)
+
+    def _pointer_to(self, type_id: int) -> int:
+        from btf.kinds import Kind
+
+        for i in self.spec.ids_of_kind(Kind.PTR):
+            if self.spec.type(i).type_id == type_id:
+                return i
+        return 0
+
+    def btf_type(self, node: A.Node, name: str) -> int:
+        """The BTF id of a C type name (``struct path``, ``u64``, ``void``)."""
+        from btf.kinds import Kind
+
+        if name == "void":
+            return 0
+        kinds = {"struct": (Kind.STRUCT,), "union": (Kind.UNION,), "enum": (Kind.ENUM, Kind.ENUM64)}
+        word, _, rest = name.partition(" ")
+        if word in kinds and rest:
+            ids = self.spec.ids_named(rest.strip(), kinds[word])
+            what = f"{word} {rest.strip()}"
+            pool_kinds = kinds[word]
+        else:
+            ids = self.spec.ids_named(name, (Kind.TYPEDEF, Kind.INT))
+            what = name
+            pool_kinds = (Kind.TYPEDEF,)
+        if ids:
+            return ids[0]
+        prefix = (rest or name).strip()[:3].encode()
+        try:
+            near = {self.spec.name(i) for i in self.spec.ids_matching(prefix + b".*", pool_kinds)}
+        except Exception:  # noqa: BLE001 - a suggestion is a courtesy
+            near = set()
+        guess = difflib.get_close_matches((rest or name).strip(), list(near), n=2)
+        hint = f" (did you mean {' or '.join(repr((word + ' ' if rest else '') + g) for g in guess)}?)" if guess else ""
+        raise self.error(node, f"unknown type {what!r} in this kernel's BTF{hint}")
+
+    def field(self, c: Checked, e: A.Field) -> Type:
+        base = e.expr
+        if isinstance(base, A.Builtin) and base.name == "args":
+            return self.args_field(c, e)
+        t = self.expr(c, base)
+        if isinstance(t, Ptr):
+            if not e.arrow:
+                # bpftrace lets '.' follow a pointer to a struct as '->' would
+                pass
+            t = self.pointee(e, t)
+        elif e.arrow:
+            raise self.error(e, f"'->' needs a pointer, and this is {t} (use '.')")
+        if not isinstance(t, Record):
+            raise self.error(e, f"{t} has no fields (.{e.name})")
+        member, _ = self.member(e, t, e.name)
+        return from_btf(t.spec, member.type_id, user=t.user)
+
+    def member(self, node: A.Node, rec: Record, name: str):  # noqa: ANN201 - (btf Member, bit offset)
+        """A member by name, looking inside anonymous structs and unions (as C does)."""
+        from btf.layout import skip
+
+        found = _find_member(rec.spec, rec.spec.type(rec.btf_id), name, 0)
+        if found is None:
+            names = _member_names(rec.spec, rec.spec.type(rec.btf_id))
+            near = difflib.get_close_matches(name, names, n=1)
+            hint = f" (did you mean {near[0]!r}?)" if near else ""
+            raise self.error(node, f"{type_name(rec.spec, rec.btf_id)} has no field {name!r}{hint}")
+        del skip
+        return found
+
+    def args_field(self, c: Checked, e: A.Field) -> Type:
+        c.types[id(e.expr)] = Void()
+        f = c.target.args.get(e.name)
+        if f is None:
+            known = list(c.target.args)
+            near = difflib.get_close_matches(e.name, known, n=1)
+            hint = f" (did you mean {near[0]!r}?)" if near else f" (it has: {', '.join(known) or 'none'})"
+            raise self.error(e, f"{c.target.probe} has no argument {e.name!r}{hint}")
+        return f.type
+
+    def index(self, c: Checked, e: A.Index) -> Type:
+        t = self.expr(c, e.expr)
+        it = self.expr(c, e.index)
+        if not isinstance(it, Int):
+            raise self.error(e.index, f"an index must be an integer, not {it}")
+        if isinstance(t, Ptr):
+            return self.pointee(e, t)
+        if isinstance(t, Array):
+            return from_btf(t.spec, t.elem_id, user=t.user)
+        if isinstance(t, Str):
+            return Int(1, True)
+        raise self.error(e, f"cannot index {t}")
+
+    def builtin(self, c: Checked, e: A.Builtin) -> Type:
+        name = e.name
+        tgt = c.target
+        if name in _BUILTIN_TYPES:
+            return _BUILTIN_TYPES[name]
+        if name in ("func", "probe"):
+            return Str(max(len((tgt.func if name == "func" else tgt.probe).encode()) + 1, 8))
+        if name == "curtask":
+            from btf.kinds import Kind
+
+            ids = self.spec.ids_named("task_struct", (Kind.STRUCT,))
+            return Ptr(ids[0] if ids else 0, False, self.spec)
+        if name == "retval":
+            if tgt.retval is None:
+                raise self.error(e, f"retval is only known in return probes (kretfunc, kretprobe, uretprobe), not in {tgt.probe}")
+            return tgt.retval.type
+        if name == "args":
+            if not tgt.args:
+                raise self.error(e, f"{tgt.probe} has no args (use arg0, arg1, ...)")
+            return Void()
+        if name in ("kstack", "ustack"):
+            return Stack(name == "ustack")
+        if name.startswith("arg") and name[3:].isdigit():
+            i = int(name[3:])
+            if tgt.kind in ("kfunc", "kretfunc", "tracepoint"):
+                raise self.error(e, f"{tgt.kind} probes name their arguments: use args.NAME "
+                                    f"({', '.join(tgt.args) or 'none'})")
+            if i >= len(tgt.argn):
+                raise self.error(e, f"{tgt.probe} has {len(tgt.argn)} argument(s): no {name}")
+            return tgt.argn[i].type
+        raise self.error(e, f"unknown builtin {name!r}")
+
+    # -- calls -----------------------------------------------------------------------------
+
+    def call(self, c: Checked, e: A.Call, statement: bool) -> Type:
+        n = e.name
+        args = e.args
+        if n in AGGREGATES:
+            raise self.error(e, f"{n}() is assigned to a map: @name = {n}(...)")
+        if n in _NO_VALUE_CALLS and not statement:
+            raise self.error(e, f"{n}() gives no value")
+        if n in ("system", "signal", "override") and not self.unsafe:
+            raise self.error(e, f"{n}() is unsafe: run with --unsafe to allow it")
+        if n == "printf":
+            if not args or not isinstance(args[0], A.Str):
+                raise self.error(e, "printf() needs a format string first")
+            types = [self.expr(c, a) for a in args[1:]]
+            for a, t in zip(args[1:], types):
+                if isinstance(t, (Record, Array, Void)):
+                    raise self.error(a, f"printf cannot print {t}")
+            from pycore.trace.output import validate_format
+
+            why = validate_format(args[0].value, types)
+            if why:
+                raise self.error(args[0], why)
+            return Void()
+        if n == "print":
+            if not args or len(args) > 3:
+                raise self.error(e, "print() takes a map or a value")
+            a0 = args[0]
+            if isinstance(a0, A.MapRef) and not a0.keys:
+                if "@" + a0.name not in self.maps:
+                    self.maps["@" + a0.name] = MapInfo("@" + a0.name, pos=a0.pos)
+                c.types[id(a0)] = Void()
+            else:
+                t = self.expr(c, a0)
+                if isinstance(t, Void) and not (isinstance(a0, A.Builtin) and a0.name == "args"):
+                    raise self.error(a0, "nothing to print")
+            return Void()
+        if n in ("exit",):
+            if args:
+                raise self.error(e, "exit() takes no argument")
+            return Void()
+        if n in ("delete",):
+            if len(args) != 1 or not isinstance(args[0], A.MapRef):
+                raise self.error(e, "delete() takes a map element: delete(@m[key])")
+            keys = self.map_keys(c, args[0])
+            self.map_use(args[0], keys)
+            c.types[id(args[0])] = Void()
+            return Void()
+        if n in ("clear", "zero"):
+            if len(args) != 1 or not isinstance(args[0], A.MapRef) or args[0].keys:
+                raise self.error(e, f"{n}() takes a whole map: {n}(@m)")
+            if "@" + args[0].name not in self.maps:
+                self.maps["@" + args[0].name] = MapInfo("@" + args[0].name, pos=args[0].pos)
+            c.types[id(args[0])] = Void()
+            return Void()
+        if n == "time":
+            if len(args) > 1 or (args and not isinstance(args[0], A.Str)):
+                raise self.error(e, "time() takes an optional format string")
+            return Void()
+        if n == "str":
+            if not 1 <= len(args) <= 2:
+                raise self.error(e, "str(pointer[, length])")
+            t = self.expr(c, args[0])
+            if isinstance(t, Str):
+                return t
+            if not isinstance(t, (Int, Ptr)):
+                raise self.error(args[0], f"str() needs a pointer, not {t}")
+            size = STRING_SIZE
+            if len(args) == 2:
+                size = self.constant(c, args[1]) + 1 if not _is_runtime(args[1]) else STRING_SIZE
+                if _is_runtime(args[1]):
+                    self.expr(c, args[1])
+                size = max(1, min(size, 1024))
+            return Str(size)
+        if n in ("strncmp",):
+            if len(args) != 3:
+                raise self.error(e, "strncmp(a, b, n)")
+            for a in args[:2]:
+                if not isinstance(self.expr(c, a), Str):
+                    raise self.error(a, "strncmp() compares strings")
+            self.constant(c, args[2])
+            return INT64
+        if n in ("strcontains",):
+            if len(args) != 2:
+                raise self.error(e, "strcontains(haystack, needle)")
+            for a in args:
+                if not isinstance(self.expr(c, a), Str):
+                    raise self.error(a, "strcontains() takes strings")
+            return INT64
+        if n in ("ksym", "usym"):
+            if len(args) != 1:
+                raise self.error(e, f"{n}(address)")
+            t = self.expr(c, args[0])
+            if not isinstance(t, (Int, Ptr)):
+                raise self.error(args[0], f"{n}() needs an address")
+            return Int(8, False, n)
+        if n == "kaddr":
+            if len(args) != 1 or not isinstance(args[0], A.Str):
+                raise self.error(e, 'kaddr("symbol")')
+            return UINT64
+        if n == "ntop":
+            if not 1 <= len(args) <= 2:
+                raise self.error(e, "ntop([af, ]address)")
+            for a in args:
+                self.expr(c, a)
+            return Int(8, False, "inet")
+        if n in ("kstack", "ustack"):
+            limit = 127
+            for a in args:
+                if isinstance(a, A.Builtin) and a.name in ("perf", "bpftrace", "raw"):
+                    continue
+                limit = self.constant(c, a)
+            return Stack(n == "ustack", limit)
+        if n == "join":
+            if not args:
+                raise self.error(e, "join(array[, separator])")
+            self.expr(c, args[0])
+            return Void()
+        if n in ("system", "signal"):
+            for a in args:
+                self.expr(c, a)
+            return Void()
+        if n == "sizeof":
+            return UINT64
+        near = difflib.get_close_matches(n, ["printf", "print", "str", "strncmp", "ksym", "usym", "kaddr",
+                                             "ntop", "time", "join", "exit", "delete", "clear", "zero",
+                                             *AGGREGATES], n=1)
+        hint = f" (did you mean {near[0]}()?)" if near else ""
+        raise self.error(e, f"unknown function {n}(){hint}")
+
+
+def _is_runtime(e: A.Expr) -> bool:
+    return not isinstance(e, (A.Int, A.Positional))
+
+
+def _fmt_kind(t: Type) -> str:
+    """What a printf argument is, for format checking: 'int', 'str' or 'ptr'."""
+    if isinstance(t, Str):
+        return "str"
+    if isinstance(t, Ptr):
+        return "ptr"
+    return "int"
+
+
+def _find_member(spec, t, name: str, bit_base: int):  # noqa: ANN001, ANN202
+    from btf.kinds import Kind
+    from btf.layout import skip
+
+    t = skip(t)
+    if t.kind not in (Kind.STRUCT, Kind.UNION):
+        return None
+    for m in t.members:
+        if m.name == name:
+            return m, bit_base + m.bit_offset
+    for m in t.members:
+        if not m.name:
+            found = _find_member(spec, m.type, name, bit_base + m.bit_offset)
+            if found is not None:
+                return found
+    return None
+
+
+def _member_names(spec, t) -> list[str]:  # noqa: ANN001
+    from btf.layout import skip
+
+    t = skip(t)
+    out = []
+    for m in getattr(t, "members", ()):
+        if m.name:
+            out.append(m.name)
+        else:
+            out.extend(_member_names(spec, m.type))
+    return out
+
+
+# the offset of a member found through anonymous members is the sum of theirs
+def member_offset(spec, rec: Record, name: str) -> tuple[int, int, int]:  # noqa: ANN001
+    """(byte offset, bitfield bit offset within the loaded word, bitfield size) of ``name`` in ``rec``."""
+    found = _find_member(spec, spec.type(rec.btf_id), name, 0)
+    assert found is not None
+    m, bits = found
+    if m.bitfield_size:
+        return bits // 8, bits % 8, m.bitfield_size
+    return bits // 8, 0, 0
+
+
+_ = (CtxField, Array, Ptr)

@@ -1,0 +1,76 @@
+"""The code generator's pen: an :class:`~pycore.asm.assembler.Assembler` with one method per form it writes.
+
+Register-to-memory forms keep the order C reads (``stx(size, dst, off,
+src)``: ``*(dst + off) = src``); helpers are called by name.
+"""
+
+from __future__ import annotations
+
+from pycore.asm import builders as B
+from pycore.asm.assembler import Assembler, Label
+from pycore.asm.helpers import Helper
+
+__all__ = ["Emitter"]
+
+
+class Emitter(Assembler):
+    """Instructions of one program, written in the order the code generator thinks of them."""
+
+    def mov_imm(self, dst: int, imm: int) -> None:
+        if -(1 << 31) <= imm < (1 << 31):
+            self.emit(B.alu64_imm("mov", dst, imm))
+        else:
+            self.emit(B.ld_imm64(dst, imm))
+
+    def mov_reg(self, dst: int, src: int) -> None:
+        self.emit(B.alu64_reg("mov", dst, src))
+
+    def alu_imm(self, operation: str, dst: int, imm: int) -> None:
+        if operation == "neg":
+            self.emit(B.neg64(dst))
+        elif -(1 << 31) <= imm < (1 << 31):
+            self.emit(B.alu64_imm(operation, dst, imm))
+        else:  # an immediate wider than 32 bits goes through a register
+            other = 1 if dst != 1 else 2
+            self.emit(B.ld_imm64(other, imm), B.alu64_reg(operation, dst, other))
+
+    def alu_reg(self, operation: str, dst: int, src: int) -> None:
+        self.emit(B.alu64_reg(operation, dst, src))
+
+    def ld_imm64(self, dst: int, imm: int) -> None:
+        self.emit(B.ld_imm64(dst, imm))
+
+    def ld_map(self, dst: int, fd: int) -> None:
+        self.emit(B.ld_map_fd(dst, fd))
+
+    def ldx(self, size: int, dst: int, src: int, off: int) -> None:
+        """dst = *(size *)(src + off)"""
+        self.emit(B.ldx(size, dst, src, off))
+
+    def stx(self, size: int, dst: int, off: int, src: int) -> None:
+        """*(size *)(dst + off) = src"""
+        self.emit(B.stx(size, dst, src, off))
+
+    def st(self, size: int, dst: int, off: int, imm: int) -> None:
+        """*(size *)(dst + off) = imm"""
+        self.emit(B.st(size, dst, off, imm))
+
+    def jmp_imm(self, operation: str, dst: int, imm: int, target: Label) -> None:
+        self.emit(B.jmp_imm(operation, dst, imm, target))
+
+    def jmp_reg(self, operation: str, dst: int, src: int, target: Label) -> None:
+        self.emit(B.jmp_reg(operation, dst, src, target))
+
+    def ja(self, target: Label) -> None:
+        self.emit(B.ja(target))
+
+    def call(self, helper: str) -> None:
+        self.emit(B.call(Helper[helper]))
+
+    def exit(self) -> None:
+        self.emit(B.exit())
+
+    def disassemble(self) -> str:
+        from pycore.asm.disasm import format as fmt
+
+        return fmt(self.assemble())

@@ -1,0 +1,398 @@
+"""Probes of a script, resolved against this kernel and these binaries into attach targets.
+
+A probe as written (``kfunc:vfs_*``, ``tracepoint:syscalls:sys_enter_openat``,
+``usdt:/usr/bin/python3.11:python:function__entry``) becomes one
+:class:`Target` per program to load: wildcards are expanded with the same
+listers ``pycore list`` uses, and each target says how its context holds the
+arguments (``args.NAME``, ``argN``, ``retval``) so the code generator can
+read them: tracepoint fields at their tracefs offsets, fentry arguments as
+the trampoline's u64 array typed from BTF, kprobe/uprobe arguments from
+``pt_regs``, USDT arguments by their note's location specs.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+from dataclasses import dataclass, field
+
+from pycore.trace.errors import ProbeError
+from pycore.trace.types import INT64, UINT64, Int, Ptr, Str, Type, from_btf
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from btf import Spec
+
+    from pycore.elf.stapsdt import Arg
+    from pycore.listing.kernel import Lister
+
+__all__ = ["CtxField", "Target", "Resolver", "PROG_KPROBE", "PROG_TRACEPOINT", "PROG_PERF_EVENT",
+           "PROG_RAW_TRACEPOINT", "PROG_TRACING"]
+
+# enum bpf_prog_type / bpf_attach_type (uapi, stable)
+PROG_KPROBE, PROG_TRACEPOINT, PROG_PERF_EVENT, PROG_RAW_TRACEPOINT, PROG_TRACING = 2, 5, 7, 17, 26
+ATTACH_TRACE_RAW_TP, ATTACH_TRACE_FENTRY, ATTACH_TRACE_FEXIT = 23, 24, 25
+
+# struct pt_regs on x86-64: the System V argument registers, the return value, the ip
+PT_REGS = {"r15": 0, "r14": 8, "r13": 16, "r12": 24, "rbp": 32, "rbx": 40, "r11": 48, "r10": 56,
+           "r9": 64, "r8": 72, "rax": 80, "rcx": 88, "rdx": 96, "rsi": 104, "rdi": 112,
+           "rip": 128, "rsp": 152}
+ARG_REGS = ("rdi", "rsi", "rdx", "rcx", "r8", "r9")
+MAX_FENTRY_ARGS = 12
+
+_ALIASES = {"fentry": "kfunc", "fexit": "kretfunc"}
+
+
+@dataclass(frozen=True)
+class CtxField:
+    """A value the program reads from its context: ``size`` bytes at ``offset``.
+
+    ``data_loc`` marks a tracepoint ``__data_loc`` field (a u32 whose low half
+    is the offset of a string inside the record).
+    """
+
+    name: str
+    type: Type
+    offset: int
+    size: int = 8
+    signed: bool = False
+    data_loc: bool = False
+
+
+@dataclass
+class Target:
+    """One program to load and attach, for one probe of the script."""
+
+    probe: str                   # the probe's full name, as the ``probe`` builtin prints it
+    kind: str                    # normalised: kfunc, kretfunc, tracepoint, uprobe, usdt, BEGIN, ...
+    func: str = ""               # what ``func`` prints
+    prog_type: int = PROG_RAW_TRACEPOINT
+    attach_type: int | None = None
+    attach_btf_id: int | None = None
+    args: dict[str, CtxField] = field(default_factory=dict)   # args.NAME
+    argn: list[CtxField] = field(default_factory=list)        # arg0, arg1, ...
+    retval: CtxField | None = None
+    usdt_args: tuple[Arg, ...] = ()                           # usdt: argN from the location's specs
+    attach: tuple = ()                                        # what pycore.link needs (see Runtime)
+    args_record: tuple[str, int] | None = None                # (struct name, size) when ``args`` prints whole
+    user: bool = False                                        # pointers it gives point into user memory
+
+    @property
+    def is_return(self) -> bool:
+        return self.kind in ("kretfunc", "kretprobe", "uretprobe")
+
+
+def _suggest(name: str, choices: list[str] | set[str]) -> str:
+    near = difflib.get_close_matches(name, list(choices), n=3, cutoff=0.6)
+    return f" (did you mean {' or '.join(repr(n) for n in near)}?)" if near else ""
+
+
+def _has_wildcard(text: str) -> bool:
+    return any(c in text for c in "*?[")
+
+
+class Resolver:
+    """Turns probe specs into targets; caches BTF, tracefs and ELF look-ups across probes."""
+
+    def __init__(self, *, pid: int | None = None, lister: Lister | None = None) -> None:
+        self.pid = pid
+        self._lister = lister
+        self.skipped: list[str] = []       # wildcard matches that cannot attach, with why
+
+    # -- sources ------------------------------------------------------------------------------
+
+    @property
+    def lister(self) -> Lister:
+        if self._lister is None:
+            from pycore.listing.kernel import Lister
+
+            self._lister = Lister(verbose=False)
+        return self._lister
+
+    @property
+    def spec(self) -> Spec:
+        return self.lister.spec
+
+    def _listed(self, kind: str, target: str, module: str | None = None) -> list[str]:
+        from pycore.listing.patterns import ProbePattern
+
+        return [e.head for e in self.lister.entries(ProbePattern(kind, target, module))]
+
+    # -- probes -------------------------------------------------------------------------------
+
+    def resolve(self, kind: str, target: str, parts: tuple[str, ...], offset: int | None, text: str) -> list[Target]:
+        """Every target of one probe as written; a probe that matches nothing is a :class:`ProbeError`."""
+        kind = _ALIASES.get(kind, kind)
+        method = getattr(self, f"_{kind.lower()}", None)
+        if method is None:
+            raise ProbeError(f"{text}: unknown probe type {kind!r}")
+        targets = method(target, parts, offset, text)
+        if not targets:
+            raise ProbeError(f"{text}: matches no probe on this system")
+        return targets
+
+    def _begin(self, target, parts, offset, text) -> list[Target]:
+        return [Target("BEGIN", "BEGIN", attach=("begin",))]
+
+    def _end(self, target, parts, offset, text) -> list[Target]:
+        return [Target("END", "END", attach=("end",))]
+
+    def _interval(self, target, parts, offset, text) -> list[Target]:
+        unit, n = self._rate(parts, text, ("s", "ms", "us", "hz"))
+        period_ns = {"s": 10**9, "ms": 10**6, "us": 10**3}.get(unit, 0) * n or 10**9 // n
+        return [Target(f"interval:{unit}:{n}", "interval", prog_type=PROG_PERF_EVENT,
+                       attach=("perf", "interval", period_ns))]
+
+    def _profile(self, target, parts, offset, text) -> list[Target]:
+        unit, n = self._rate(parts, text, ("hz", "s", "ms", "us"))
+        return [Target(f"profile:{unit}:{n}", "profile", prog_type=PROG_PERF_EVENT,
+                       attach=("perf", "profile", unit, n))]
+
+    def _software(self, target, parts, offset, text) -> list[Target]:
+        events = {"cpu-clock": 0, "cpu": 0, "task-clock": 1, "page-faults": 2, "faults": 2,
+                  "context-switches": 3, "cs": 3, "cpu-migrations": 4, "migrations": 4,
+                  "minor-faults": 5, "major-faults": 6, "alignment-faults": 7, "emulation-faults": 8,
+                  "dummy": 9, "bpf-output": 10}
+        if not parts or parts[0] not in events:
+            raise ProbeError(f"{text}: unknown software event{_suggest(parts[0] if parts else '', events)}")
+        count = int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else 1000000 if parts[0] in ("cpu-clock", "cpu", "task-clock") else 1000
+        return [Target(f"software:{parts[0]}:{count}", "software", prog_type=PROG_PERF_EVENT,
+                       attach=("perf", "software", events[parts[0]], count))]
+
+    @staticmethod
+    def _rate(parts: tuple[str, ...], text: str, units: tuple[str, ...]) -> tuple[str, int]:
+        if len(parts) == 1 and parts[0].isdigit():
+            parts = (units[0], parts[0])
+        if len(parts) != 2 or parts[0] not in units or not parts[1].isdigit() or int(parts[1]) <= 0:
+            raise ProbeError(f"{text}: expected {text.split(':')[0]}:{'|'.join(units)}:N with N > 0")
+        return parts[0], int(parts[1])
+
+    # tracepoints
+
+    def _tracepoint(self, target, parts, offset, text) -> list[Target]:
+        if len(parts) != 2:
+            raise ProbeError(f"{text}: expected tracepoint:CATEGORY:NAME")
+        cat, name = parts
+        tracefs = self.lister.tracefs()
+        if tracefs is None:
+            raise ProbeError(f"{text}: tracefs is not available (mount -t tracefs nodev /sys/kernel/tracing)")
+        if _has_wildcard(cat) or _has_wildcard(name):
+            names = [h.split(":", 1)[1] for h in self._listed("tracepoint", f"{cat}:{name}")]
+        else:
+            names = [f"{cat}:{name}"]
+        out = []
+        for full in names:
+            c, n = full.split(":", 1)
+            try:
+                fields = tracefs.format(c, n)
+            except OSError:
+                if len(names) == 1:
+                    known = [e.split(":", 1)[1] for e in tracefs.available_events() if e.startswith(c + ":")]
+                    where = _suggest(n, known) if known else f" (no category {c!r})"
+                    raise ProbeError(f"{text}: no such tracepoint{where}") from None
+                continue
+            t = Target(f"tracepoint:{c}:{n}", "tracepoint", func=f"{c}:{n}", prog_type=PROG_TRACEPOINT,
+                       attach=("tracepoint", c, n), user=c == "syscalls")
+            for f in fields:
+                if f.is_common:
+                    continue
+                t.args[f.name] = _tracefs_field(f, user=c == "syscalls")
+            t.args_record = (f"{c}:{n}", max((f.offset + f.size for f in fields), default=0))
+            out.append(t)
+        return out
+
+    def _rawtracepoint(self, target, parts, offset, text) -> list[Target]:
+        name = parts[-1] if parts else target
+        names = [h.rsplit(":", 1)[1] for h in self._listed("rawtracepoint", name)] if _has_wildcard(name) else [name]
+        out = []
+        for n in names:
+            t = Target(f"rawtracepoint:{n}", "rawtracepoint", func=n, prog_type=PROG_RAW_TRACEPOINT,
+                       attach=("raw_tracepoint", n))
+            t.argn = [CtxField(f"arg{i}", UINT64, 8 * i) for i in range(MAX_FENTRY_ARGS)]
+            out.append(t)
+        return out
+
+    # kernel functions
+
+    def _kfunc(self, target, parts, offset, text, ret: bool = False) -> list[Target]:
+        from btf.kinds import Kind
+
+        module = target or None
+        name = parts[-1] if parts else ""
+        if not name:
+            raise ProbeError(f"{text}: expected {'kretfunc' if ret else 'kfunc'}:[MODULE:]FUNCTION")
+        spec = self.spec
+        if _has_wildcard(name) or module and _has_wildcard(module):
+            heads = self._listed("kretfunc" if ret else "kfunc", name, module)
+            names = [h.rsplit(":", 1)[1] for h in heads]
+        else:
+            names = [name]
+        out = []
+        for n in names:
+            ids = spec.ids_named(n, (Kind.FUNC,))
+            if not ids:
+                if len(names) == 1:
+                    raise ProbeError(f"{text}: no kernel function {n!r} in BTF{self._near_funcs(n)}")
+                continue
+            func = spec.type(ids[0])
+            proto = func.type
+            kind = "kretfunc" if ret else "kfunc"
+            t = Target(f"{kind}:vmlinux:{n}", kind, func=n, prog_type=PROG_TRACING,
+                       attach_type=ATTACH_TRACE_FEXIT if ret else ATTACH_TRACE_FENTRY,
+                       attach_btf_id=ids[0], attach=("tracing", n))
+            params = list(proto.params)
+            if proto.variadic or len(params) > MAX_FENTRY_ARGS:
+                self.skipped.append(f"{n} (variadic or too many arguments)")
+                continue
+            for i, p in enumerate(params):
+                f = _arg_field(p.name or f"arg{i}", from_btf(spec, p.type_id), 8 * i)
+                t.args[f.name] = f
+                t.argn.append(f)
+            if ret and proto.return_type_id:
+                t.retval = _arg_field("retval", from_btf(spec, proto.return_type_id), 8 * len(params))
+            out.append(t)
+        return out
+
+    def _kretfunc(self, target, parts, offset, text) -> list[Target]:
+        return self._kfunc(target, parts, offset, text, ret=True)
+
+    def _near_funcs(self, name: str) -> str:
+        from btf.kinds import Kind
+
+        prefix = name[:4].encode()
+        try:
+            near = [self.spec.name(i) for i in self.spec.ids_matching(prefix + b".*", (Kind.FUNC,))[:5000]]
+        except Exception:  # noqa: BLE001 - a suggestion is a courtesy
+            return ""
+        return _suggest(name, near)
+
+    def _kprobe(self, target, parts, offset, text, ret: bool = False) -> list[Target]:
+        name = parts[-1] if parts else ""
+        if not name:
+            raise ProbeError(f"{text}: expected {'kretprobe' if ret else 'kprobe'}:FUNCTION")
+        names = [h.rsplit(":", 1)[1] for h in self._listed("kretprobe" if ret else "kprobe", name)] \
+            if _has_wildcard(name) else [name]
+        kind = "kretprobe" if ret else "kprobe"
+        out = []
+        for n in names:
+            t = Target(f"{kind}:{n}" + (f"+{offset}" if offset else ""), kind, func=n, prog_type=PROG_KPROBE,
+                       attach=("kprobe", n, offset or 0, ret))
+            t.argn = [CtxField(f"arg{i}", UINT64, PT_REGS[r]) for i, r in enumerate(ARG_REGS)]
+            if ret:
+                t.retval = CtxField("retval", UINT64, PT_REGS["rax"])
+            out.append(t)
+        return out
+
+    def _kretprobe(self, target, parts, offset, text) -> list[Target]:
+        return self._kprobe(target, parts, offset, text, ret=True)
+
+    # user space
+
+    def _binary(self, path: str, text: str) -> str:
+        from pycore.elf.usdt import resolve_path
+        from pycore.errors import ElfError
+
+        if not path:
+            raise ProbeError(f"{text}: which binary? write {text.split(':')[0]}:/path/to/binary:...")
+        try:
+            return resolve_path(path, self.pid if self.pid else -1)
+        except ElfError as e:
+            raise ProbeError(f"{text}: {e}") from None
+
+    def _uprobe(self, target, parts, offset, text, ret: bool = False) -> list[Target]:
+        from pycore.elf.symbols import functions
+        from pycore.errors import ElfError
+
+        kind = "uretprobe" if ret else "uprobe"
+        path = self._binary(target, text)
+        name = parts[-1] if parts else ""
+        if not name:
+            raise ProbeError(f"{text}: expected {kind}:BINARY:FUNCTION")
+        try:
+            funcs = functions(path)
+        except ElfError as e:
+            raise ProbeError(f"{text}: {e}") from None
+        from fnmatch import fnmatchcase
+
+        if _has_wildcard(name):
+            chosen = [f for f in funcs if fnmatchcase(f.name, name) or fnmatchcase(f.demangled, name)]
+        else:
+            chosen = [f for f in funcs if name in (f.name, f.demangled)][:1]
+            if not chosen:
+                names = {f.demangled for f in funcs}
+                raise ProbeError(f"{text}: no function {name!r} in {path}{_suggest(name, names)}")
+        out = []
+        seen: set[int] = set()
+        for f in sorted(chosen, key=lambda f: f.demangled):
+            if f.address in seen:
+                continue
+            seen.add(f.address)
+            from pycore.elf.symbols import file_offset
+
+            t = Target(f"{kind}:{path}:{f.demangled}" + (f"+{offset}" if offset else ""), kind, func=f.demangled,
+                       prog_type=PROG_KPROBE, user=True,
+                       attach=("uprobe", path, file_offset(path, f.address) + (offset or 0), ret, 0))
+            t.argn = [CtxField(f"arg{i}", UINT64, PT_REGS[r]) for i, r in enumerate(ARG_REGS)]
+            if ret:
+                t.retval = CtxField("retval", UINT64, PT_REGS["rax"])
+            out.append(t)
+        return out
+
+    def _uretprobe(self, target, parts, offset, text) -> list[Target]:
+        return self._uprobe(target, parts, offset, text, ret=True)
+
+    def _usdt(self, target, parts, offset, text) -> list[Target]:
+        from fnmatch import fnmatchcase
+
+        from pycore.elf.usdt import UsdtFile
+        from pycore.errors import ElfError
+
+        path = self._binary(target, text)
+        if len(parts) == 2:
+            provider, name = parts
+        elif len(parts) == 1:
+            provider, name = "*", parts[0]
+        else:
+            raise ProbeError(f"{text}: expected usdt:BINARY:[PROVIDER:]NAME")
+        try:
+            with UsdtFile(path) as f:
+                probes = f.probes()
+                chosen = [p for p in probes if fnmatchcase(p.provider, provider) and fnmatchcase(p.name, name)]
+                if not chosen:
+                    known = {p.name for p in probes}
+                    raise ProbeError(f"{text}: no USDT probe {provider}:{name} in {path}{_suggest(name, known)}")
+                out = []
+                for p in chosen:
+                    for loc in p.locations:
+                        t = Target(f"usdt:{path}:{p.provider}:{p.name}", "usdt", func=f"{p.provider}:{p.name}",
+                                   prog_type=PROG_KPROBE, user=True, usdt_args=loc.args,
+                                   attach=("uprobe", path, loc.file_offset, False, p.semaphore_offset))
+                        t.argn = [CtxField(f"arg{i}", INT64 if a.signed else UINT64, i, a.size, a.signed)
+                                  for i, a in enumerate(loc.args)]
+                        out.append(t)
+                return out
+        except ElfError as e:
+            raise ProbeError(f"{text}: {e}") from None
+
+
+def _arg_field(name: str, t: Type, offset: int) -> CtxField:
+    """A trampoline argument: a u64 slot, read at the width of its type (the upper bytes may be stale)."""
+    if isinstance(t, Int) and t.size in (1, 2, 4):
+        return CtxField(name, Int(8, t.signed), offset, t.size, t.signed)
+    return CtxField(name, t, offset)
+
+
+def _tracefs_field(f, user: bool) -> CtxField:  # noqa: ANN001 (a pycore.kernel.tracefs.Field)
+    decl = f.decl
+    if decl.startswith("__data_loc"):
+        return CtxField(f.name, Str(), f.offset, 4, False, data_loc=True)
+    if "[" in decl and ("char" in decl.split("[")[0]):
+        return CtxField(f.name, Str(f.size), f.offset, f.size, False)
+    if "*" in decl:
+        return CtxField(f.name, Ptr(0, user), f.offset, 8, False)
+    size = f.size if f.size in (1, 2, 4, 8) else 8
+    return CtxField(f.name, Int(8, f.signed), f.offset, size, f.signed)
+
+
+def tracefs_mounted() -> bool:
+    return os.path.isdir("/sys/kernel/tracing/events")

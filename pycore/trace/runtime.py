@@ -1,0 +1,537 @@
+"""The runtime: a checked script loaded, attached, run, and its output formatted.
+
+:class:`Script` goes through the stages in order (parse, resolve probes,
+check, generate, load, attach), each one testable on its own; :meth:`run`
+then drives the session as bpftrace does: BEGIN first, events as they
+arrive, and at the end (Ctrl-C, ``exit()``, the ``-c`` command or the
+traced PID ending) END, then every non-empty map.  Everything native it
+makes is owned here and closed in :meth:`close`, so nothing stays attached.
+BEGIN and END are raw-tracepoint programs run once with BPF_PROG_TEST_RUN,
+in this process, where bpftrace uses a uprobe on itself.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import sys
+import time
+from dataclasses import dataclass, field
+
+from pycore.trace import ast as A
+from pycore.trace.checker import AGGREGATES, Checked, Checker, MapInfo
+from pycore.trace.codegen import (SCRATCH_SIZE, TAG_CAT, TAG_CLEAR, TAG_EXIT, TAG_JOIN, TAG_PRINT_MAP,
+                                  TAG_PRINT_VALUE, TAG_PRINTF, TAG_SYSTEM, TAG_TIME, TAG_ZERO, Action, Layout,
+                                  generate)
+from pycore.trace.errors import ProbeError
+from pycore.trace.probes import PROG_RAW_TRACEPOINT, Resolver, Target
+from pycore.trace.types import Int, Ptr, Record, Stack, Str, Type
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
+    from typing import Any, TextIO
+
+__all__ = ["Script", "Event", "Compiled", "DEFAULT_MAP_KEYS"]
+
+DEFAULT_MAP_KEYS = 4096           # bpftrace's BPFTRACE_MAP_KEYS_MAX
+# bytes per value of each aggregation: min/max keep [value, set], avg/stats [count, total]
+_VALUE_SIZES = {"count": 8, "sum": 8, "min": 16, "max": 16, "avg": 16, "stats": 16, "hist": 8, "lhist": 8}
+RING_SIZE = 1 << 21
+MAP_HASH, MAP_ARRAY, MAP_PERCPU_HASH, MAP_PERCPU_ARRAY, MAP_STACK_TRACE, MAP_RINGBUF = 1, 2, 5, 6, 7, 27
+
+
+@dataclass
+class Event:
+    """One output of a running script, as the Python API hands it out.
+
+    ``kind`` is ``printf``, ``print``, ``time``, ``join``, ``map`` (a map
+    printed by ``print(@m)`` or at the end), or ``lost``; ``text`` is what
+    bpftrace would print; ``value`` the Python value (for ``map``, a dict).
+    """
+
+    kind: str
+    text: str
+    value: Any = None
+    name: str = ""
+
+
+@dataclass
+class Compiled:
+    """A program ready to load: the target it serves and its instructions."""
+
+    block: A.ProbeBlock
+    target: Target
+    checked: Checked
+    insns: list = field(default_factory=list)
+    listing: str = ""
+
+
+class Script:
+    """One bpftrace script, from text to a finished run."""
+
+    def __init__(self, text: str, *, filename: str = "<stdin>", params: tuple[str, ...] = (),
+                 pid: int | None = None, unsafe: bool = False, map_keys: int = DEFAULT_MAP_KEYS,
+                 string_size: int = 64) -> None:
+        from pycore.trace.parser import parse
+
+        self.text = text
+        self.filename = filename
+        self.params = tuple(params)
+        self.pid = pid
+        self.unsafe = unsafe
+        self.map_keys = map_keys
+        self.program = parse(text, filename)
+        self.resolver = Resolver(pid=pid)
+        self.checker = Checker(lambda: self.resolver.spec, self.params, unsafe=unsafe, filename=filename,
+                               source=text)
+        self.compiled: list[Compiled] = []
+        self.layout: Layout | None = None
+        self._maps: dict[str, Any] = {}
+        self._progs: list[Any] = []
+        self._links: list[Any] = []
+        self._begin: list[Any] = []
+        self._end: list[Any] = []
+        self._ring = None
+        self._closed = False
+        self.exited = False
+        self.lost = 0
+
+    # -- stages ----------------------------------------------------------------------------------
+
+    def resolve(self) -> list[tuple[A.ProbeBlock, list[Target]]]:
+        """Every probe block with its targets on this system."""
+        out = []
+        for block in self.program.probes:
+            targets: list[Target] = []
+            for spec in block.probes:
+                try:
+                    targets.extend(self.resolver.resolve(spec.kind, spec.target, tuple(spec.parts),
+                                                         spec.offset, spec.text))
+                except ProbeError as e:
+                    raise self.checker.error(spec, str(e)) from None
+            out.append((block, targets))
+        return out
+
+    def check(self) -> list[Compiled]:
+        """Type every block against every target it attaches to."""
+        if self.compiled:
+            return self.compiled
+        for block, targets in self.resolve():
+            for t in targets:
+                self.compiled.append(Compiled(block, t, self.checker.check(block, t)))
+        for m in self.checker.maps.values():
+            if not m.kind:
+                m.kind = "int"
+                m.value = m.value or Int(8, True)
+            if m.keys is None:
+                m.keys = ()
+        self.layout = Layout(self.checker.maps)
+        return self.compiled
+
+    def plan(self) -> str:
+        """What --dry-run prints: each program, where it attaches, and how."""
+        lines = []
+        for c in self.check():
+            t = c.target
+            lines.append(f"{t.probe}  ({_method(t)})")
+        for m in self.layout.maps.values():
+            keys = ", ".join(str(k) for k in m.keys or ()) or "-"
+            lines.append(f"map {m.name}[{keys}]: {m.kind}")
+        return "\n".join(lines)
+
+    # -- native resources ---------------------------------------------------------------------------
+
+    def _create_maps(self) -> dict[str, int]:
+        from pycore.native.program import create_map
+
+        fds: dict[str, int] = {}
+        for m in self.layout.maps.values():
+            kind = m.kind
+            key_size = m.key_size + (8 if kind in ("hist", "lhist") else 0)
+            value_size = _VALUE_SIZES.get(kind) or ((m.value.size + 7) // 8 * 8 if isinstance(m.value, Str) else 8)
+            map_type = MAP_PERCPU_HASH if kind in AGGREGATES else MAP_HASH
+            mp = create_map(map_type, key_size, value_size, self.map_keys, name=_map_name(m.name))
+            self._maps[m.name] = mp
+            fds[m.name] = mp.fd
+        scratch = create_map(MAP_PERCPU_ARRAY, 4, SCRATCH_SIZE, 1, name="scratch")
+        self._maps["$scratch"] = scratch
+        fds["$scratch"] = scratch.fd
+        start = create_map(MAP_ARRAY, 4, 8, 1, name="start")
+        self._maps["$start"] = start
+        fds["$start"] = start.fd
+        ring = create_map(MAP_RINGBUF, 0, 0, RING_SIZE, name="ring")
+        self._maps["$ring"] = ring
+        fds["$ring"] = ring.fd
+        return _LazyStackMaps(fds, self._maps)
+
+    def load(self, verbose: bool = False) -> None:
+        """Create the maps, generate and load every program."""
+        from pycore.native.program import load_program
+        from pycore.trace.emit import Emitter
+
+        self.check()
+        fds = self._create_maps()
+        for c in self.compiled:
+            em = Emitter()
+            generate(c.checked, self.layout, em, fds, self.params, (self.filename, self.text))
+            c.insns = em.assemble()
+            if verbose:
+                c.listing = em.disassemble()
+            t = c.target
+            prog_type = t.prog_type if t.kind not in ("BEGIN", "END") else PROG_RAW_TRACEPOINT
+            try:
+                prog = load_program(c.insns, prog_type, name=_prog_name(t),
+                                    expected_attach_type=t.attach_type, attach_btf_id=t.attach_btf_id)
+            except OSError as e:
+                raise self._load_error(c, e) from None
+            self._progs.append(prog)
+            if t.kind == "BEGIN":
+                self._begin.append(prog)
+            elif t.kind == "END":
+                self._end.append(prog)
+            else:
+                c.prog = prog  # type: ignore[attr-defined]
+
+    def _load_error(self, c: Compiled, exc: OSError) -> Exception:
+        from pycore.trace.errors import CheckError
+
+        tail = getattr(exc, "verifier_tail", lambda: "")()
+        reason = tail.strip().splitlines()[-1] if tail.strip() else str(exc)
+        if getattr(exc, "errno", 0) == 1 and c.target.kind in ("kfunc", "kretfunc"):
+            reason = ("this kernel refuses fentry/fexit (BPF trampolines); use kprobe:/kretprobe: where the "
+                      "kernel has kprobes, or a tracepoint")
+        err = CheckError(f"the kernel refused the program for {c.target.probe}: {reason}",
+                         c.block.pos.line, c.block.pos.col, self.filename, self.text)
+        err.verifier = tail  # type: ignore[attr-defined]
+        return err
+
+    def attach(self) -> int:
+        """Attach every loaded program; returns how many probes are attached (bpftrace's count)."""
+        from pycore.link import attach_target
+
+        n = len(self._begin) + len(self._end)
+        for c in self.compiled:
+            prog = getattr(c, "prog", None)
+            if prog is None:
+                continue
+            try:
+                links = attach_target(prog, c.target, pid=self.pid)
+            except OSError as e:
+                from pycore.trace.errors import CheckError
+
+                raise CheckError(f"cannot attach {c.target.probe}: {e}", c.block.pos.line, c.block.pos.col,
+                                 self.filename, self.text) from None
+            self._links.extend(links)
+            n += 1
+        # elapsed counts from here
+        self._maps["$start"].update(struct.pack("<I", 0), struct.pack("<Q", time.monotonic_ns()))
+        return n
+
+    def close(self) -> None:
+        """Detach and free everything; safe twice."""
+        if self._closed:
+            return
+        self._closed = True
+        for link in reversed(self._links):
+            link.close()
+        self._links.clear()
+        if self._ring is not None:
+            self._ring.close()
+        for p in self._progs:
+            p.close()
+        self._progs.clear()
+        for m in self._maps.values():
+            m.close()
+        self._maps.clear()
+
+    def __enter__(self) -> Script:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- running ------------------------------------------------------------------------------------
+
+    def ring(self):  # noqa: ANN201
+        if self._ring is None:
+            from pycore.native.ringbuf import RingBuffer
+
+            self._ring = RingBuffer.from_fd(self._maps["$ring"].fd, decode=bytes)
+        return self._ring
+
+    def run_special(self, which: str) -> None:
+        """Run the BEGIN or END programs once, in this process."""
+        for prog in (self._begin if which == "BEGIN" else self._end):
+            prog.test_run()
+
+    def poll(self, handle: Callable[[Event], None], timeout: float) -> int:
+        """Hand each record now in the ring to ``handle``; returns how many."""
+        n = 0
+
+        def one(data: bytes) -> None:
+            nonlocal n
+            n += 1
+            for ev in self.decode(data):
+                handle(ev)
+
+        self.ring().poll(one, timeout)
+        return n
+
+    def lost_events(self) -> int:
+        scratch = self._maps.get("$scratch")
+        if scratch is None:
+            return 0
+        values = scratch.lookup_percpu(struct.pack("<I", 0))
+        return sum(struct.unpack_from("<Q", v)[0] for v in values)
+
+    # -- records ------------------------------------------------------------------------------------
+
+    def decode(self, data: bytes) -> Iterator[Event]:
+        """The events one ring-buffer record stands for."""
+        from pycore.trace import output as O
+
+        idx = struct.unpack_from("<Q", data)[0]
+        a: Action = self.layout.actions[idx]
+        tag = a.tag
+        if tag == TAG_PRINTF:
+            values = self._values(data, a.args)
+            text = O.format_printf(a.text, values)
+            yield Event("printf", text, values)
+        elif tag == TAG_EXIT:
+            self.exited = True
+        elif tag == TAG_PRINT_MAP:
+            name = a.text
+            yield Event("map", self.map_text(name, *a.extra), self.map_value(name), name)
+        elif tag in (TAG_CLEAR, TAG_ZERO):
+            self.clear_map(a.text, zero=tag == TAG_ZERO)
+        elif tag == TAG_TIME:
+            text = time.strftime(a.text, time.localtime())
+            yield Event("time", text)
+        elif tag == TAG_PRINT_VALUE:
+            values = self._values(data, a.args)
+            if a.text == "args":
+                text = O.format_fields(dict(zip(a.extra, values)))
+            else:
+                text = O.format_value(values[0], a.args[0])
+            yield Event("print", text + "\n", values[0] if a.text != "args" else dict(zip(a.extra, values)))
+        elif tag == TAG_JOIN:
+            parts = [s.split(b"\0", 1)[0].decode("utf-8", "replace") for s in
+                     (data[8 + 64 * i: 8 + 64 * (i + 1)] for i in range(16))]
+            words = [p for p in parts if p]
+            yield Event("join", a.text.join(words) + "\n", words)
+        elif tag in (TAG_SYSTEM, TAG_CAT):
+            values = self._values(data, a.args)
+            text = O.format_printf(a.text, values)
+            if tag == TAG_SYSTEM:
+                import subprocess
+
+                r = subprocess.run(text, shell=True, capture_output=True, text=True)  # noqa: S602 - --unsafe
+                yield Event("printf", r.stdout, r.stdout)
+            else:
+                try:
+                    with open(text) as f:
+                        yield Event("printf", f.read(), text)
+                except OSError as e:
+                    yield Event("printf", f"{text}: {e.strerror}\n", text)
+
+    def _values(self, data: bytes, types: list[Type]) -> list[Any]:
+        out: list[Any] = []
+        pos = 8
+        for t in types:
+            if isinstance(t, (Str, Record)):
+                size = (t.size + 7) // 8 * 8
+                raw = data[pos:pos + t.size]
+                out.append(_cstr(raw) if isinstance(t, Str) else raw)
+                pos += size
+            else:
+                (v,) = struct.unpack_from("<Q", data, pos)
+                out.append(self._scalar(v, t))
+                pos += 8
+        return out
+
+    def _scalar(self, v: int, t: Type) -> Any:
+        if isinstance(t, Int):
+            if t.signed and v >= 1 << 63:
+                v -= 1 << 64
+            if t.display == "ksym":
+                return self.ksym(v)
+            if t.display == "usym":
+                return self.usym(v)
+            return v
+        if isinstance(t, Stack):
+            return self.stack(v, t)
+        return v
+
+    # symbols and stacks
+
+    def ksym(self, addr: int) -> str:
+        from pycore.kernel.kallsyms import TextSymbols
+
+        if not hasattr(self, "_ksyms"):
+            self._ksyms = TextSymbols()
+        name = self._ksyms.name(addr) if hasattr(self._ksyms, "name") else None
+        return name or f"0x{addr:x}"
+
+    def usym(self, addr: int) -> str:
+        return f"0x{addr:x}"
+
+    def stack(self, key: int, t: Stack) -> list[str]:
+        from pycore.trace.codegen import BPF_F_USER_STACK  # noqa: F401
+
+        sid = key & 0xFFFFFFFF
+        if sid >= 1 << 31:
+            return []
+        name = f"$stack:{'u' if t.user else 'k'}:{t.limit}"
+        mp = self._maps.get(name)
+        if mp is None:
+            return []
+        raw = mp.lookup(struct.pack("<I", sid))
+        if raw is None:
+            return []
+        addrs = [a for a in struct.unpack(f"<{len(raw) // 8}Q", raw) if a][: t.limit]
+        return [self.ksym_offset(a) if not t.user else f"0x{a:x}" for a in addrs]
+
+    def ksym_offset(self, addr: int) -> str:
+        from pycore.kernel.kallsyms import TextSymbols
+
+        if not hasattr(self, "_ksyms"):
+            self._ksyms = TextSymbols()
+        found = self._ksyms.lookup(addr) if hasattr(self._ksyms, "lookup") else None
+        if not found:
+            return f"0x{addr:x}"
+        name, off = found
+        return f"{name}+{off}"
+
+    # maps
+
+    def map_entries(self, name: str) -> list[tuple[tuple, Any]]:
+        """(key tuple, value) of every element of a map, per-CPU values combined."""
+        m: MapInfo = self.layout.maps[name]
+        mp = self._maps.get(name)
+        if mp is None:
+            return []
+        percpu = m.kind in AGGREGATES
+        out: dict[tuple, Any] = {}
+        hist = m.kind in ("hist", "lhist")
+        for kb in mp.keys():
+            vals = mp.lookup_percpu(kb) if percpu else [mp.lookup(kb)]
+            if vals is None or any(v is None for v in vals):
+                continue
+            key = self._key(kb, m)
+            if hist:
+                bucket = struct.unpack_from("<Q", kb, m.key_size)[0]
+                out.setdefault(key, {})[bucket] = sum(struct.unpack_from("<Q", v)[0] for v in vals)
+                continue
+            out[key] = self._combine(m, vals)
+        return list(out.items())
+
+    def _key(self, kb: bytes, m: MapInfo) -> tuple:
+        if not m.keys:
+            return ()
+        out = []
+        pos = 0
+        for t in m.keys:
+            if isinstance(t, Str):
+                out.append(_cstr(kb[pos:pos + t.size]))
+                pos += (t.size + 7) // 8 * 8
+            else:
+                out.append(self._scalar(struct.unpack_from("<Q", kb, pos)[0], t))
+                pos += 8
+        return tuple(out)
+
+    def _combine(self, m: MapInfo, vals: list[bytes]) -> Any:
+        kind = m.kind
+        if kind in ("count", "sum"):
+            total = sum(struct.unpack_from("<q", v)[0] for v in vals)
+            return total
+        if kind in ("avg", "stats"):
+            count = sum(struct.unpack_from("<q", v)[0] for v in vals)
+            total = sum(struct.unpack_from("<q", v, 8)[0] for v in vals)
+            return (count, total)
+        if kind in ("min", "max"):
+            seen = [struct.unpack_from("<q", v)[0] for v in vals if struct.unpack_from("<Q", v, 8)[0]]
+            return (min if kind == "min" else max)(seen) if seen else 0
+        v = vals[0]
+        if kind == "str":
+            return _cstr(v)
+        return self._scalar(struct.unpack_from("<Q", v)[0], m.value or Int(8, True))
+
+    def map_value(self, name: str) -> Any:
+        """A map as a Python value: {key: value}, hist buckets as {bucket: count}."""
+        return {k if len(k) != 1 else k[0]: v for k, v in self.map_entries(name)}
+
+    def map_text(self, name: str, top: int = 0, div: int = 0) -> str:
+        from pycore.trace import output as O
+
+        m = self.layout.maps[name]
+        return O.format_map(name, m.kind, self.map_entries(name), keyed=bool(m.keys), lhist=m.lhist,
+                            top=top, div=div)
+
+    def clear_map(self, name: str, zero: bool = False) -> None:
+        mp = self._maps.get(name)
+        if mp is None:
+            return
+        if zero:
+            m = self.layout.maps[name]
+            percpu = m.kind in AGGREGATES
+            for kb in list(mp.keys()):
+                v = mp.lookup_percpu(kb) if percpu else [mp.lookup(kb)]
+                if v:
+                    mp.update(kb, [bytes(len(v[0]))] * len(v) if percpu else bytes(len(v[0])))
+        else:
+            for kb in list(mp.keys()):
+                mp.delete(kb)
+
+    def final_maps(self) -> list[Event]:
+        """Every non-empty map in bpftrace's end-of-run order (by name)."""
+        out = []
+        for name in sorted(self.layout.maps):
+            entries = self.map_entries(name)
+            if entries:
+                out.append(Event("map", self.map_text(name), self.map_value(name), name))
+        return out
+
+
+class _LazyStackMaps(dict):
+    """Map fds by name; stack maps are made the first time a program asks for one."""
+
+    def __init__(self, fds: dict[str, int], owned: dict[str, Any]) -> None:
+        super().__init__(fds)
+        self._owned = owned
+
+    def __missing__(self, name: str) -> int:
+        if not name.startswith("$stack:"):
+            raise KeyError(name)
+        from pycore.native.program import create_map
+
+        limit = int(name.rsplit(":", 1)[1])
+        mp = create_map(MAP_STACK_TRACE, 4, 8 * limit, DEFAULT_MAP_KEYS, name="stack_" + name.split(":")[1])
+        self._owned[name] = mp
+        self[name] = mp.fd
+        return mp.fd
+
+
+def _cstr(raw: bytes) -> str:
+    return raw.split(b"\0", 1)[0].decode("utf-8", "replace")
+
+
+def _map_name(name: str) -> str:
+    clean = "".join(ch if ch.isalnum() or ch == "_" else "_" for ch in name.lstrip("@")) or "anon"
+    return ("AT_" + clean)[:15]
+
+
+def _prog_name(t: Target) -> str:
+    clean = "".join(ch if ch.isalnum() or ch == "_" else "_" for ch in (t.func or t.kind))
+    return clean[:15]
+
+
+def _method(t: Target) -> str:
+    kind = t.attach[0] if t.attach else t.kind
+    return {"begin": "BPF_PROG_TEST_RUN once at start", "end": "BPF_PROG_TEST_RUN once at exit",
+            "tracing": "fentry/fexit trampoline", "tracepoint": "perf tracepoint", "kprobe": "kprobe PMU",
+            "uprobe": "uprobe PMU" + (" with semaphore" if t.kind == "usdt" and t.attach[4] else ""),
+            "perf": "perf event", "raw_tracepoint": "raw tracepoint"}.get(kind, kind)
+
+
+_ = (Ptr, os, sys)

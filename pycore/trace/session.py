@@ -1,0 +1,261 @@
+"""Running a script: in a Python program (:class:`TraceSession`) or as ``pycore trace`` (:class:`TraceRunner`).
+
+Both drive :class:`~pycore.trace.runtime.Script` the same way: load,
+attach, BEGIN, events until the end, END, the maps.  The session hands out
+:class:`~pycore.trace.runtime.Event` objects and reads maps live as Python
+values; the runner prints what bpftrace prints, text or json.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+
+from pycore.trace.runtime import Event, Script
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Callable, Iterator
+    from typing import Any, TextIO
+
+__all__ = ["TraceSession", "TraceRunner", "trace"]
+
+
+def trace(program: str, *, pid: int | None = None, params: tuple[str, ...] = (), unsafe: bool = False) -> TraceSession:
+    """Compile, load and attach a bpftrace program in this process; BEGIN has run when this returns.
+
+    Raises :class:`~pycore.trace.errors.ScriptError` (with line:column) for a
+    script the checker or the verifier refuses, :class:`~pycore.kernel.process.TargetError`
+    for a ``pid`` that does not exist, PermissionError without the privileges.
+    """
+    from pycore.kernel.privileges import missing_privileges
+    from pycore.kernel.process import check_pid
+
+    if pid:
+        check_pid(pid)
+    why = missing_privileges()
+    if why:
+        raise PermissionError(f"pycore: {why}")
+    return TraceSession(program, pid=pid, params=params, unsafe=unsafe)
+
+
+class TraceSession:
+    """One running script inside the caller's process; close it (or use ``with``) to detach."""
+
+    def __init__(self, program: str, *, pid: int | None = None, params: tuple[str, ...] = (),
+                 unsafe: bool = False, filename: str = "<program>") -> None:
+        self.script = Script(program, filename=filename, params=params, pid=pid, unsafe=unsafe)
+        self._pending: list[Event] = []
+        self.ended = False
+        try:
+            self.script.load()
+            self.probes = self.script.attach()
+            self.script.run_special("BEGIN")
+        except BaseException:
+            self.script.close()
+            raise
+
+    # consumption
+
+    def poll(self, callback: Callable[[Event], None], timeout: float = 0.0) -> int:
+        """Hand every event now available to ``callback``; returns how many."""
+        n = 0
+        while self._pending:
+            callback(self._pending.pop(0))
+            n += 1
+        if self.ended or self.script._closed:
+            return n
+        n += self.script.poll(callback, timeout)
+        if self.script.exited:
+            self.ended = True
+        return n
+
+    def events(self, timeout: float | None = 1.0) -> Iterator[Event]:
+        """Events as they come; ends after ``timeout`` seconds without one (None: at exit() or close())."""
+        while not self.ended and not self.script._closed:
+            got: list[Event] = []
+            self.poll(got.append, 0.1 if timeout is None else min(timeout, 0.1))
+            if not got:
+                if timeout is not None:
+                    deadline = time.monotonic() + timeout
+                    while not got and time.monotonic() < deadline and not self.ended:
+                        self.poll(got.append, 0.1)
+                    if not got:
+                        return
+                else:
+                    continue
+            yield from got
+
+    async def __aiter__(self) -> AsyncIterator[Event]:
+        import asyncio
+
+        while not self.ended and not self.script._closed:
+            got: list[Event] = []
+            self.poll(got.append, 0)
+            for ev in got:
+                yield ev
+            if not got:
+                await asyncio.sleep(0.05)
+
+    # maps
+
+    def maps(self) -> dict[str, Any]:
+        """Every map read now: {"@name": {key: value}} (a hist is {bucket: count})."""
+        return {name: self.script.map_value(name) for name in sorted(self.script.layout.maps)}
+
+    def map(self, name: str) -> Any:
+        """One map read now (``"@name"`` or ``"name"``)."""
+        if not name.startswith("@"):
+            name = "@" + name
+        if name not in self.script.layout.maps:
+            raise KeyError(f"no map {name} (the script has: {', '.join(sorted(self.script.layout.maps)) or 'none'})")
+        return self.script.map_value(name)
+
+    def map_text(self, name: str) -> str:
+        """A map as bpftrace prints it."""
+        return self.script.map_text(name if name.startswith("@") else "@" + name)
+
+    @property
+    def lost(self) -> int:
+        return self.script.lost_events()
+
+    def close(self) -> list[Event]:
+        """Run END, then detach and free everything; returns END's output and the final maps."""
+        out: list[Event] = []
+        if not self.script._closed:
+            try:
+                self.script.run_special("END")
+                self.script.poll(out.append, 0)
+                out.extend(self.script.final_maps())
+            finally:
+                self.script.close()
+        return out
+
+    def __enter__(self) -> TraceSession:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class TraceRunner:
+    """``pycore trace``: owns the process's signals and output, like bpftrace."""
+
+    def __init__(self, text: str, *, filename: str, params: tuple[str, ...], pid: int | None, cmd: str | None,
+                 unsafe: bool, verbose: bool, json: bool, folded: bool, duration: float | None,
+                 out: TextIO | None = None, err: TextIO | None = None) -> None:
+        self.script = Script(text, filename=filename, params=params, pid=pid, unsafe=unsafe)
+        self.pid = pid
+        self.cmd = cmd
+        self.verbose = verbose
+        self.json = json
+        self.folded = folded
+        self.duration = duration
+        self.out = out or sys.stdout
+        self.err = err or sys.stderr
+        self._stop = False
+
+    def _on_signal(self, signum: int, frame: Any) -> None:
+        self._stop = True
+
+    def emit(self, ev: Event) -> None:
+        import json
+
+        if self.json:
+            if ev.kind == "map":
+                from pycore.trace import output as O
+
+                self.out.write(O.map_json(ev.name, self.script.layout.maps[ev.name].kind, ev.value) + "\n")
+            else:
+                kind = {"printf": "printf", "print": "printf", "time": "time", "join": "join"}.get(ev.kind, ev.kind)
+                self.out.write(json.dumps({"type": kind, "data": ev.text}) + "\n")
+        elif ev.kind == "map" and self.folded:
+            from pycore.trace import output as O
+
+            self.out.write(O.folded(ev.value))
+        else:
+            self.out.write(ev.text)
+        self.out.flush()
+
+    def run(self) -> int:
+        from pycore.kernel.process import PidWatch, TargetError, check_pid, spawn_held, stop_child
+
+        script = self.script
+        child = None
+        watch = None
+        old = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            for s in old:
+                signal.signal(s, self._on_signal)
+            try:
+                if self.pid:
+                    check_pid(self.pid)
+                    watch = PidWatch(self.pid)
+                if self.cmd:
+                    child = spawn_held(self.cmd)
+                    script.pid = child.pid
+                    script.resolver.pid = child.pid
+            except TargetError as e:
+                print(f"pycore trace: {e}", file=self.err)
+                return 2
+            script.load(verbose=self.verbose)
+            if self.verbose:
+                for c in script.compiled:
+                    print(f"{c.target.probe}: {len(c.insns)} instructions", file=self.err)
+            n = script.attach()
+            if self.json:
+                import json
+
+                self.out.write(json.dumps({"type": "attached_probes", "data": {"probes": n}}) + "\n")
+            else:
+                print(f"Attaching {n} probe{'s' if n != 1 else ''}...", file=self.err)
+            if self.verbose:
+                from pycore.trace.runtime import _method
+
+                for c in script.compiled:
+                    print(f"  {c.target.probe}: {_method(c.target)}", file=self.err)
+            script.run_special("BEGIN")
+            if child is not None:
+                os.kill(child.pid, signal.SIGCONT)
+            deadline = None if self.duration is None else time.monotonic() + self.duration
+            while not self._stop and not script.exited:
+                timeout = 0.1
+                if deadline is not None:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        break
+                    timeout = min(timeout, left)
+                try:
+                    script.poll(self.emit, timeout)
+                except InterruptedError:
+                    pass
+                if child is not None and child.poll() is not None:
+                    break
+                if watch is not None and watch.exited():
+                    break
+            for s in old:
+                signal.signal(s, signal.SIG_IGN)
+            script.poll(self.emit, 0)
+            script.run_special("END")
+            script.poll(self.emit, 0)
+            maps = script.final_maps()
+            if maps and not self.json:
+                self.out.write("\n\n")
+            for ev in maps:
+                self.emit(ev)
+            lost = script.lost_events()
+            if lost:
+                print(f"pycore: {lost} events lost (ring buffer full)", file=self.err)
+            return 0
+        finally:
+            for s in old:
+                signal.signal(s, signal.SIG_IGN)
+            script.close()
+            if child is not None:
+                stop_child(child)
+            if watch is not None:
+                watch.close()
+            for s, h in old.items():
+                signal.signal(s, h)

@@ -1,0 +1,157 @@
+"""The value types of the trace language, and how BTF and tracefs types map onto them.
+
+bpftrace's rules: integers are 64-bit in expressions (a field keeps its size
+and sign until it is read), strings are fixed-size buffers (64 bytes unless
+``str(x, n)`` says otherwise), pointers carry the type they point to (from
+BTF) and the address space they point into, structs are places in memory
+that can be printed or have their fields taken.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from btf import Spec
+    from btf import types as T
+
+__all__ = ["Type", "Int", "Str", "Ptr", "Record", "Array", "Stack", "Void", "INT64", "UINT64",
+           "STRING_SIZE", "COMM", "from_btf", "type_name"]
+
+STRING_SIZE = 64   # bpftrace's default for str() and string map values
+
+
+class Type:
+    """A value's type: its size in a record or on the stack, and how to print it."""
+
+    size: int = 8
+
+
+@dataclass(frozen=True)
+class Int(Type):
+    size: int = 8
+    signed: bool = True
+    display: str = ""       # "", "ksym", "usym", "hex": how print/printf show it when asked
+
+    def __str__(self) -> str:
+        return f"{'' if self.signed else 'u'}int{self.size * 8}"
+
+
+@dataclass(frozen=True)
+class Str(Type):
+    size: int = STRING_SIZE
+
+    def __str__(self) -> str:
+        return f"string[{self.size}]"
+
+
+@dataclass(frozen=True)
+class Ptr(Type):
+    """A pointer value. ``target`` is the BTF id of what it points to (0: void/unknown)."""
+
+    target: int = 0
+    user: bool = False       # points into user memory (uprobe/usdt arguments, syscall pointers)
+    spec: Spec | None = None
+    size: int = 8
+
+    def __str__(self) -> str:
+        return f"{type_name(self.spec, self.target) if self.spec else 'void'} *"
+
+
+@dataclass(frozen=True)
+class Record(Type):
+    """A struct or union in memory (reached through a pointer, or a tracepoint's args)."""
+
+    btf_id: int = 0
+    size: int = 0
+    user: bool = False
+    spec: Spec | None = None
+
+    def __str__(self) -> str:
+        return type_name(self.spec, self.btf_id) if self.spec else "struct"
+
+
+@dataclass(frozen=True)
+class Array(Type):
+    elem_id: int = 0
+    count: int = 0
+    elem_size: int = 0
+    user: bool = False
+    spec: Spec | None = None
+
+    @property
+    def size(self) -> int:  # type: ignore[override]
+        return self.count * self.elem_size
+
+    def __str__(self) -> str:
+        return f"{type_name(self.spec, self.elem_id) if self.spec else '?'}[{self.count}]"
+
+
+@dataclass(frozen=True)
+class Stack(Type):
+    """A stack id from bpf_get_stackid; ``user`` stacks are keyed with the pid too."""
+
+    user: bool = False
+    limit: int = 127
+    size: int = 8
+
+    def __str__(self) -> str:
+        return "ustack" if self.user else "kstack"
+
+
+@dataclass(frozen=True)
+class Void(Type):
+    size: int = 0
+
+    def __str__(self) -> str:
+        return "void"
+
+
+INT64 = Int(8, True)
+UINT64 = Int(8, False)
+COMM = Str(16)
+
+
+def type_name(spec: Spec | None, type_id: int) -> str:
+    """C spelling of a BTF type (``struct dentry``, ``unsigned int``)."""
+    if spec is None or type_id == 0:
+        return "void"
+    from btf.cformat import CFormatter
+
+    return CFormatter().type_name(spec.type(type_id))
+
+
+def from_btf(spec: Spec, type_id: int, *, user: bool = False) -> Type:
+    """The trace-language type of a value of BTF type ``type_id`` (typedefs and qualifiers skipped)."""
+    from btf.kinds import Kind
+    from btf.layout import sizeof, skip
+
+    if type_id == 0:
+        return Void()
+    t = skip(spec.type(type_id))
+    k = t.kind
+    if k == Kind.INT:
+        return Int(t.size, bool(t.signed) and not t.is_bool)
+    if k in (Kind.ENUM, Kind.ENUM64):
+        return Int(t.size, bool(getattr(t, "signed", False)))
+    if k == Kind.PTR:
+        return Ptr(_skip_id(spec, t.type_id), user, spec)
+    if k in (Kind.STRUCT, Kind.UNION):
+        return Record(t.id, t.size, user, spec)
+    if k == Kind.ARRAY:
+        elem = skip(t.type)
+        if elem.kind == Kind.INT and elem.size == 1:
+            return Str(t.nelems)
+        return Array(elem.id, t.nelems, sizeof(elem), user, spec)
+    if k == Kind.FLOAT:
+        return Int(t.size, True)
+    return Int(sizeof(t) or 8, False)
+
+
+def _skip_id(spec: Spec, type_id: int) -> int:
+    from btf.layout import skip
+
+    if type_id == 0:
+        return 0
+    return skip(spec.type(type_id)).id
