@@ -16,6 +16,8 @@ __version__ = "0.1.0"
 # public name -> module that defines it
 _EXPORTS = {
     "open_tool": "pycore.embed.session",
+    "trace": "pycore.lang.session",
+    "TraceSession": "pycore.lang.session",
     "ToolSession": "pycore.embed.session",
     "NoMethod": "pycore.tools.api",
     "BpfObject": "pycore.native.object",
@@ -32,6 +34,7 @@ __all__ = ["__version__", *_EXPORTS]
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from pycore.embed.session import ToolSession, open_tool
+    from pycore.lang.session import TraceSession, trace
     from pycore.errors import BpfError, ElfError, FeatureMissing, PycoreError
     from pycore.native.object import BpfObject
     from pycore.native.ringbuf import RingBuffer

@@ -27,7 +27,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("pycore.kernel",),
     ("pycore.elf",),
     ("pycore.listing",),
-    ("pycore.trace",),
+    ("pycore.lang",),
     ("pycore.tools",),
     ("pycore.embed",),
     ("pycore.commands", "pycore.cli", "pycore.__main__", "pycore"),

@@ -1,8 +1,8 @@
-"""pycore.trace.output against real bpftrace 0.17: the same values, the same bytes.
+"""pycore.lang.output against real bpftrace 0.17: the same values, the same bytes.
 
 Each test runs bpftrace on a script whose values are known (or read back in
 the same run, for structs: their bytes through ``printf("%rx", buf(...))``),
-formats those values with pycore.trace.output, and compares the whole
+formats those values with pycore.lang.output, and compares the whole
 output: text and ``-f json``.
 """
 
@@ -17,9 +17,9 @@ import time
 
 import pytest
 
-from pycore.trace import output as O
-from pycore.trace.output.stdsort import std_sort
-from pycore.trace.types import Array, Int, Ptr, Record, Stack, Str
+from pycore.lang import output as O
+from pycore.lang.output.stdsort import std_sort
+from pycore.lang.types import Array, Int, Ptr, Record, Stack, Str
 from conftest import require_root
 
 BPFTRACE = shutil.which("bpftrace")

@@ -14,10 +14,10 @@ import textwrap
 
 import pytest
 
-from pycore.trace import ast as A
-from pycore.trace import parser as P
-from pycore.trace.errors import ScriptError
-from pycore.trace.parser import parse, parse_probe
+from pycore.lang import ast as A
+from pycore.lang import parser as P
+from pycore.lang.errors import ScriptError
+from pycore.lang.parser import parse, parse_probe
 
 # -- helpers ---------------------------------------------------------------------------------------
 
@@ -1055,7 +1055,7 @@ def test_cache_dir_must_be_private(tmp_path: pytest.TempPathFactory, monkeypatch
 STARTUP = textwrap.dedent('''
     import time
     t0 = time.perf_counter()
-    from pycore.trace.parser import parse
+    from pycore.lang.parser import parse
     parse("""tracepoint:syscalls:sys_enter_openat
     /comm != "bash"/
     {

@@ -13,9 +13,9 @@ from datetime import timedelta
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pycore.trace import ast as A
-from pycore.trace.errors import ScriptError
-from pycore.trace.parser import parse
+from pycore.lang import ast as A
+from pycore.lang.errors import ScriptError
+from pycore.lang.parser import parse
 from tests.test_trace_parser import ALL_SCRIPTS
 
 FUZZ = settings(max_examples=800, deadline=timedelta(seconds=2), database=None,

@@ -37,7 +37,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pycore.trace.errors import ScriptError
+    from pycore.lang.errors import ScriptError
 
     if args.program is not None:
         text, filename = args.program, "stdin"
@@ -57,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
         print("pycore trace: give a program with -e 'PROGRAM' or a script file", file=sys.stderr)
         return 2
 
-    from pycore.trace.session import TraceRunner
+    from pycore.lang.session import TraceRunner
 
     try:
         runner = TraceRunner(text, filename=filename, params=tuple(params), pid=args.pid, cmd=args.cmd,

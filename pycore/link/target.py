@@ -1,6 +1,6 @@
 """One probe of ``pycore trace`` to its links: the resolver's ``attach`` tuple, dispatched.
 
-``pycore.trace.probes.Target.attach`` says how a target attaches, as plain
+``pycore.lang.probes.Target.attach`` says how a target attaches, as plain
 data so that this layer need not know the trace layer's classes:
 
 - ``("begin",)``, ``("end",)``: nothing to attach (the runtime runs them)

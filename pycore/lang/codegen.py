@@ -28,15 +28,15 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass, field
 
-from pycore.trace import ast as A
-from pycore.trace.checker import AGGREGATES, Checked, MapInfo, member_offset
-from pycore.trace.errors import CheckError
-from pycore.trace.probes import PT_REGS, CtxField
-from pycore.trace.types import Array, Int, Ptr, Record, Stack, Str, Type, Void, from_btf
+from pycore.lang import ast as A
+from pycore.lang.checker import AGGREGATES, Checked, MapInfo, member_offset
+from pycore.lang.errors import CheckError
+from pycore.lang.probes import PT_REGS, CtxField
+from pycore.lang.types import Array, Int, Ptr, Record, Stack, Str, Type, Void, from_btf
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from pycore.trace.emit import Emitter
+    from pycore.lang.emit import Emitter
 
 __all__ = ["Layout", "Action", "generate", "SCRATCH_SIZE", "TAG_EXIT", "TAG_PRINT_MAP", "TAG_CLEAR",
            "TAG_ZERO", "TAG_TIME", "TAG_PRINT_VALUE", "TAG_PRINTF"]
@@ -209,7 +209,7 @@ class _Gen:
             raise self.error(s, f"unsupported statement {type(s).__name__}")
 
     def _const(self, node: A.Expr) -> int:
-        from pycore.trace.checker import Checker
+        from pycore.lang.checker import Checker
 
         ch = Checker(lambda: None, self.params)
         return ch.constant(self.c, node)
@@ -676,7 +676,7 @@ class _Gen:
         if isinstance(node, A.Int):
             e.ld_imm64(0, node.value) if not -2**31 <= node.value < 2**31 else e.mov_imm(0, node.value)
         elif isinstance(node, A.Positional):
-            from pycore.trace.checker import Checker
+            from pycore.lang.checker import Checker
 
             v = Checker(lambda: None, self.params).positional(node)
             if not isinstance(v, int):
@@ -1103,7 +1103,7 @@ class _Gen:
             if isinstance(node, A.Str):
                 data = node.value.encode()
             else:
-                from pycore.trace.checker import Checker
+                from pycore.lang.checker import Checker
 
                 data = str(Checker(lambda: None, self.params).positional(node)).encode()
             data = data[: size - 1]

@@ -1,12 +1,12 @@
 """The checker: every expression of a script typed against this kernel, before anything loads.
 
-For each probe block and each :class:`~pycore.trace.probes.Target` it
+For each probe block and each :class:`~pycore.lang.probes.Target` it
 expands to, the checker resolves names (builtins, ``args.NAME``, ``$x``,
 ``@m``), follows fields and casts through BTF, types every expression, and
 collects what the runtime needs: each map's key and value shape, each printf
 and action with its argument types.  Errors point at the script's
 line:column and say what exists nearby (``d_nmae``: did you mean ``d_name``).
-Nothing here emits code; :mod:`pycore.trace.codegen` walks the same tree
+Nothing here emits code; :mod:`pycore.lang.codegen` walks the same tree
 with these types.
 """
 
@@ -15,10 +15,10 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass, field
 
-from pycore.trace import ast as A
-from pycore.trace.errors import CheckError
-from pycore.trace.probes import CtxField, Target
-from pycore.trace.types import (COMM, INT64, STRING_SIZE, UINT64, Array, Int, Ptr, Record, Stack, Str, Type,
+from pycore.lang import ast as A
+from pycore.lang.errors import CheckError
+from pycore.lang.probes import CtxField, Target
+from pycore.lang.types import (COMM, INT64, STRING_SIZE, UINT64, Array, Int, Ptr, Record, Stack, Str, Type,
                                 Void, from_btf, type_name)
 
 TYPE_CHECKING = False
@@ -543,7 +543,7 @@ class Checker:
             for a, t in zip(args[1:], types):
                 if isinstance(t, (Record, Array, Void)):
                     raise self.error(a, f"printf cannot print {t}")
-            from pycore.trace.output import validate_format
+            from pycore.lang.output import validate_format
 
             why = validate_format(args[0].value, types)
             if why:

@@ -5,24 +5,24 @@ bpftrace's source and checked against the binary (tests/test_trace_output.py
 runs both).  The stage is pure Python and value-based: the runtime hands in
 values already decoded from maps and ring-buffer records (ints
 sign-interpreted, strings, stacks as lists of frames, structs as bytes with
-their BTF type) plus their trace types from :mod:`pycore.trace.types`.
+their BTF type) plus their trace types from :mod:`pycore.lang.types`.
 
-- :mod:`~pycore.trace.output.cformat`: printf's specifiers, checks and glibc formatting
-- :mod:`~pycore.trace.output.values`: print(x), map keys and values, BTF structs
-- :mod:`~pycore.trace.output.maps`: maps in text and json, bpftrace's sort order
-  (with :mod:`~pycore.trace.output.stdsort`, libstdc++'s std::sort), hist/lhist
+- :mod:`~pycore.lang.output.cformat`: printf's specifiers, checks and glibc formatting
+- :mod:`~pycore.lang.output.values`: print(x), map keys and values, BTF structs
+- :mod:`~pycore.lang.output.maps`: maps in text and json, bpftrace's sort order
+  (with :mod:`~pycore.lang.output.stdsort`, libstdc++'s std::sort), hist/lhist
   drawn by :mod:`pycore.hist`
-- :mod:`~pycore.trace.output.messages`: json envelopes and escaping, time(), join()
+- :mod:`~pycore.lang.output.messages`: json envelopes and escaping, time(), join()
 """
 
 from __future__ import annotations
 
-from pycore.trace.output.cformat import (arg_category, format_printf, format_printf_bytes, hex_buffer, specifiers,
+from pycore.lang.output.cformat import (arg_category, format_printf, format_printf_bytes, hex_buffer, specifiers,
                                          validate_format)
-from pycore.trace.output.maps import folded, format_map, hist_json, map_json, sort_entries
-from pycore.trace.output.messages import (EXIT_PREAMBLE, attached_json, attached_text, format_join, format_time,
+from pycore.lang.output.maps import folded, format_map, hist_json, map_json, sort_entries
+from pycore.lang.output.messages import (EXIT_PREAMBLE, attached_json, attached_text, format_join, format_time,
                                           json_escape, json_message, lost_json, lost_text)
-from pycore.trace.output.values import btf_layout, format_btf, format_fields, format_key, format_value, stack_text
+from pycore.lang.output.values import btf_layout, format_btf, format_fields, format_key, format_value, stack_text
 
 __all__ = ["format_printf", "format_printf_bytes", "validate_format", "specifiers", "arg_category", "hex_buffer",
            "format_value", "value_json", "format_key", "format_fields", "format_btf", "btf_layout", "stack_text",

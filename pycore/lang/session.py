@@ -1,8 +1,8 @@
 """Running a script: in a Python program (:class:`TraceSession`) or as ``pycore trace`` (:class:`TraceRunner`).
 
-Both drive :class:`~pycore.trace.runtime.Script` the same way: load,
+Both drive :class:`~pycore.lang.runtime.Script` the same way: load,
 attach, BEGIN, events until the end, END, the maps.  The session hands out
-:class:`~pycore.trace.runtime.Event` objects and reads maps live as Python
+:class:`~pycore.lang.runtime.Event` objects and reads maps live as Python
 values; the runner prints what bpftrace prints, text or json.
 """
 
@@ -13,7 +13,7 @@ import signal
 import sys
 import time
 
-from pycore.trace.runtime import Event, Script
+from pycore.lang.runtime import Event, Script
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -26,7 +26,7 @@ __all__ = ["TraceSession", "TraceRunner", "trace"]
 def trace(program: str, *, pid: int | None = None, params: tuple[str, ...] = (), unsafe: bool = False) -> TraceSession:
     """Compile, load and attach a bpftrace program in this process; BEGIN has run when this returns.
 
-    Raises :class:`~pycore.trace.errors.ScriptError` (with line:column) for a
+    Raises :class:`~pycore.lang.errors.ScriptError` (with line:column) for a
     script the checker or the verifier refuses, :class:`~pycore.kernel.process.TargetError`
     for a ``pid`` that does not exist, PermissionError without the privileges.
     """
@@ -161,20 +161,20 @@ class TraceRunner:
         self._stop = True
 
     def emit(self, ev: Event) -> None:
-        import json
+        from pycore.lang import output as O
 
         if self.json:
             if ev.kind == "map":
-                from pycore.trace import output as O
-
-                self.out.write(O.map_json(ev.name, self.script.layout.maps[ev.name].kind, ev.value) + "\n")
+                line = self.script.map_json(ev.name, *getattr(ev, "extra", ()))
+            elif ev.kind == "print":
+                line = O.value_json(ev.value)
+            elif ev.kind == "join":
+                line = O.json_message("join", ev.text.rstrip("\n"))
             else:
-                kind = {"printf": "printf", "print": "printf", "time": "time", "join": "join"}.get(ev.kind, ev.kind)
-                self.out.write(json.dumps({"type": kind, "data": ev.text}) + "\n")
+                line = O.json_message(ev.kind, ev.text)
+            self.out.write(line)
         elif ev.kind == "map" and self.folded:
-            from pycore.trace import output as O
-
-            self.out.write(O.folded(ev.value))
+            self.out.write(O.folded(self.script.map_entries(ev.name)))
         else:
             self.out.write(ev.text)
         self.out.flush()
@@ -205,14 +205,14 @@ class TraceRunner:
                 for c in script.compiled:
                     print(f"{c.target.probe}: {len(c.insns)} instructions", file=self.err)
             n = script.attach()
-            if self.json:
-                import json
+            from pycore.lang import output as O
 
-                self.out.write(json.dumps({"type": "attached_probes", "data": {"probes": n}}) + "\n")
+            if self.json:
+                self.out.write(O.attached_json(n))
             else:
-                print(f"Attaching {n} probe{'s' if n != 1 else ''}...", file=self.err)
+                print(O.attached_text(n).rstrip("\n"), file=self.err)
             if self.verbose:
-                from pycore.trace.runtime import _method
+                from pycore.lang.runtime import _method
 
                 for c in script.compiled:
                     print(f"  {c.target.probe}: {_method(c.target)}", file=self.err)
@@ -240,14 +240,14 @@ class TraceRunner:
             script.poll(self.emit, 0)
             script.run_special("END")
             script.poll(self.emit, 0)
-            maps = script.final_maps()
-            if maps and not self.json:
-                self.out.write("\n\n")
-            for ev in maps:
+            from pycore.lang import output as O
+
+            self.out.write(O.EXIT_PREAMBLE)
+            for ev in script.final_maps():
                 self.emit(ev)
             lost = script.lost_events()
             if lost:
-                print(f"pycore: {lost} events lost (ring buffer full)", file=self.err)
+                print((O.lost_json(lost) if self.json else O.lost_text(lost)).rstrip("\n"), file=self.err)
             return 0
         finally:
             for s in old:

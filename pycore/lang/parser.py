@@ -1,4 +1,4 @@
-"""bpftrace script text -> :class:`pycore.trace.ast.Program`, or a :class:`ScriptError` saying where and why.
+"""bpftrace script text -> :class:`pycore.lang.ast.Program`, or a :class:`ScriptError` saying where and why.
 
 The grammar is ``grammar.lark`` (LALR, contextual lexer). The tree is built
 while parsing (lark calls :class:`_Builder` at each reduction), so there is no
@@ -18,8 +18,8 @@ import re
 import sys
 from typing import TYPE_CHECKING, Any
 
-from pycore.trace import ast as A
-from pycore.trace.errors import ScriptError
+from pycore.lang import ast as A
+from pycore.lang.errors import ScriptError
 
 if TYPE_CHECKING:
     from lark import Lark, Token
@@ -79,7 +79,7 @@ class _Fail(Exception):
 #   cold (no cache file)    22 ms      83 ms          4 ms       110 ms
 #   warm (cache file)       22 ms      19 ms          4 ms        45 ms
 #
-# "import" is pycore.trace.parser with the ast (dataclass creation is ~5 ms of
+# "import" is pycore.lang.parser with the ast (dataclass creation is ~5 ms of
 # it); "build parser" includes importing lark itself (~15 ms, unavoidable); the
 # first parse compiles the contextual lexer's per-state regexes (later parses of
 # the same size take ~1 ms). Without .pyc files (PYTHONDONTWRITEBYTECODE) add

@@ -21,8 +21,8 @@ from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from typing import Any
 
-from pycore.trace.output.cformat import hex_buffer
-from pycore.trace.output.messages import json_escape
+from pycore.lang.output.cformat import hex_buffer
+from pycore.lang.output.messages import json_escape
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -251,7 +251,7 @@ def _render(value: Any, t: Any, mode: str) -> str:
 def format_value(value: Any, t: Any = None, *, json: bool = False) -> str:
     """print(value) without its newline: ints, strings, stacks, tuples, structs (bytes + Record type).
 
-    ``t`` is the value's trace type (:mod:`pycore.trace.types`); without one
+    ``t`` is the value's trace type (:mod:`pycore.lang.types`); without one
     the Python value decides (a list of strings is a stack, a tuple a tuple).
     With ``json`` the text is what goes after ``"data": `` in ``-f json``.
     """

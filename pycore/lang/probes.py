@@ -16,8 +16,8 @@ import difflib
 import os
 from dataclasses import dataclass, field
 
-from pycore.trace.errors import ProbeError
-from pycore.trace.types import INT64, UINT64, Int, Ptr, Str, Type, from_btf
+from pycore.lang.errors import ProbeError
+from pycore.lang.types import INT64, UINT64, Int, Ptr, Str, Type, from_btf
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -18,14 +18,14 @@ import sys
 import time
 from dataclasses import dataclass, field
 
-from pycore.trace import ast as A
-from pycore.trace.checker import AGGREGATES, Checked, Checker, MapInfo
-from pycore.trace.codegen import (SCRATCH_SIZE, TAG_CAT, TAG_CLEAR, TAG_EXIT, TAG_JOIN, TAG_PRINT_MAP,
+from pycore.lang import ast as A
+from pycore.lang.checker import AGGREGATES, Checked, Checker, MapInfo
+from pycore.lang.codegen import (SCRATCH_SIZE, TAG_CAT, TAG_CLEAR, TAG_EXIT, TAG_JOIN, TAG_PRINT_MAP,
                                   TAG_PRINT_VALUE, TAG_PRINTF, TAG_SYSTEM, TAG_TIME, TAG_ZERO, Action, Layout,
                                   generate)
-from pycore.trace.errors import ProbeError
-from pycore.trace.probes import PROG_RAW_TRACEPOINT, Resolver, Target
-from pycore.trace.types import Int, Ptr, Record, Stack, Str, Type
+from pycore.lang.errors import ProbeError
+from pycore.lang.probes import PROG_RAW_TRACEPOINT, Resolver, Target
+from pycore.lang.types import Int, Ptr, Record, Stack, Str, Type
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -73,7 +73,7 @@ class Script:
     def __init__(self, text: str, *, filename: str = "<stdin>", params: tuple[str, ...] = (),
                  pid: int | None = None, unsafe: bool = False, map_keys: int = DEFAULT_MAP_KEYS,
                  string_size: int = 64) -> None:
-        from pycore.trace.parser import parse
+        from pycore.lang.parser import parse
 
         self.text = text
         self.filename = filename
@@ -168,7 +168,7 @@ class Script:
     def load(self, verbose: bool = False) -> None:
         """Create the maps, generate and load every program."""
         from pycore.native.program import load_program
-        from pycore.trace.emit import Emitter
+        from pycore.lang.emit import Emitter
 
         self.check()
         fds = self._create_maps()
@@ -194,7 +194,7 @@ class Script:
                 c.prog = prog  # type: ignore[attr-defined]
 
     def _load_error(self, c: Compiled, exc: OSError) -> Exception:
-        from pycore.trace.errors import CheckError
+        from pycore.lang.errors import CheckError
 
         tail = getattr(exc, "verifier_tail", lambda: "")()
         reason = tail.strip().splitlines()[-1] if tail.strip() else str(exc)
@@ -218,7 +218,7 @@ class Script:
             try:
                 links = attach_target(prog, c.target, pid=self.pid)
             except OSError as e:
-                from pycore.trace.errors import CheckError
+                from pycore.lang.errors import CheckError
 
                 raise CheckError(f"cannot attach {c.target.probe}: {e}", c.block.pos.line, c.block.pos.col,
                                  self.filename, self.text) from None
@@ -289,7 +289,7 @@ class Script:
 
     def decode(self, data: bytes) -> Iterator[Event]:
         """The events one ring-buffer record stands for."""
-        from pycore.trace import output as O
+        from pycore.lang import output as O
 
         idx = struct.unpack_from("<Q", data)[0]
         a: Action = self.layout.actions[idx]
@@ -302,7 +302,9 @@ class Script:
             self.exited = True
         elif tag == TAG_PRINT_MAP:
             name = a.text
-            yield Event("map", self.map_text(name, *a.extra), self.map_value(name), name)
+            ev = Event("map", self.map_text(name, *a.extra), self.map_value(name), name)
+            ev.extra = a.extra  # type: ignore[attr-defined]
+            yield ev
         elif tag in (TAG_CLEAR, TAG_ZERO):
             self.clear_map(a.text, zero=tag == TAG_ZERO)
         elif tag == TAG_TIME:
@@ -311,7 +313,7 @@ class Script:
         elif tag == TAG_PRINT_VALUE:
             values = self._values(data, a.args)
             if a.text == "args":
-                text = O.format_fields(dict(zip(a.extra, values)))
+                text = O.format_fields(dict(zip(a.extra, values)), a.args)
             else:
                 text = O.format_value(values[0], a.args[0])
             yield Event("print", text + "\n", values[0] if a.text != "args" else dict(zip(a.extra, values)))
@@ -377,7 +379,7 @@ class Script:
         return f"0x{addr:x}"
 
     def stack(self, key: int, t: Stack) -> list[str]:
-        from pycore.trace.codegen import BPF_F_USER_STACK  # noqa: F401
+        from pycore.lang.codegen import BPF_F_USER_STACK  # noqa: F401
 
         sid = key & 0xFFFFFFFF
         if sid >= 1 << 31:
@@ -458,15 +460,34 @@ class Script:
         return self._scalar(struct.unpack_from("<Q", v)[0], m.value or Int(8, True))
 
     def map_value(self, name: str) -> Any:
-        """A map as a Python value: {key: value}, hist buckets as {bucket: count}."""
-        return {k if len(k) != 1 else k[0]: v for k, v in self.map_entries(name)}
+        """A map as a Python value: {key: value} (a one-part key bare, stacks as tuples of frames),
+        a scalar map's value itself (None when unset); hist buckets as {bucket: count}."""
+        m = self.layout.maps[name]
+        entries = self.map_entries(name)
+        if not m.keys:
+            return entries[0][1] if entries else None
+        out = {}
+        for k, v in entries:
+            k = tuple(tuple(p) if isinstance(p, list) else p for p in k)
+            out[k if len(k) != 1 else k[0]] = tuple(v) if isinstance(v, list) else v
+        return out
+
+    def _shape(self, name: str) -> dict[str, Any]:
+        m = self.layout.maps[name]
+        value_type = m.value if m.kind in ("int", "str") else None
+        return {"lhist": m.lhist, "key_types": list(m.keys or ()), "value_type": value_type, "keyed": bool(m.keys)}
 
     def map_text(self, name: str, top: int = 0, div: int = 0) -> str:
-        from pycore.trace import output as O
+        from pycore.lang import output as O
 
         m = self.layout.maps[name]
-        return O.format_map(name, m.kind, self.map_entries(name), keyed=bool(m.keys), lhist=m.lhist,
-                            top=top, div=div)
+        return O.format_map(name, m.kind, self.map_entries(name), top=top, div=div, **self._shape(name))
+
+    def map_json(self, name: str, top: int = 0, div: int = 0) -> str:
+        from pycore.lang import output as O
+
+        m = self.layout.maps[name]
+        return O.map_json(name, m.kind, self.map_entries(name), top=top, div=div, **self._shape(name))
 
     def clear_map(self, name: str, zero: bool = False) -> None:
         mp = self._maps.get(name)
@@ -484,13 +505,8 @@ class Script:
                 mp.delete(kb)
 
     def final_maps(self) -> list[Event]:
-        """Every non-empty map in bpftrace's end-of-run order (by name)."""
-        out = []
-        for name in sorted(self.layout.maps):
-            entries = self.map_entries(name)
-            if entries:
-                out.append(Event("map", self.map_text(name), self.map_value(name), name))
-        return out
+        """Every map at the end of a run, in bpftrace's order (by name); an empty one prints as bpftrace's does."""
+        return [Event("map", self.map_text(name), self.map_value(name), name) for name in sorted(self.layout.maps)]
 
 
 class _LazyStackMaps(dict):

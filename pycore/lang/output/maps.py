@@ -27,8 +27,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from pycore.hist import BAR_WIDTH, render_linear, render_log2
-from pycore.trace.output.stdsort import std_sort
-from pycore.trace.output.values import format_key, format_value, is_stack_type, quoted
+from pycore.lang.output.stdsort import std_sort
+from pycore.lang.output.values import format_key, format_value, is_stack_type, quoted
 
 __all__ = ["format_map", "map_json", "sort_entries", "hist_json", "folded", "Entry"]
 

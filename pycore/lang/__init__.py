@@ -1,0 +1,13 @@
+"""The bpftrace language, compiled by pycore: ``pycore trace`` and ``pycore.trace()``.
+
+A textbook compiler, one module per stage, each testable alone: the grammar
+(``grammar.lark``) and :mod:`~pycore.lang.parser`, the tree
+(:mod:`~pycore.lang.ast`), the probes resolved on this system
+(:mod:`~pycore.lang.probes`), the :mod:`~pycore.lang.checker` against BTF,
+the lowering (:mod:`~pycore.lang.codegen`, written with
+:mod:`~pycore.lang.emit`), the :mod:`~pycore.lang.runtime` and
+:mod:`~pycore.lang.session`, and bpftrace's :mod:`~pycore.lang.output`.
+
+May import: :mod:`pycore.errors`, :mod:`btf`, and the layers below it
+(asm, native, link, kernel, elf, listing). Submodules are not imported here.
+"""
