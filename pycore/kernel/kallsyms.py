@@ -93,7 +93,8 @@ class TextSymbols:
         self._addrs = [a for a, _ in pairs]
         self._names = [n for _, n in pairs]
 
-    def __call__(self, addr: int) -> str:
+    def lookup(self, addr: int) -> tuple[str, int] | None:
+        """(symbol, offset) of the text symbol ``addr`` falls in, or None."""
         import bisect
 
         if self._addrs is None:
@@ -101,5 +102,11 @@ class TextSymbols:
         assert self._addrs is not None
         i = bisect.bisect_right(self._addrs, addr) - 1
         if i < 0 or not addr:
+            return None
+        return self._names[i], addr - self._addrs[i]
+
+    def __call__(self, addr: int) -> str:
+        found = self.lookup(addr)
+        if found is None:
             return f"{addr:#x}"
-        return f"{self._names[i]}+{addr - self._addrs[i]:#x}"
+        return f"{found[0]}+{found[1]:#x}"

@@ -83,6 +83,7 @@ class Checker:
         self.filename = filename
         self.source = source
         self.maps: dict[str, MapInfo] = {}
+        self.cpid = 0   # the -c command's pid, set by the runtime before checking
 
     @property
     def spec(self) -> Spec:
@@ -203,7 +204,7 @@ class Checker:
         for k in ref.keys:
             t = self.expr(c, k)
             if isinstance(t, Ptr):
-                t = UINT64
+                t = Ptr(t.target, t.user, t.spec)   # printed in hex, as bpftrace prints pointer keys
             elif isinstance(t, Int):
                 t = Int(8, t.signed, t.display)
             elif not isinstance(t, (Str, Stack)):
@@ -498,6 +499,10 @@ class Checker:
         tgt = c.target
         if name in _BUILTIN_TYPES:
             return _BUILTIN_TYPES[name]
+        if name == "cpid":
+            if not self.cpid:
+                raise self.error(e, "cpid is the pid of the -c command: run with -c CMD")
+            return UINT64
         if name in ("func", "probe"):
             return Str(max(len((tgt.func if name == "func" else tgt.probe).encode()) + 1, 8))
         if name == "curtask":

@@ -69,6 +69,7 @@ class Layout:
     maps: dict[str, MapInfo]
     actions: list[Action] = field(default_factory=list)
     stack_maps: dict[tuple[bool, int], str] = field(default_factory=dict)
+    cpid: int = 0                      # the -c command's pid (the cpid builtin)
 
     def action(self, a: Action) -> int:
         for i, old in enumerate(self.actions):
@@ -852,6 +853,8 @@ class _Gen:
             e.mov_reg(0, 6)
         elif n == "cpu":
             e.call("get_smp_processor_id")
+        elif n == "cpid":
+            e.mov_imm(0, self.layout.cpid)
         elif n == "curtask":
             e.call("get_current_task")
         elif n == "rand":

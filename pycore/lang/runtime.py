@@ -126,7 +126,7 @@ class Script:
                 m.value = m.value or Int(8, True)
             if m.keys is None:
                 m.keys = ()
-        self.layout = Layout(self.checker.maps)
+        self.layout = Layout(self.checker.maps, cpid=self.checker.cpid)
         return self.compiled
 
     def plan(self) -> str:
@@ -372,34 +372,34 @@ class Script:
 
         if not hasattr(self, "_ksyms"):
             self._ksyms = TextSymbols()
-        name = self._ksyms.name(addr) if hasattr(self._ksyms, "name") else None
-        return name or f"0x{addr:x}"
+        found = self._ksyms.lookup(addr)
+        return found[0] if found else f"0x{addr:x}"
 
     def usym(self, addr: int) -> str:
         return f"0x{addr:x}"
 
-    def stack(self, key: int, t: Stack) -> list[str]:
+    def stack(self, key: int, t: Stack) -> tuple[str, ...]:
         from pycore.lang.codegen import BPF_F_USER_STACK  # noqa: F401
 
         sid = key & 0xFFFFFFFF
         if sid >= 1 << 31:
-            return []
+            return ()
         name = f"$stack:{'u' if t.user else 'k'}:{t.limit}"
         mp = self._maps.get(name)
         if mp is None:
-            return []
+            return ()
         raw = mp.lookup(struct.pack("<I", sid))
         if raw is None:
-            return []
+            return ()
         addrs = [a for a in struct.unpack(f"<{len(raw) // 8}Q", raw) if a][: t.limit]
-        return [self.ksym_offset(a) if not t.user else f"0x{a:x}" for a in addrs]
+        return tuple(self.ksym_offset(a) if not t.user else self.usym(a) for a in addrs)
 
     def ksym_offset(self, addr: int) -> str:
         from pycore.kernel.kallsyms import TextSymbols
 
         if not hasattr(self, "_ksyms"):
             self._ksyms = TextSymbols()
-        found = self._ksyms.lookup(addr) if hasattr(self._ksyms, "lookup") else None
+        found = self._ksyms.lookup(addr)
         if not found:
             return f"0x{addr:x}"
         name, off = found

@@ -197,6 +197,7 @@ class TraceRunner:
                     child = spawn_held(self.cmd)
                     script.pid = child.pid
                     script.resolver.pid = child.pid
+                    script.checker.cpid = child.pid
             except TargetError as e:
                 print(f"pycore trace: {e}", file=self.err)
                 return 2
