@@ -149,6 +149,7 @@ class _Gen:
         e.mov_reg(8, 0)
         block = self.c.block
         if block.predicate is not None:
+            e.mark(block.predicate)
             self.scalar(block.predicate)
             e.jmp_imm("jeq", 0, 0, self.exit_label)
         self.stmts(block.body)
@@ -170,6 +171,7 @@ class _Gen:
 
     def stmt(self, s: A.Stmt) -> None:
         e = self.e
+        e.mark(s)
         if isinstance(s, A.ExprStmt):
             if isinstance(s.expr, A.Call):
                 self.call_stmt(s.expr)

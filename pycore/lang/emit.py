@@ -14,7 +14,27 @@ __all__ = ["Emitter"]
 
 
 class Emitter(Assembler):
-    """Instructions of one program, written in the order the code generator thinks of them."""
+    """Instructions of one program, written in the order the code generator thinks of them.
+
+    :meth:`mark` notes where each statement's code starts, so that a
+    verifier complaint about instruction N can be told as a place in the script.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.marks: list[tuple[int, object]] = []   # (first slot, script node)
+
+    def mark(self, node: object) -> None:
+        self.marks.append((self.slots, node))
+
+    def node_at(self, slot: int) -> object | None:
+        """The statement whose code holds instruction ``slot`` (the last mark at or before it)."""
+        found = None
+        for start, node in self.marks:
+            if start > slot:
+                break
+            found = node
+        return found
 
     def mov_imm(self, dst: int, imm: int) -> None:
         if -(1 << 31) <= imm < (1 << 31):

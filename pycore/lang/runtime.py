@@ -184,7 +184,7 @@ class Script:
                 prog = load_program(c.insns, prog_type, name=_prog_name(t),
                                     expected_attach_type=t.attach_type, attach_btf_id=t.attach_btf_id)
             except OSError as e:
-                raise self._load_error(c, e) from None
+                raise self._load_error(c, e, em) from None
             self._progs.append(prog)
             if t.kind == "BEGIN":
                 self._begin.append(prog)
@@ -193,16 +193,32 @@ class Script:
             else:
                 c.prog = prog  # type: ignore[attr-defined]
 
-    def _load_error(self, c: Compiled, exc: OSError) -> Exception:
+    def _load_error(self, c: Compiled, exc: OSError, em: Any) -> Exception:
+        """The verifier's refusal told in script terms: which statement, and why in a few words."""
+        import re
+
         from pycore.lang.errors import CheckError
 
-        tail = getattr(exc, "verifier_tail", lambda: "")()
-        reason = tail.strip().splitlines()[-1] if tail.strip() else str(exc)
+        log = "\n".join(getattr(exc, "log", []) or [])
+        tail = exc.verifier_tail() if hasattr(exc, "verifier_tail") else ""
+        lines = [ln for ln in log.splitlines() if ln.strip()]
+        reason = next((ln for ln in reversed(lines) if not re.match(r"^\d+: |^processed |^verification time|^stack depth", ln)),
+                      "") or str(exc)
+        m = re.search(r"processed (\d+) insns \(limit (\d+)\)", log)
+        if m:
+            reason = (f"the verifier gave up after {int(m.group(2)):,} instructions: a loop it cannot bound "
+                      "(bound while loops by a constant, e.g. while ($i < 100))")
         if getattr(exc, "errno", 0) == 1 and c.target.kind in ("kfunc", "kretfunc"):
             reason = ("this kernel refuses fentry/fexit (BPF trampolines); use kprobe:/kretprobe: where the "
                       "kernel has kprobes, or a tracepoint")
+        node = c.block
+        insn = [int(x) for x in re.findall(r"(?m)^(\d+): ", log)]
+        if insn:
+            found = em.node_at(insn[-1])
+            if found is not None:
+                node = found
         err = CheckError(f"the kernel refused the program for {c.target.probe}: {reason}",
-                         c.block.pos.line, c.block.pos.col, self.filename, self.text)
+                         node.pos.line, node.pos.col, self.filename, self.text)
         err.verifier = tail  # type: ignore[attr-defined]
         return err
 
