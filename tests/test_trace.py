@@ -1,0 +1,361 @@
+"""pycore trace on the host kernel: bpftrace's one-liner tutorial, the lab's scripts, errors,
+and bpftrace 0.17 side by side on deterministic workloads.
+
+bpftrace prints "Attaching N probes..." on stdout and pycore on stderr (as the
+issue asks); everything else is compared byte for byte where the workload is
+deterministic. Probes the host kernel lacks (kfunc, kprobe) are in
+tests/test_trace_kernel.py, run in the kernel VMs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from tests.conftest import bpftool_show, require_root
+
+PYCORE = [sys.executable, "-m", "pycore", "trace"]
+BPFTRACE = shutil.which("bpftrace")
+
+
+@pytest.fixture(autouse=True)
+def _root() -> None:
+    require_root()
+
+
+def pycore(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*PYCORE, *args], capture_output=True, text=True, timeout=timeout)
+
+
+def bpftrace(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    assert BPFTRACE, "bpftrace is installed by ./dev.sh"
+    r = subprocess.run([BPFTRACE, *args], capture_output=True, text=True, timeout=timeout)
+    r.stdout = "".join(line for line in r.stdout.splitlines(True) if not line.startswith("Attaching "))
+    return r
+
+
+def side_by_side(program: str, *args: str) -> tuple[str, str]:
+    ours = pycore(*args, "-e", program)
+    assert ours.returncode == 0, ours.stderr
+    theirs = bpftrace(*args, "-e", program)
+    assert theirs.returncode == 0, theirs.stderr
+    return ours.stdout, theirs.stdout
+
+
+@pytest.fixture(scope="module")
+def workload(tmp_path_factory):
+    """A C program making exactly N of a few syscalls: getpid, reads of known sizes, openat of a named file."""
+    d = tmp_path_factory.mktemp("trace")
+    src = d / "work.c"
+    src.write_text(textwrap.dedent(r"""
+        #include <fcntl.h>
+        #include <stdlib.h>
+        #include <sys/syscall.h>
+        #include <unistd.h>
+        int main(int argc, char **argv) {
+            int n = atoi(argv[1]);
+            char buf[65536];
+            for (int i = 0; i < n; i++) syscall(SYS_getpid);
+            int fd = open(argv[2], O_RDONLY);
+            for (int size = 1; size <= 65536; size *= 4) read(fd, buf, size);
+            close(fd);
+            return 0;
+        }
+    """))
+    exe = d / "work"
+    subprocess.run(["gcc", "-O2", "-o", str(exe), str(src)], check=True)
+    data = d / "trace-target-file.bin"
+    data.write_bytes(os.urandom(200000))
+    return str(exe), str(data)
+
+
+# -- the one-liner tutorial --------------------------------------------------------------------
+
+def test_hello_world_and_every_map_shape_like_bpftrace():
+    program = ('BEGIN { printf("hello world\\n"); @x = count(); @y[1, "a"] = sum(5); @y[2, "b"] = sum(-3); '
+               '@h = hist(5); @h = hist(1000); @h = hist(-1); @l = lhist(15, 0, 100, 10); @m = max(7); '
+               '@n = min(-2); @a = avg(3); @a = avg(4); @s = stats(10); @s = stats(20); @str["k"] = "v"; '
+               'print(42); print("s"); exit(); }')
+    for fmt in ("text", "json"):
+        ours, theirs = side_by_side(program, "-f", fmt)
+        assert ours == theirs, fmt
+
+
+def test_attaching_line_on_stderr():
+    r = pycore("-e", "BEGIN { exit(); } END { printf(\"end\\n\"); }")
+    assert r.returncode == 0
+    assert r.stderr == "Attaching 2 probes...\n"
+    assert r.stdout == "end\n\n\n"
+
+
+def test_openat_with_str_filename(workload):
+    exe, data = workload
+    program = 'tracepoint:syscalls:sys_enter_openat /pid == cpid/ { printf("%s %s\\n", comm, str(args->filename)); }'
+    ours, theirs = side_by_side(program, "-c", f"{exe} 0 {data}")
+    assert f"work {data}\n" in ours
+    assert ours == theirs
+
+
+def test_args_dot_and_arrow_are_the_same(workload):
+    exe, data = workload
+    r = pycore("-c", f"{exe} 0 {data}", "-e",
+               'tracepoint:syscalls:sys_enter_openat /pid == cpid/ { printf("%s|%s\\n", str(args.filename), str(args->filename)); }')
+    assert f"{data}|{data}\n" in r.stdout
+
+
+def test_syscall_counts_by_process(workload):
+    exe, data = workload
+    program = "tracepoint:raw_syscalls:sys_enter /pid == cpid/ { @[comm] = count(); } " \
+              "tracepoint:syscalls:sys_enter_getpid /pid == cpid/ { @getpid = count(); }"
+    ours, theirs = side_by_side(program, "-c", f"{exe} 1234 {data}")
+    assert "@getpid: 1234\n" in ours
+    # before its exec the held child is the tracer's own stub: 'sh' for us, 'bpftrace' for bpftrace
+    def strip(text: str) -> str:
+        return re.sub(r"(?m)^@\[(sh|bpftrace)\]: \d+\n", "", text)
+    assert strip(ours) == strip(theirs)
+
+
+def test_read_sizes_hist_with_pid_predicate(workload):
+    exe, data = workload
+    # comm, not cpid: before its exec bpftrace's child reads its own pipe, which we would not see
+    ours, theirs = side_by_side('tracepoint:syscalls:sys_exit_read /comm == "work"/ { @bytes = hist(args->ret); }',
+                                "-c", f"{exe} 0 {data}")
+    assert "[64K, 128K)" in ours
+    assert ours == theirs
+
+
+def test_lhist_and_positional_parameters(workload):
+    exe, data = workload
+    program = 'tracepoint:syscalls:sys_exit_read /comm == "work"/ { @ = lhist(args->ret, 0, $1, $2); @n = $#; }'
+    ours = pycore("-c", f"{exe} 0 {data}", "-e", program, "70000", "10000").stdout
+    # bpftrace 0.17 does not fold $1/$2 in lhist's bounds (it draws '[1, ...)'): give it the numbers
+    literal = program.replace("$1", "70000").replace("$2", "10000").replace("$#", "2")
+    theirs = bpftrace("-c", f"{exe} 0 {data}", "-e", literal).stdout
+    assert "@n: 2\n" in ours
+    assert ours == theirs
+
+
+def test_read_latency_with_start_and_delete(workload):
+    exe, data = workload
+    program = ("tracepoint:syscalls:sys_enter_read /pid == cpid/ { @start[tid] = nsecs; } "
+               "tracepoint:syscalls:sys_exit_read /@start[tid]/ { @ns[comm] = hist(nsecs - @start[tid]); "
+               "@reads[comm] = count(); delete(@start[tid]); }")
+    r = pycore("-c", f"{exe} 0 {data}", "-e", program)
+    assert r.returncode == 0, r.stderr
+    assert "@ns[work]: \n" in r.stdout
+    assert "@reads[work]: " in r.stdout
+    reads = int(re.search(r"@reads\[work\]: (\d+)", r.stdout).group(1))
+    rows = sum(int(m) for m in re.findall(r"\)\s+(\d+) \|", r.stdout))
+    assert rows == reads  # every read measured once
+
+
+def test_per_second_counts_with_interval():
+    r = pycore("-e", "tracepoint:raw_syscalls:sys_enter { @ = count(); } interval:ms:300 { print(@); clear(@); } "
+                     "interval:ms:1000 { exit(); }")
+    assert r.returncode == 0, r.stderr
+    assert len(re.findall(r"(?m)^@: \d+$", r.stdout)) >= 2
+
+
+def test_profile_with_kstack():
+    r = pycore("-d", "1", "-e", "profile:hz:99 { @[kstack] = count(); }")
+    assert r.returncode == 0, r.stderr
+    assert re.search(r"@\[\n    [a-z_][\w.]*\+\d+\n", r.stdout), r.stdout[:500]
+
+
+def test_sched_switch_stacks_and_folded():
+    r = pycore("-d", "1", "-e", "tracepoint:sched:sched_switch { @[kstack] = count(); }")
+    assert re.search(r"\n    __schedule\+\d+\n", r.stdout), r.stdout[:500]
+    r = pycore("-d", "1", "--folded", "-e", "tracepoint:sched:sched_switch { @[kstack] = count(); }")
+    assert re.search(r"(?m)^\S*;__schedule\+\d+ \d+$", r.stdout), r.stdout[:500]
+
+
+def test_block_io_sizes(tmp_path):
+    out = tmp_path / "direct.bin"
+    cmd = f"dd if=/dev/zero of={out} bs=65536 count=8 oflag=direct"
+    r = pycore("-c", cmd, "-e", "tracepoint:block:block_rq_issue { @ = hist(args->bytes); }")
+    assert r.returncode == 0, r.stderr
+    if "@: \n" not in r.stdout:
+        pytest.fail(f"no block I/O seen for {cmd}: {r.stdout!r}")
+    assert "[64K, 128K)" in r.stdout
+
+
+# -- the lab's lock-contention script and its exercises -----------------------------------------
+
+LOCK_WORK = """
+import os, sys, tempfile, threading
+d = tempfile.mkdtemp()
+def work(i):
+    for _ in range(1500):
+        p = os.path.join(d, f"f{i}")
+        open(p, "w").close()
+        os.rename(p, os.path.join(d, f"g{i}"))
+threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]
+for t in threads: t.start()
+for t in threads: t.join()
+"""
+
+LOCK_SCRIPT = """\
+tracepoint:lock:contention_begin
+{
+  @[tid, args.lock_addr] = nsecs;
+}
+
+tracepoint:lock:contention_end
+/@[tid, args.lock_addr] != 0/
+{
+  $lock_duration = nsecs - @[tid, args.lock_addr];
+  if ($lock_duration > 1000*100) { /* block duration threshold time -  100 microsecs */
+    printf("contended time: %lld\\n", $lock_duration);
+  }
+  delete(@[tid, args.lock_addr]);
+}
+"""
+
+# the four exercises, written as a user would
+LOCK_EXERCISES = """\
+tracepoint:lock:contention_begin
+{
+  @[tid, args.lock_addr] = nsecs;
+  @type[args.flags & 0x1 ? "spin" : (args.flags & 0x2 ? "read" : (args.flags & 0x4 ? "write" :
+        (args.flags & 0x8 ? "rt" : (args.flags & 0x10 ? "percpu" : (args.flags & 0x20 ? "mutex" : "other")))))] = count();
+}
+
+tracepoint:lock:contention_end
+/@[tid, args.lock_addr] != 0/
+{
+  $lock_duration = nsecs - @[tid, args.lock_addr];
+  if ($lock_duration > $1) {
+    @long_block_times[args.lock_addr] = hist($lock_duration);
+  }
+  delete(@[tid, args.lock_addr]);
+}
+
+END
+{
+  clear(@);
+}
+"""
+
+
+def test_lock_contention_lab_script(tmp_path):
+    (tmp_path / "lock.bt").write_text(LOCK_SCRIPT)
+    (tmp_path / "work.py").write_text(LOCK_WORK)
+    r = pycore("-c", f"python3 {tmp_path / 'work.py'}", str(tmp_path / "lock.bt"), timeout=120)
+    assert r.returncode == 0, r.stderr
+    times = [int(x) for x in re.findall(r"(?m)^contended time: (\d+)$", r.stdout)]
+    assert times and all(t > 100000 for t in times)
+    assert "@[" not in r.stdout  # every begin was deleted at its end, or left: printed only if left
+
+
+def test_lock_contention_exercises(tmp_path):
+    (tmp_path / "lock.bt").write_text(LOCK_EXERCISES)
+    (tmp_path / "work.py").write_text(LOCK_WORK)
+    r = pycore("-c", f"python3 {tmp_path / 'work.py'}", str(tmp_path / "lock.bt"), "1000", timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert re.search(r"@long_block_times\[0xffff[0-9a-f]+\]: \n\[", r.stdout), r.stdout[:800]
+    assert re.search(r"@type\[(spin|read|write|rt|percpu|mutex|other)\]: \d+", r.stdout)
+    assert not re.search(r"(?m)^@\[", r.stdout)  # END cleared the anonymous map
+
+
+# -- the Python API ------------------------------------------------------------------------------
+
+def test_python_api_events_and_live_maps():
+    import pycore as pc
+
+    prog = ('BEGIN { printf("started %d\\n", $1); } '
+            'tracepoint:syscalls:sys_enter_getppid /pid == $1/ { @calls = count(); @h = hist(3); @by[comm] = count(); }')
+    with pc.trace(prog, params=(str(os.getpid()),)) as s:
+        for _ in range(7):
+            os.getppid()
+        events = list(s.events(timeout=0.3))
+        assert [e.text for e in events] == [f"started {os.getpid()}\n"]
+        maps = s.maps()
+        assert maps["@calls"] == 7
+        assert maps["@h"] == {3: 7}          # hist as buckets (pycore.hist's indexes)
+        assert set(maps["@by"].values()) == {7}
+        assert "@h: \n[2, 4)" in s.map_text("h")
+    assert s.script._closed
+
+
+# -- errors: one line (and a caret), exit 2, never a traceback ------------------------------------
+
+@pytest.mark.parametrize("program,message", [
+    ('tracepoint:syscalls:sys_enter_openat { printf("%s\\n", str(args->filenme)); }', "did you mean 'filename'?"),
+    ('tracepoint:syscalls:sys_enter_opnat { @ = count(); }', "no such tracepoint (did you mean 'sys_enter_openat'"),
+    ('BEGIN { $x = (struct dentri *)0; }', "unknown type 'struct dentri' in this kernel's BTF (did you mean 'struct dentry'?)"),
+    ('BEGIN { printf("%d\\n", "x"); }', "%d specifier expects a value of type integer"),
+    ('BEGIN { @x = 1 +; }', "expected an expression"),
+    ('BEGIN { fo(); }', "unknown function fo()"),
+    ('BEGIN { $i = 0; while ($i < 1000000000) { $i++; } }', "a loop it cannot bound"),
+    ('kfunc:vfs_read { @ = count(); }', "refuses fentry/fexit"),
+    ('BEGIN { system("true"); }', "unsafe: run with --unsafe"),
+    ('uprobe:/nonexistent/bin:f { }', "/nonexistent/bin"),
+])
+def test_errors_say_where_and_why(program, message):
+    r = pycore("-e", program)
+    assert r.returncode == 2, r
+    assert "Traceback" not in r.stderr
+    head = r.stderr.splitlines()[0]
+    assert re.match(r"^stdin:\d+:\d+: error: ", head), r.stderr
+    assert message in head, r.stderr
+    assert re.search(r"(?m)^ *\^~*$", r.stderr), r.stderr  # a caret under the spot
+
+
+def test_missing_script_file_and_dry_run(tmp_path):
+    r = pycore(str(tmp_path / "nope.bt"))
+    assert r.returncode == 2 and r.stderr.startswith("pycore trace: ") and "No such file" in r.stderr
+    r = pycore("--dry-run", "-e", "tracepoint:syscalls:sys_enter_open* { @[probe] = count(); }")
+    assert r.returncode == 0, r.stderr
+    assert "tracepoint:syscalls:sys_enter_openat  (perf tracepoint)" in r.stdout
+    assert "map @[string[" in r.stdout
+
+
+def test_pid_and_command_errors():
+    p = subprocess.Popen(["true"])
+    p.wait()
+    r = pycore("-p", str(p.pid), "-e", "BEGIN { }")
+    assert r.returncode == 2 and r.stderr.strip() == f"pycore trace: process {p.pid} does not exist"
+    r = pycore("-c", "/nonexistent", "-e", "BEGIN { }")
+    assert r.returncode == 2 and "-c: cannot run '/nonexistent'" in r.stderr
+
+
+def test_ends_when_the_traced_process_exits():
+    target = subprocess.Popen(["sleep", "1"])
+    t0 = time.monotonic()
+    r = pycore("-p", str(target.pid), "-e", "tracepoint:raw_syscalls:sys_enter { @ = count(); }", timeout=30)
+    target.wait()
+    assert r.returncode == 0 and time.monotonic() - t0 < 10
+
+
+# -- nothing left behind -----------------------------------------------------------------------
+
+def _our_progs() -> set[int]:
+    return {p["id"] for p in bpftool_show("prog") if p.get("name", "").startswith(("sys_enter", "BEGIN"))}
+
+
+@pytest.mark.parametrize("how", ["sigint", "sigkill"])
+def test_nothing_stays_attached(how):
+    import signal
+
+    before = _our_progs()
+    proc = subprocess.Popen([*PYCORE, "-e", "tracepoint:raw_syscalls:sys_enter { @ = count(); }"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stderr.readline().startswith("Attaching")
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGINT if how == "sigint" else signal.SIGKILL)
+    out, _ = proc.communicate(timeout=30)
+    if how == "sigint":
+        assert re.search(r"(?m)^@: \d+$", out)
+    for _ in range(50):
+        if _our_progs() <= before:
+            break
+        time.sleep(0.1)
+    assert _our_progs() <= before
