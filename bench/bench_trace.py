@@ -1,0 +1,161 @@
+"""Benchmark ``pycore trace`` against bpftrace 0.17 on the same scripts, in the same run.
+
+1. start to attached: ``tracepoint:syscalls:sys_enter_openat { @[comm] = count(); }``
+   with ``BEGIN { printf("ready\n"); }`` beside it: both tools run BEGIN once
+   every probe is attached, so the time from exec to the ``ready`` line is
+   start-to-attached.  Also the whole run with ``BEGIN { exit(); }`` instead
+   (attach, detach, exit: detaching a tracepoint waits ~80 ms for the
+   kernel's RCU grace period, in both tools), and peak RSS (wait4).
+   Target: pycore <= 0.25x bpftrace's start-to-attached, RSS < 40 MB.
+2. per-event overhead: a C loop of N openat/close pairs on /dev/null, timed
+   bare, under bpftrace and under pycore running the same counting script.
+   Target: (pycore - bare) / (bpftrace - bare) <= 1.2.
+
+The commands alternate within each round, one warm-up round; medians.
+Measures, does not assert.
+
+    python bench/bench_trace.py [--runs N] [--events N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+COUNT = "tracepoint:syscalls:sys_enter_openat { @[comm] = count(); }"
+WHOLE = COUNT + " BEGIN { exit(); }"
+READY = COUNT + ' BEGIN { printf("ready\\n"); }'
+
+LOOP_C = r"""
+#include <fcntl.h>
+#include <stdlib.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+    long n = argc > 1 ? atol(argv[1]) : 1000000;
+    for (long i = 0; i < n; i++) {
+        int fd = open("/dev/null", O_RDONLY);
+        if (fd >= 0) close(fd);
+    }
+    return 0;
+}
+"""
+
+
+def pycore_command() -> list[str]:
+    venv = ROOT / ".venv" / "bin" / "pycore"
+    return [str(venv)] if venv.exists() else [sys.executable, "-m", "pycore"]
+
+
+def once(argv: list[str]) -> tuple[float, float]:
+    """(wall seconds, peak RSS MiB) of one run; raises if it fails."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - start
+    err = proc.stderr.read().decode(errors="replace")
+    proc.stderr.close()
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise RuntimeError(f"{' '.join(argv)} failed: {err.strip()}")
+    return wall, usage.ru_maxrss / 1024
+
+
+def to_ready(argv: list[str]) -> tuple[float, float]:
+    """(seconds from exec to the 'ready' line BEGIN prints, peak RSS MiB of the whole run)."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    for line in proc.stdout:
+        if line.strip() == b"ready":
+            break
+    ready = time.perf_counter() - start
+    proc.send_signal(2)
+    proc.stdout.read()
+    _, status, usage = os.wait4(proc.pid, 0)
+    return ready, usage.ru_maxrss / 1024
+
+
+def under(tracer: list[str] | None, loop: list[str]) -> float:
+    """Wall time of the loop, bare or while ``tracer`` runs the counting script."""
+    if tracer is None:
+        t0 = time.perf_counter()
+        subprocess.run(loop, check=True)
+        return time.perf_counter() - t0
+    proc = subprocess.Popen(tracer, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        # "Attaching 1 probe..." comes just before attach (stdout for bpftrace, stderr for pycore)
+        for line in proc.stdout:
+            if line.startswith(b"Attaching"):
+                break
+        else:
+            raise RuntimeError(f"{tracer[0]} ended before attaching")
+        time.sleep(0.5)                 # let the attach finish
+        t0 = time.perf_counter()
+        subprocess.run(loop, check=True)
+        return time.perf_counter() - t0
+    finally:
+        proc.send_signal(2)
+        proc.wait(30)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--runs", type=int, default=7)
+    ap.add_argument("--events", type=int, default=500000)
+    args = ap.parse_args()
+    bpftrace = shutil.which("bpftrace")
+    if not bpftrace:
+        print("bpftrace not found (apt-get install bpftrace): nothing to compare with", file=sys.stderr)
+        return 1
+    pycore = pycore_command()
+
+    # 1. start to attached, and the whole run
+    for title, program, measure in (("start to attached", READY, to_ready), ("whole run", WHOLE, once)):
+        commands = {"pycore trace": pycore + ["trace", "-e", program],
+                    "bpftrace": [bpftrace, "-B", "none", "-e", program]}  # unbuffered, so ready shows at once
+        results: dict[str, tuple[list[float], list[float]]] = {n: ([], []) for n in commands}
+        for i in range(args.runs + 1):
+            for name, argv in commands.items():
+                wall, rss = measure(argv)
+                if i:
+                    results[name][0].append(wall)
+                    results[name][1].append(rss)
+        print(f"{title}, {program!r} ({args.runs} runs each, alternating)")
+        med = {}
+        for name, (walls, rss) in results.items():
+            med[name] = statistics.median(walls)
+            print(f"  {name:<14} {med[name]:7.3f} s   peak {max(rss):6.1f} MiB")
+        print(f"  ratio pycore/bpftrace: {med['pycore trace'] / med['bpftrace']:.2f}x"
+              + (" (target <= 0.25x)" if measure is to_ready else ""))
+
+    # 2. per-event overhead
+    with tempfile.TemporaryDirectory() as d:
+        src, exe = Path(d, "loop.c"), Path(d, "loop")
+        src.write_text(LOOP_C)
+        subprocess.run(["gcc", "-O2", "-o", str(exe), str(src)], check=True)
+        loop = [str(exe), str(args.events)]
+        times: dict[str, list[float]] = {"bare": [], "bpftrace": [], "pycore": []}
+        tracers = {"bare": None, "bpftrace": [bpftrace, "-e", COUNT], "pycore": pycore + ["trace", "-e", COUNT]}
+        for i in range(max(3, args.runs // 2) + 1):
+            for name, tracer in tracers.items():
+                t = under(tracer, loop)
+                if i:
+                    times[name].append(t)
+    m = {k: statistics.median(v) for k, v in times.items()}
+    print(f"per-event overhead, {args.events} openat/close pairs")
+    for k, v in m.items():
+        print(f"  {k:<9} {v:7.3f} s   ({(v - m['bare']) / args.events * 1e9:6.0f} ns/event over bare)")
+    if m["bpftrace"] > m["bare"]:
+        print(f"  (pycore - bare) / (bpftrace - bare): {(m['pycore'] - m['bare']) / (m['bpftrace'] - m['bare']):.2f} "
+              "(target <= 1.2)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
