@@ -15,8 +15,9 @@
 #     first only when the package lists are missing or stale);
 #   - create .venv with the machine's python3 (python3-venv installed if needed);
 #   - pip install -e '.[test]' (scikit-build-core compiles bpf_src/ into
-#     pycore/bpf/*.bpf.o); skipped when the build inputs have not changed since
-#     the last install (stamp in .venv/.pycore-build-stamp);
+#     pycore/bpf/*.bpf.o); skipped when the build inputs (and the list of
+#     Python modules) have not changed since the last install (stamp in
+#     .venv/.pycore-build-stamp);
 #   - mount tracefs on /sys/kernel/tracing if it is not mounted.
 # Environment: PYTHON=/path/to/python3 to choose the interpreter for .venv.
 set -euo pipefail
@@ -86,6 +87,8 @@ build_inputs_hash() {
     # everything that changes what pip/CMake build: metadata, build script, BPF sources
     { sha256sum pyproject.toml CMakeLists.txt
       find bpf_src examples -type f \( -name '*.c' -o -name '*.h' \) -print0 | sort -z | xargs -0 -r sha256sum
+      # the editable install lists the package's modules by name: a module added or removed needs a reinstall
+      find pycore btf -name '*.py' -o -name '*.lark' | sort
       "$VENV/bin/python" -c 'import sys; print(sys.version)'
     } | sha256sum | cut -d' ' -f1
 }

@@ -20,6 +20,7 @@ EXPECT = {
     "embed_asyncio.py": ["event: {", "'name': 'async-demo.txt'"],
     "embed_aggregation.py": ["still open: ['agg-demo-1', 'agg-demo-2']", "2 descriptors opened and never closed"],
     "embed_threads.py": ["a saw 2 b saw 1 alive [False, False]"],
+    "embed_trace.py": ["event: tracing pid ", "calls: 3", "'@calls': 3", "at close: bye", "at close: @calls: 3"],
 }
 
 
