@@ -263,7 +263,7 @@ def test_ioctl_attachment_of_kernels_before_perf_links(tracefs, monkeypatch) -> 
 
 
 def test_attach_target_dispatches_the_resolvers_specs(tracefs) -> None:
-    """pycore.link.attach_target reads pycore.trace's Target.attach tuples."""
+    """pycore.link.attach_target reads pycore.lang's Target.attach tuples."""
     from types import SimpleNamespace
 
     from pycore.link import attach_target
