@@ -95,6 +95,7 @@ class Script:
         self._ring = None
         self._closed = False
         self.exited = False
+        self._ending = False           # END is running: its output counts again
         self.lost = 0
 
     # -- stages ----------------------------------------------------------------------------------
@@ -278,6 +279,8 @@ class Script:
 
     def run_special(self, which: str) -> None:
         """Run the BEGIN or END programs once, in this process."""
+        if which == "END":
+            self._ending = True
         for prog in (self._begin if which == "BEGIN" else self._end):
             prog.test_run()
 
@@ -310,6 +313,8 @@ class Script:
         idx = struct.unpack_from("<Q", data)[0]
         a: Action = self.layout.actions[idx]
         tag = a.tag
+        if self.exited and not self._ending:
+            return                      # as bpftrace: what follows exit() is dropped, until END
         if tag == TAG_PRINTF:
             values = self._values(data, a.args)
             text = O.format_printf(a.text, values)
