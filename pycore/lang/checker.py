@@ -8,6 +8,10 @@ and action with its argument types.  Errors point at the script's
 line:column and say what exists nearby (``d_nmae``: did you mean ``d_name``).
 Nothing here emits code; :mod:`pycore.lang.codegen` walks the same tree
 with these types.
+
+Over 600 lines as one module: it is one concept, the typing rules of the
+language, and each rule refers to the others (a field's type feeds a map
+key, a cast, a printf check).
 """
 
 from __future__ import annotations
