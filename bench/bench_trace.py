@@ -30,6 +30,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "bench"))
+from bench_run import once, pycore_command  # noqa: E402 - the same whole-process measurement
 COUNT = "tracepoint:syscalls:sys_enter_openat { @[comm] = count(); }"
 WHOLE = COUNT + " BEGIN { exit(); }"
 READY = COUNT + ' BEGIN { printf("ready\\n"); }'
@@ -47,24 +49,6 @@ int main(int argc, char **argv) {
     return 0;
 }
 """
-
-
-def pycore_command() -> list[str]:
-    venv = ROOT / ".venv" / "bin" / "pycore"
-    return [str(venv)] if venv.exists() else [sys.executable, "-m", "pycore"]
-
-
-def once(argv: list[str]) -> tuple[float, float]:
-    """(wall seconds, peak RSS MiB) of one run; raises if it fails."""
-    start = time.perf_counter()
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    _, status, usage = os.wait4(proc.pid, 0)
-    wall = time.perf_counter() - start
-    err = proc.stderr.read().decode(errors="replace")
-    proc.stderr.close()
-    if os.waitstatus_to_exitcode(status) != 0:
-        raise RuntimeError(f"{' '.join(argv)} failed: {err.strip()}")
-    return wall, usage.ru_maxrss / 1024
 
 
 def to_ready(argv: list[str]) -> tuple[float, float]:

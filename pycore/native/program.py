@@ -61,44 +61,57 @@ def _verifier_reason(log: list[str]) -> str:
     return ""
 
 
-class LoadedProgram:
-    """A program loaded into the kernel from instructions; owns its fd."""
+class _OwnedFd:
+    """What a program and a map share: one kernel fd, closed on close(), at ``with``'s end or when collected."""
 
-    def __init__(self, fd: int, name: str, prog_type: int, insn_count: int, log: str = "") -> None:
+    _noun = "object"
+
+    def __init__(self, fd: int, name: str) -> None:
         self._fd = fd
         self.name = name
-        self.prog_type = int(prog_type)
-        self.insn_count = insn_count    #: slots loaded (what the kernel counts)
-        self.log = log                  #: the verifier's log, when loaded with ``log_level`` > 0
         self._finalizer = weakref.finalize(self, os.close, fd)
 
     @property
     def fd(self) -> int:
         if not self._finalizer.alive:
-            raise ValueError(f"program {self.name} is closed")
+            raise ValueError(f"{self._noun} {self.name} is closed")
         return self._fd
 
     @property
     def closed(self) -> bool:
         return not self._finalizer.alive
 
-    @property
-    def type_name(self) -> str:
-        return _type_name(PROG_TYPE_NAMES, self.prog_type)
-
     def close(self) -> None:
-        """Close our fd (the kernel frees the program once no link holds it); safe twice."""
+        """Close our fd (the kernel frees the object once nothing else holds it); safe twice."""
         self._finalizer()
 
-    def __enter__(self) -> LoadedProgram:
+    def __enter__(self):  # noqa: ANN204 - the subclass
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def _state(self) -> str:
+        return "closed" if self.closed else f"fd {self._fd}"
+
+
+class LoadedProgram(_OwnedFd):
+    """A program loaded into the kernel from instructions; owns its fd."""
+
+    _noun = "program"
+
+    def __init__(self, fd: int, name: str, prog_type: int, insn_count: int, log: str = "") -> None:
+        super().__init__(fd, name)
+        self.prog_type = int(prog_type)
+        self.insn_count = insn_count    #: slots loaded (what the kernel counts)
+        self.log = log                  #: the verifier's log, when loaded with ``log_level`` > 0
+
+    @property
+    def type_name(self) -> str:
+        return _type_name(PROG_TYPE_NAMES, self.prog_type)
+
     def __repr__(self) -> str:
-        state = "closed" if self.closed else f"fd {self._fd}"
-        return f"<LoadedProgram {self.name} {self.type_name} {self.insn_count} insns, {state}>"
+        return f"<LoadedProgram {self.name} {self.type_name} {self.insn_count} insns, {self._state()}>"
 
     def _info(self, xlated: bytearray | None = None) -> object:
         info = ffi.new("struct bpf_prog_info *")
@@ -190,50 +203,29 @@ def load_program(insns: Sequence[Insn] | bytes, prog_type: int, *, name: str = "
     raise BpfError(what, err, lines, hint)
 
 
-class RawMap:
+class RawMap(_OwnedFd):
     """A map created from its sizes (no BTF): keys and values are bytes; per-CPU values a list per CPU."""
 
     def __init__(self, fd: int, map_type: int, key_size: int, value_size: int, max_entries: int, name: str,
                  flags: int = 0) -> None:
-        self._fd = fd
+        super().__init__(fd, name)
         self.map_type = int(map_type)
         self.key_size, self.value_size, self.max_entries = key_size, value_size, max_entries
-        self.name = name
         self.flags = flags
         self.percpu = self.map_type in _PERCPU
         self.ncpus = _possible_cpus() if self.percpu else 1
         self.stride = (value_size + 7) & ~7   # a per-CPU value's slot in the buffer
         self.batch_used: bool | None = None   # whether items() used the batch syscall (None: not tried)
-        self._finalizer = weakref.finalize(self, os.close, fd)
 
-    @property
-    def fd(self) -> int:
-        if not self._finalizer.alive:
-            raise ValueError(f"map {self.name} is closed")
-        return self._fd
-
-    @property
-    def closed(self) -> bool:
-        return not self._finalizer.alive
+    _noun = "map"
 
     @property
     def type_name(self) -> str:
         return _type_name(MAP_TYPE_NAMES, self.map_type)
 
-    def close(self) -> None:
-        """Close our fd (the kernel frees the map once no program uses it); safe twice."""
-        self._finalizer()
-
-    def __enter__(self) -> RawMap:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
     def __repr__(self) -> str:
-        state = "closed" if self.closed else f"fd {self._fd}"
         return (f"<RawMap {self.name} {self.type_name} key {self.key_size} value {self.value_size} "
-                f"x{self.max_entries}, {state}>")
+                f"x{self.max_entries}, {self._state()}>")
 
     def _what(self, action: str) -> str:
         return f"map {self.name} ({self.type_name}): {action}"
