@@ -223,8 +223,15 @@ class Resolver:
             raise ProbeError(f"{text}: expected {'kretfunc' if ret else 'kfunc'}:[MODULE:]FUNCTION")
         spec = self.spec
         if _has_wildcard(name) or module and _has_wildcard(module):
-            heads = self._listed("kretfunc" if ret else "kfunc", name, module)
-            names = [h.rsplit(":", 1)[1] for h in heads]
+            from pycore.listing.patterns import ProbePattern
+
+            names = []
+            for e in self.lister.entries(ProbePattern("kretfunc" if ret else "kfunc", name, module)):
+                n = e.head.rsplit(":", 1)[1]
+                if e.note:              # the lister knows a trampoline would refuse it: say so, go on
+                    self.skipped.append(f"{n} ({e.note.removeprefix('fentry cannot attach: ')})")
+                else:
+                    names.append(n)
         else:
             names = [name]
         out = []

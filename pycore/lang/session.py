@@ -212,6 +212,10 @@ class TraceRunner:
                 self.out.write(O.attached_json(n))
             else:
                 print(O.attached_text(n).rstrip("\n"), file=self.err)
+            if script.resolver.skipped:
+                skipped = script.resolver.skipped
+                print(f"pycore trace: {len(skipped)} wildcard match{'es' if len(skipped) > 1 else ''} skipped: "
+                      + ", ".join(skipped), file=self.err)
             if self.verbose:
                 from pycore.lang.runtime import _method
 
