@@ -205,8 +205,12 @@ class TraceRunner:
             if self.verbose:
                 for c in script.compiled:
                     print(f"{c.target.probe}: {len(c.insns)} instructions", file=self.err)
-            n = script.attach()
+            # the ring mapped and the formatters imported before attaching, as bpftrace opens its
+            # buffers first: else our own mmap (fget) and .pyc opens (vfs_open) show in the output
+            script.ring()
             from pycore.lang import output as O
+
+            n = script.attach()
 
             if self.json:
                 self.out.write(O.attached_json(n))
