@@ -14,8 +14,9 @@ import signal
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import subprocess
+    from collections.abc import Callable
 
-__all__ = ["TargetError", "check_pid", "PidWatch", "spawn_held", "stop_child"]
+__all__ = ["TargetError", "check_pid", "PidWatch", "spawn_held", "stop_child", "poll_until"]
 
 from pycore.errors import PycoreError
 
@@ -136,3 +137,31 @@ def stop_child(child: subprocess.Popen[bytes]) -> None:
         except subprocess.TimeoutExpired:
             child.kill()
             child.wait()
+
+
+def poll_until(poll: Callable[[float], object], *, stopped: Callable[[], bool], duration: float | None,
+               child: subprocess.Popen[bytes] | None, watch: PidWatch | None, tick: float = 0.1) -> None:
+    """Call ``poll(timeout)`` until ``stopped()``, ``duration`` seconds, the ``-c`` child's exit or the ``-p`` process's.
+
+    The one loop of ``pycore run`` and ``pycore trace``: ``tick`` bounds each
+    wait so a signal handler's flag, the child and the watched PID are seen
+    within that long; a wait a signal interrupts just goes round again.
+    """
+    import time
+
+    deadline = None if duration is None else time.monotonic() + duration
+    while not stopped():
+        timeout = tick
+        if deadline is not None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            timeout = min(timeout, left)
+        try:
+            poll(timeout)
+        except InterruptedError:
+            pass
+        if child is not None and child.poll() is not None:
+            return
+        if watch is not None and watch.exited():
+            return  # the traced process is gone: end as bpftrace does

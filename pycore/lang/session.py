@@ -180,7 +180,7 @@ class TraceRunner:
         self.out.flush()
 
     def run(self) -> int:
-        from pycore.kernel.process import PidWatch, TargetError, check_pid, spawn_held, stop_child
+        from pycore.kernel.process import PidWatch, TargetError, check_pid, poll_until, spawn_held, stop_child
 
         script = self.script
         child = None
@@ -228,22 +228,8 @@ class TraceRunner:
             script.run_special("BEGIN")
             if child is not None:
                 os.kill(child.pid, signal.SIGCONT)
-            deadline = None if self.duration is None else time.monotonic() + self.duration
-            while not self._stop and not script.exited:
-                timeout = 0.1
-                if deadline is not None:
-                    left = deadline - time.monotonic()
-                    if left <= 0:
-                        break
-                    timeout = min(timeout, left)
-                try:
-                    script.poll(self.emit, timeout)
-                except InterruptedError:
-                    pass
-                if child is not None and child.poll() is not None:
-                    break
-                if watch is not None and watch.exited():
-                    break
+            poll_until(lambda timeout: script.poll(self.emit, timeout),
+                       stopped=lambda: self._stop or script.exited, duration=self.duration, child=child, watch=watch)
             for s in old:
                 signal.signal(s, signal.SIG_IGN)
             script.poll(self.emit, 0)

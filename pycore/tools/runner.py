@@ -13,7 +13,7 @@ import signal
 import sys
 import time
 
-from pycore.kernel.process import PidWatch, TargetError, check_pid, spawn_held, stop_child
+from pycore.kernel.process import PidWatch, TargetError, check_pid, poll_until, spawn_held, stop_child
 from pycore.tools.api import NEEDS, Method, NoMethod, Tool
 
 # Start-up time is a feature (``-d 0`` is benchmarked against bpftrace): json,
@@ -192,27 +192,9 @@ class Runner:
         return self._rb
 
     def _loop(self, obj: BpfObject, child: subprocess.Popen[bytes] | None, watch: PidWatch | None) -> None:
-        duration = self.tool.args.duration
-        deadline = None if duration is None else time.monotonic() + duration
         rb = self._ringbuf(obj)
-        while not self._stop:
-            timeout = 0.1
-            if deadline is not None:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    break
-                timeout = min(timeout, left)
-            if rb is not None:
-                try:
-                    rb.poll(self._emit, timeout)
-                except InterruptedError:
-                    pass
-            else:
-                time.sleep(timeout)
-            if child is not None and child.poll() is not None:
-                break
-            if watch is not None and watch.exited():
-                break  # the traced process is gone: end as bpftrace does
+        poll = time.sleep if rb is None else (lambda timeout: rb.poll(self._emit, timeout))
+        poll_until(poll, stopped=lambda: self._stop, duration=self.tool.args.duration, child=child, watch=watch)
 
     def _drain(self, obj: BpfObject) -> None:
         rb = self._ringbuf(obj)
