@@ -2,10 +2,12 @@
 /*
  * pycore.bpf.h - shared header for pycore's BPF programs.
  *
- * Every bpf_src/NAME.bpf.c includes this first. It pulls in the kernel types
- * (bpf_src/vmlinux.h, generated from /sys/kernel/btf/vmlinux) and libbpf's
- * helper headers (Debian's libbpf-dev, /usr/include/bpf), and defines the
- * project's lost-event convention.
+ * Every bpf_src/NAME.bpf.c includes this first, and so can an agent's own
+ * programs (`pycore build`, pycore_add_bpf_object(): installed as
+ * pycore/include/pycore.bpf.h). It pulls in the kernel types (vmlinux.h:
+ * bpf_src/vmlinux.h for pycore's own objects, else one written from the
+ * kernel's BTF) and libbpf's helper headers (Debian's libbpf-dev,
+ * /usr/include/bpf), and defines the project's lost-event convention.
  *
  * Lost events
  * -----------
@@ -19,7 +21,8 @@
 #ifndef PYCORE_BPF_H
 #define PYCORE_BPF_H
 
-#include "vmlinux.h"
+/* <>, not "": the vmlinux.h the build chose (-I), never one that happens to sit beside this file */
+#include <vmlinux.h>
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
@@ -28,8 +31,10 @@
 #define TASK_COMM_LEN 16
 #endif
 
-/* Number of ring-buffer reservations that failed (events lost). */
-__u64 pycore_dropped SEC(".bss");
+/* Number of ring-buffer reservations that failed (events lost). Weak, so that
+ * several sources including this header link into one object (pycore build
+ * a.bpf.c b.bpf.c: bpftool gen object) and share one counter. */
+__u64 pycore_dropped SEC(".bss") __weak;
 
 /*
  * Reserve `size` bytes in `ringbuf` (a BPF_MAP_TYPE_RINGBUF map). Returns the

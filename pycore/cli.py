@@ -29,6 +29,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "tools": ("pycore.commands.tools", "list the tools, their attach points, and which can run here"),
     "trace": ("pycore.commands.trace", "run a bpftrace script with no compiler: pycore trace -e 'PROGRAM' | FILE [ARG...]"),
     "serve": ("pycore.commands.serve", "export tools' metrics for Prometheus: pycore serve --listen 127.0.0.1:9435 TOOL..."),
+    "build": ("pycore.commands.build", "compile your own BPF C into a CO-RE object: pycore build prog.bpf.c -o prog.bpf.o"),
+    "cmake-dir": ("pycore.commands.cmake_dir", "print the directory of pycore's CMake package (pycore_add_bpf_object)"),
 }
 
 

@@ -21,6 +21,7 @@ CYCLES_TOOL = ROOT.parent / "shared" / "tools" / "import-cycles.py"
 LAYERS: list[tuple[str, ...]] = [
     ("btf",),
     ("pycore.errors", "pycore.hist"),
+    ("pycore.build",),  # build time only: errors and btf below it; only commands.build imports it
     ("pycore.asm",),
     ("pycore.native",),
     ("pycore.link",),
