@@ -29,6 +29,7 @@ STAMP=$VENV/.pycore-build-stamp
 APT_PACKAGES=(clang llvm libbpf-dev libbpf1 bpftool bpftrace pkg-config cmake make
               gcc g++ rustc systemtap-sdt-dev binutils postgresql-15 python3.11 python3.11-dev)   # USDT demo, targets (C++, Rust), readelf; CPython headers (py-calls offsets test)
 APT_PACKAGES+=(iproute2 nftables)   # net-drops tests: namespaces, veth pairs, an nft drop rule
+APT_PACKAGES+=(python3-venv)   # tests/test_agent_template.py: the template installed into a clean venv
 VM_APT_PACKAGES=(qemu-system-x86 kmod busybox-static)   # vm-test only: QEMU, depmod, initramfs
 export DEBIAN_FRONTEND=noninteractive PIP_DISABLE_PIP_VERSION_CHECK=1
 
@@ -85,8 +86,8 @@ python_ok() {  # python >= 3.11
 
 build_inputs_hash() {
     # everything that changes what pip/CMake build: metadata, build script, BPF sources
-    { sha256sum pyproject.toml CMakeLists.txt
-      find bpf_src examples -type f \( -name '*.c' -o -name '*.h' \) -print0 | sort -z | xargs -0 -r sha256sum
+    { sha256sum pyproject.toml CMakeLists.txt pycore/cmake/*.cmake
+      find bpf_src examples/usdt-passwd -type f \( -name '*.c' -o -name '*.h' \) -print0 | sort -z | xargs -0 -r sha256sum
       # the editable install lists the package's modules by name: a module added or removed needs a reinstall
       find pycore btf -name '*.py' -o -name '*.lark' | sort
       "$VENV/bin/python" -c 'import sys; print(sys.version)'
