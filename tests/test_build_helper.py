@@ -288,7 +288,7 @@ pycore_add_bpf_object(counter SOURCES counter.bpf.c {extra})
 
 
 def cmake(project: pathlib.Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["cmake", "-S", str(project), "-B", str(project / "build"), "-G", "Ninja",
+    return subprocess.run(["cmake", "-S", str(project), "-B", str(project / "build"),
                            f"-DPython_EXECUTABLE={sys.executable}", *args], capture_output=True, text=True,
                           timeout=120)
 
