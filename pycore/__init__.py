@@ -33,13 +33,15 @@ __all__ = ["__version__", *_EXPORTS]
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from pycore.embed.session import ToolSession, open_tool
-    from pycore.lang.session import TraceSession, trace
-    from pycore.errors import BpfError, ElfError, FeatureMissing, PycoreError
-    from pycore.native.object import BpfObject
-    from pycore.native.ringbuf import RingBuffer
-    from pycore.native.shipped import object_path
-    from pycore.tools.api import NoMethod
+    # `X as X`: re-exported for mypy --strict (no implicit re-export; it cannot read __all__ here)
+    from pycore.embed.session import ToolSession as ToolSession, open_tool as open_tool
+    from pycore.lang.session import TraceSession as TraceSession, trace as trace
+    from pycore.errors import BpfError as BpfError, ElfError as ElfError
+    from pycore.errors import FeatureMissing as FeatureMissing, PycoreError as PycoreError
+    from pycore.native.object import BpfObject as BpfObject
+    from pycore.native.ringbuf import RingBuffer as RingBuffer
+    from pycore.native.shipped import object_path as object_path
+    from pycore.tools.api import NoMethod as NoMethod
 
 
 def __getattr__(name: str):
