@@ -1,0 +1,142 @@
+"""examples/agent-template, as CI ships it: pycore built into a wheel, a clean venv, the template built
+into a wheel against that pycore (pycore_add_bpf_object) and installed, its console script run
+against the real kernel with a workload, and mypy over the installed package.
+
+Slow (about 30 s the first time: pycore's wheel, the venv, the template's build; both pip runs
+reach PyPI for scikit-build-core and pycore's dependencies, never for pycore itself).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+
+import pytest
+
+from tests.conftest import bpftool_show, require_root, running
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+TEMPLATE = ROOT / "examples" / "agent-template"
+PACKAGE = "agent_template"
+
+pytestmark = pytest.mark.slow
+
+TIMINGS: dict[str, float] = {}
+
+
+def run(argv: list[str | os.PathLike[str]], what: str, timeout: float = 600, **kw: object) -> subprocess.CompletedProcess[str]:
+    t0 = time.monotonic()
+    r = subprocess.run([str(a) for a in argv], capture_output=True, text=True, timeout=timeout, **kw)  # type: ignore[call-overload]
+    TIMINGS[what] = time.monotonic() - t0
+    assert r.returncode == 0, f"{what} failed ({r.returncode}):\n{r.stdout[-4000:]}\n{r.stderr[-4000:]}"
+    return r
+
+
+@pytest.fixture(scope="session")
+def pycore_wheels(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
+    """A directory holding pycore's wheel, built once per session from this tree
+    (its own build directory: the editable install's is left alone)."""
+    d = tmp_path_factory.mktemp("wheels")
+    run([sys.executable, "-m", "pip", "wheel", "--progress-bar=off", "--no-deps", "-w", d,
+         f"--config-settings=build-dir={d / 'build'}", ROOT], "pycore wheel")
+    shutil.rmtree(d / "build")
+    assert len(list(d.glob("pycore-*.whl"))) == 1
+    return d
+
+
+@pytest.fixture(scope="module")
+def agent_venv(pycore_wheels: pathlib.Path, tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
+    """A clean venv with pycore's wheel, then the template built from source (build isolation: pip gets
+    pycore from the wheel directory, scikit-build-core from PyPI) and installed. Returns the venv."""
+    venv = tmp_path_factory.mktemp("agent") / "venv"
+    run([sys.executable, "-m", "venv", venv], "venv")
+    py = venv / "bin" / "python"
+    wheel = next(pycore_wheels.glob("pycore-*.whl"))
+    run([py, "-m", "pip", "install", "--progress-bar=off", wheel], "pycore wheel install")
+    work = tmp_path_factory.mktemp("template-build")
+    run([py, "-m", "pip", "wheel", "--progress-bar=off", "--no-deps", "--find-links", pycore_wheels,
+         "-w", work, TEMPLATE], "template wheel build")
+    built = next(work.glob("agent_template-*.whl"))
+    run([py, "-m", "pip", "install", "--progress-bar=off", "--no-deps", built], "template install")
+    return venv
+
+
+def site_packages(venv: pathlib.Path) -> pathlib.Path:
+    return next((venv / "lib").glob("python3*/site-packages"))
+
+
+def test_template_wheel_carries_object_and_skeleton(agent_venv: pathlib.Path,
+                                                    record_property: Callable[[str, object], None]) -> None:
+    for what, seconds in TIMINGS.items():  # the figures of this run: pytest -s, and the junit XML
+        print(f"{what}: {seconds:.1f} s")
+        record_property(what, f"{seconds:.1f}")
+    pkg = site_packages(agent_venv) / PACKAGE
+    installed = {p.name for p in pkg.iterdir()}
+    assert {"counter.bpf.o", "cli.py", "py.typed"} <= installed, installed
+    assert "counter.bpf.c" not in installed  # the wheel carries the object, not the source
+    assert (pkg / "counter.bpf.o").read_bytes()[:4] == b"\x7fELF"
+    # the pycore the template was built and runs against is this tree's, not PyPI's unrelated "pycore"
+    r = run([agent_venv / "bin" / "python", "-c", "import pycore; print(pycore.__version__, pycore.__file__)"],
+            "pycore version", cwd="/")
+    version, path = r.stdout.split()
+    assert version == __import__("pycore").__version__ and path.startswith(str(agent_venv))
+
+
+def workload(tmp: pathlib.Path) -> tuple[pathlib.Path, int, int]:
+    """Exec a copy of true five times, and run dd making ~40000 system calls; (true's path, dd's pid, execs)."""
+    true = tmp / "agent-wl-true"
+    shutil.copy("/bin/true", true)
+    for _ in range(5):
+        subprocess.run([true], check=True)
+    dd = subprocess.run(["sh", "-c", "echo $$; exec dd if=/dev/zero of=/dev/null bs=1 count=20000 status=none"],
+                        capture_output=True, text=True, check=True)
+    return true, int(dd.stdout), 5 + 2  # the sh exec'ing dd: two more execs
+
+
+def test_agent_runs_against_the_kernel(agent_venv: pathlib.Path, tmp_path: pathlib.Path) -> None:
+    require_root()
+    agent = agent_venv / "bin" / "agent-template"
+    with running([str(agent), "-d", "4", "--json", "--top", "0"], cwd="/") as p:
+        assert p.stderr is not None and p.stdout is not None
+        ready = p.stderr.readline()
+        assert "attached (on_exec, on_sys_enter)" in ready, ready + p.stderr.read()
+        true, dd_pid, execs = workload(tmp_path)
+        out, err = p.communicate(timeout=30)
+    assert p.returncode == 0, err
+    assert "Traceback" not in err
+    lines = [json.loads(line) for line in out.splitlines()]
+    events = [line["exec"] for line in lines if "exec" in line]
+    summary = lines[-1]["summary"]
+
+    ours = [e for e in events if e["filename"] == str(true)]
+    assert len(ours) == 5, events
+    assert all(e["comm"] == true.name[:15] and e["ppid"] == os.getpid() and e["uid"] == 0 for e in ours)
+    assert any(e["pid"] == dd_pid and e["filename"].endswith("/dd") and e["comm"] == "dd" for e in events)
+
+    assert summary["execs_seen"] >= execs and summary["lost"] == 0
+    by_pid = {row["pid"]: row for row in summary["syscalls"]}
+    assert by_pid[dd_pid]["comm"] == "dd"  # renamed by the exec in the map too
+    assert by_pid[dd_pid]["count"] >= 40000  # a read and a write per byte
+    assert p.pid not in by_pid, "the .rodata setting ignore_tgid did not keep the agent's own calls out"
+    names = {prog.get("name") for prog in bpftool_show("prog")}
+    assert not {"on_exec", "on_sys_enter"} & names, "programs left loaded after the agent exited"
+
+
+def test_agent_errors_are_one_line(agent_venv: pathlib.Path) -> None:
+    r = subprocess.run([agent_venv / "bin" / "agent-template", "-d", "-1"], capture_output=True, text=True,
+                       timeout=60, cwd="/")
+    assert r.returncode == 2 and "-d: SECONDS must be positive" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_template_type_checks(agent_venv: pathlib.Path, tmp_path: pathlib.Path) -> None:
+    """mypy --strict over the installed package, against the pycore installed beside it."""
+    mypy = [sys.executable, "-m", "mypy", "--python-executable", str(agent_venv / "bin" / "python"),
+            "--strict", "--no-incremental", "--cache-dir", str(tmp_path / "mypy-cache")]
+    r = subprocess.run([*mypy, "-p", PACKAGE], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
