@@ -29,7 +29,7 @@ from functools import lru_cache
 from pycore.elf.file import ElfFile, elf_errors
 from pycore.errors import ElfError
 
-__all__ = ["Function", "functions", "demangle", "resolve", "parse_spec", "find_function", "check_offset",
+__all__ = ["Function", "functions", "demangle", "demangle_cxx", "resolve", "parse_spec", "find_function", "check_offset",
            "instruction_offsets", "file_offset", "attach_uprobe", "capstone_available"]
 
 
@@ -87,6 +87,12 @@ def demangle(name: str) -> str:
             return rust
     if not name.startswith("_Z"):
         return name
+    return demangle_cxx(name)
+
+
+def demangle_cxx(name: str) -> str:
+    """``name`` through libstdc++'s ``__cxa_demangle`` only (what bcc, and so bpftrace, prints:
+    a legacy Rust name keeps its hash element); unchanged when it is not a C++ name."""
     cxa = _cxa()
     if cxa is None:
         return name

@@ -67,6 +67,15 @@ class Kallsyms:
         """Whether the kernel proper or a module has a function called ``name``."""
         return re.search(rb" [tT] " + re.escape(name.encode()) + rb"[\t\n]", self.data) is not None
 
+    def address(self, name: str) -> int | None:
+        """The address of symbol ``name`` of any type (text, data, bss: what bpftrace's
+        ``kaddr()`` takes), the first one listed; None when absent or hidden
+        (kptr_restrict shows every address as zero)."""
+        m = re.search(rb"\n([0-9a-f]+) [a-zA-Z] " + re.escape(name.encode()) + rb"[\t\n]", self.data)
+        if m is None:
+            return None
+        return int(m.group(1), 16) or None
+
 
 class TextSymbols:
     """Kernel text addresses to ``symbol+0xoff`` (where a drop or a call
