@@ -96,6 +96,16 @@ bool bpf_map__is_internal(const struct bpf_map *map);
 int bpf_map__set_pin_path(struct bpf_map *map, const char *path);
 int bpf_map__pin(struct bpf_map *map, const char *path);
 int bpf_map__unpin(struct bpf_map *map, const char *path);
+const char *bpf_map__pin_path(const struct bpf_map *map);
+bool bpf_map__is_pinned(const struct bpf_map *map);
+__u32 bpf_map__map_flags(const struct bpf_map *map);
+const char *bpf_link__pin_path(const struct bpf_link *link);
+
+/* Pinned objects and the BTF a loaded map carries (pycore.native.pinning, pycore.native.bpffs). */
+int bpf_obj_get(const char *pathname);
+struct btf *btf__load_from_kernel_by_id(__u32 id);
+const void *btf__raw_data(const struct btf *btf, __u32 *size);
+void btf__free(struct btf *btf);
 
 int bpf_map_lookup_elem(int fd, const void *key, void *value);
 int bpf_map_lookup_elem_flags(int fd, const void *key, void *value, __u64 flags);
@@ -164,10 +174,12 @@ struct bpf_test_run_opts {
     int repeat; __u32 duration; __u32 flags; __u32 cpu; __u32 batch_size;
 };
 int bpf_prog_test_run_opts(int prog_fd, struct bpf_test_run_opts *opts);
-/* Prefixes of the kernel's struct bpf_map_info and bpf_link_info (the kernel copies min(sizes)). */
+/* The kernel's struct bpf_map_info (up to map_extra, Linux 5.16) and a prefix of bpf_link_info
+ * (the kernel copies min(sizes); fields it does not have stay zero). */
 struct bpf_map_info {
     __u32 type; __u32 id; __u32 key_size; __u32 value_size; __u32 max_entries; __u32 map_flags;
-    char name[16];
+    char name[16]; __u32 ifindex; __u32 btf_vmlinux_value_type_id; __u64 netns_dev; __u64 netns_ino;
+    __u32 btf_id; __u32 btf_key_type_id; __u32 btf_value_type_id; __u32 _pad; __u64 map_extra;
 };
 struct bpf_link_info { __u32 type; __u32 id; __u32 prog_id; };
 
