@@ -80,3 +80,23 @@ class FeatureMissing(PycoreError):
         super().__init__(f"this kernel cannot {feature}: {advice}")
         self.feature = feature
         self.advice = advice
+
+
+class PinError(PycoreError):
+    """Pinned state that cannot be used: a pin directory off bpffs, an unreadable pin, ..."""
+
+
+class PinMismatch(PinError, ValueError):
+    """A map pinned by an earlier build whose layout differs from this object's map.
+
+    ``map`` is the map's name, ``path`` the pin, ``differences`` what differs
+    (pinned first, e.g. ``value size 16 != 24``), ``pin_dir`` the directory
+    to clean.
+    """
+
+    def __init__(self, message: str, map: str, path: str, differences: list[str], pin_dir: str) -> None:
+        super().__init__(message)
+        self.map = map
+        self.path = path
+        self.differences = differences
+        self.pin_dir = pin_dir

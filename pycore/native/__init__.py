@@ -11,6 +11,8 @@ ring buffers) and release them deterministically; every failure is a
 - :mod:`~pycore.native.codec`: BTF types to dataclasses and back
 - :mod:`~pycore.native.ringbuf`: ring-buffer consumers (dataclasses, callbacks, asyncio, numpy)
 - :mod:`~pycore.native.progstats`: per-program run counts and time
+- :mod:`~pycore.native.pinning`, :mod:`~pycore.native.maplayout`: opt-in pinning, reuse of matching pinned maps
+- :mod:`~pycore.native.bpffs`, :mod:`~pycore.native.objinfo`: what is pinned on bpffs, what the kernel says of it
 - :mod:`~pycore.native.shipped`: where the package's precompiled ``NAME.bpf.o`` live
 
 May import: :mod:`pycore.errors`, :mod:`btf`. Nothing above.

@@ -92,6 +92,18 @@ class Map:
         return lib.bpf_map__btf_value_type_id(self._require())
 
     @property
+    def pin_path(self) -> str | None:
+        """Where the map is (or, before load, will be) pinned; None if not (see ``BpfObject(pin_dir=)``)."""
+        p = lib.bpf_map__pin_path(self._require())
+        return None if p == ffi.NULL else ffi.string(p).decode()
+
+    @property
+    def reused(self) -> bool:
+        """Whether load() reused a map an earlier run pinned (its contents continue) rather than creating it."""
+        pinning = self._obj._pinning
+        return self._obj.loaded and pinning is not None and self.name in pinning.reused
+
+    @property
     def internal(self) -> bool:
         """A map libbpf made for .rodata/.bss/.data/.kconfig."""
         return bool(lib.bpf_map__is_internal(self._require()))

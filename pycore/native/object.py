@@ -47,8 +47,16 @@ class Link:
         return lib.bpf_link__fd(self._ptr)
 
     def pin(self, path: str) -> None:
+        """Keep the link (and its program) attached past this process, until ``path`` is unlinked."""
         self._require()
         _check(lib.bpf_link__pin(self._ptr, path.encode()), f"pin {self.description} at {path}")
+
+    @property
+    def pin_path(self) -> str | None:
+        """Where :meth:`pin` (or ``pin_links``) pinned it; None if not pinned."""
+        self._require()
+        p = lib.bpf_link__pin_path(self._ptr)
+        return None if p == ffi.NULL else ffi.string(p).decode()
 
     def unpin(self) -> None:
         self._require()
@@ -118,6 +126,9 @@ class Program:
         _check_ptr(ptr, self._what(action), log, hint)
         link = Link(ptr, f"{self.name} {action}")
         self._obj._links.append(link)
+        pinning = self._obj._pinning
+        if pinning is not None and pinning.links:
+            pinning.pin_link(link, self.name)
         return link
 
     def _attaching(self, action: str):
@@ -187,13 +198,31 @@ class BpfObject:
 
     ``source`` is a path or the object's bytes.  ``btf_custom_path`` points
     CO-RE at a BTF file for kernels without /sys/kernel/btf/vmlinux.
+
+    State across restarts and upgrades (opt-in; :mod:`pycore.native.pinning`):
+    ``pin_dir`` is a directory on bpffs (created if needed) where maps are
+    pinned and, at the next load, reused when their layout matches;
+    ``pin_maps`` chooses which (default: those the C source declares
+    ``__uint(pinning, LIBBPF_PIN_BY_NAME)``; True: all but the globals; or a
+    list of names, added to those); ``pin_links=True`` pins every link so
+    that the programs keep running while the agent is down.  Without
+    ``pin_dir`` nothing is pinned.
     """
 
     def __init__(self, source: str | os.PathLike[str] | bytes, *, name: str | None = None,
-                 btf_custom_path: str | None = None, kconfig: str | None = None) -> None:
+                 btf_custom_path: str | None = None, kconfig: str | None = None,
+                 pin_dir: str | os.PathLike[str] | None = None,
+                 pin_maps: bool | Iterable[str] | None = None, pin_links: bool = False) -> None:
         self._lock = threading.RLock()
         self._links: list[Link] = []
         self._loaded = False
+        self._pinning: Pinning | None = None
+        if pin_dir is None and (pin_maps or pin_links):
+            raise ValueError("pin_maps and pin_links need pin_dir (a directory on bpffs, e.g. /sys/fs/bpf/myagent)")
+        if pin_dir is not None:
+            from pycore.native.bpffs import require_bpffs
+
+            pin_dir = require_bpffs(os.fspath(pin_dir), "pin_dir")
         self._spec: btf.Spec | None = None
         self._globals: Globals | None = None
         if isinstance(source, (bytes, bytearray, memoryview)):
@@ -242,6 +271,14 @@ class BpfObject:
             mp = Map(self, m)
             self.maps[mp.name] = mp
             m = lib.bpf_object__next_map(ptr, m)
+        if pin_dir is not None:
+            from pycore.native.pinning import Pinning
+
+            self._pinning = Pinning(self, pin_dir, pin_maps, pin_links)
+        else:  # pinning is asked for: forget the paths libbpf derived from LIBBPF_PIN_BY_NAME declarations
+            for mp in self.maps.values():
+                if lib.bpf_map__pin_path(mp._ptr) != ffi.NULL:
+                    lib.bpf_map__set_pin_path(mp._ptr, ffi.NULL)
 
     @staticmethod
     def _open_hint(log: list[str]) -> str:
@@ -282,6 +319,19 @@ class BpfObject:
             self._spec = Spec(btf_section(self._data, self.name))
         return self._spec
 
+    @property
+    def pin_dir(self) -> str | None:
+        """The bpffs directory this object pins to (None: it pins nothing)."""
+        return self._pinning.dir if self._pinning is not None else None
+
+    def unpin(self) -> list[str]:
+        """Remove this object's pins (maps, links) and its pin directory if that leaves it empty.
+
+        The maps and links themselves live on while this object holds them;
+        returns the paths removed.
+        """
+        return self._pinning.unpin() if self._pinning is not None else []
+
     # -- globals ----------------------------------------------------------
 
     @property
@@ -299,6 +349,8 @@ class BpfObject:
         """Create maps, relocate (CO-RE) and load every autoload program."""
         with self._lock:
             self._require_open("load")
+            if self._pinning is not None:
+                self._pinning.prepare()  # refuses pinned maps that do not match, before anything loads
             with L.Capture() as log:
                 ret = lib.bpf_object__load(self._ptr)
             if ret < 0:
@@ -328,6 +380,8 @@ class BpfObject:
             return "the attach target does not exist in this kernel's BTF"
         if any("BEGIN PROG LOAD LOG" in line for line in log):
             return "rejected by the verifier"
+        if any("couldn't reuse pinned map" in line for line in log):
+            return "a pinned map does not match this object: 'pycore pins DIR --remove' or a new pin_dir"
         return ""
 
     def attach(self) -> list[Link]:
@@ -377,4 +431,7 @@ def _close_native(ptr, links: list[Link]) -> None:
 
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     from pycore.native.globals import Globals
+    from pycore.native.pinning import Pinning
