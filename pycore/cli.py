@@ -31,6 +31,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "serve": ("pycore.commands.serve", "export tools' metrics for Prometheus: pycore serve --listen 127.0.0.1:9435 TOOL..."),
     "build": ("pycore.commands.build", "compile your own BPF C into a CO-RE object: pycore build prog.bpf.c -o prog.bpf.o"),
     "cmake-dir": ("pycore.commands.cmake_dir", "print the directory of pycore's CMake package (pycore_add_bpf_object)"),
+    "pins": ("pycore.commands.pins", "list what is pinned on bpffs (maps, programs, links): pycore pins [DIR] [--remove]"),
 }
 
 
