@@ -22,14 +22,14 @@ from dataclasses import dataclass, field
 from pycore.lang import ast as A
 from pycore.lang.errors import CheckError
 from pycore.lang.probes import CtxField, Target
-from pycore.lang.types import (COMM, INT64, STRING_SIZE, UINT64, Array, Int, Ptr, Record, Stack, Str, Type,
-                                Void, from_btf, type_name)
+from pycore.lang.types import (COMM, INT64, STRING_SIZE, UINT64, USYM, Array, Inet, Int, Ptr, Record, Stack, Str,
+                                Type, Void, from_btf, type_name, width)
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from btf import Spec
 
-__all__ = ["MapInfo", "Checked", "Checker", "AGGREGATES"]
+__all__ = ["MapInfo", "Checked", "Checker", "AGGREGATES", "kernel_address"]
 
 # value kinds of maps filled by aggregation functions
 AGGREGATES = ("count", "sum", "min", "max", "avg", "stats", "hist", "lhist")
@@ -57,9 +57,7 @@ class MapInfo:
         return sum(_slot(t) for t in self.keys or ()) or 8
 
 
-def _slot(t: Type) -> int:
-    """Bytes a value takes in a key or record: 8 for scalars, the buffer for strings."""
-    return (t.size + 7) // 8 * 8 if isinstance(t, Str) else 8
+_slot = width
 
 
 @dataclass
@@ -69,6 +67,7 @@ class Checked:
     block: A.ProbeBlock
     target: Target
     types: dict[int, Type] = field(default_factory=dict)       # id(expr node) -> its type
+    consts: dict[int, int] = field(default_factory=dict)       # id(node) -> value known when checked (sizeof)
     variables: dict[str, Type] = field(default_factory=dict)   # $x -> type
 
     def type_of(self, node: A.Expr) -> Type:
@@ -175,7 +174,9 @@ class Checker:
             vt = self.expr(c, value)
             if s.op != "=" and not isinstance(vt, Int):
                 raise self.error(value, f"'{s.op}' needs an integer, not {vt}")
-            if isinstance(vt, Str):
+            if isinstance(vt, Inet):
+                self.map_value(target, m, "str", vt)
+            elif isinstance(vt, Str):
                 self.map_value(target, m, "str", Str(max(vt.size, STRING_SIZE)))
             elif isinstance(vt, (Int, Ptr)):
                 self.map_value(target, m, "int", INT64 if isinstance(vt, Ptr) else vt)
@@ -211,7 +212,7 @@ class Checker:
                 t = Ptr(t.target, t.user, t.spec)   # printed in hex, as bpftrace prints pointer keys
             elif isinstance(t, Int):
                 t = Int(8, t.signed, t.display)
-            elif not isinstance(t, (Str, Stack)):
+            elif not isinstance(t, (Str, Stack, Inet)):
                 raise self.error(k, f"a map key cannot be {t}")
             out.append(t)
         return tuple(out)
@@ -235,8 +236,10 @@ class Checker:
         return m
 
     def map_value(self, node: A.Node, m: MapInfo, kind: str, value: Type | None) -> None:
-        if m.kind and m.kind != kind:
-            raise self.error(node, f"{m.name} holds {m.kind} values elsewhere; here {kind}")
+        if m.kind and m.kind != kind or (m.value is not None and value is not None
+                                          and isinstance(m.value, Inet) != isinstance(value, Inet)):
+            raise self.error(node, f"{m.name} holds {_held(m.kind, m.value)} values elsewhere; "
+                                   f"here {_held(kind, value)}")
         m.kind = kind
         if value is not None:
             if isinstance(m.value, Str) and isinstance(value, Str):
@@ -392,12 +395,7 @@ class Checker:
         inner = self.expr(c, e.expr)
         tn = e.type
         name = tn.name.strip()
-        ints = {"int8": (1, True), "int16": (2, True), "int32": (4, True), "int64": (8, True),
-                "uint8": (1, False), "uint16": (2, False), "uint32": (4, False), "uint64": (8, False),
-                "char": (1, True), "short": (2, True), "int": (4, True), "long": (8, True),
-                "unsigned": (4, False), "unsigned int": (4, False), "unsigned long": (8, False),
-                "u8": (1, False), "u16": (2, False), "u32": (4, False), "u64": (8, False),
-                "s8": (1, True), "s16": (2, True), "s32": (4, True), "s64": (8, True)}
+        ints = _C_INTS
         if not isinstance(inner, (Int, Ptr)):
             raise self.error(e, f"cannot cast {inner} to {name}{' *' * tn.pointer_depth}")
         if tn.pointer_depth == 0:
@@ -629,24 +627,28 @@ class Checker:
             t = self.expr(c, args[0])
             if not isinstance(t, (Int, Ptr)):
                 raise self.error(args[0], f"{n}() needs an address")
-            return Int(8, False, n)
+            return USYM if n == "usym" else Int(8, False, n)
         if n == "kaddr":
             if len(args) != 1 or not isinstance(args[0], A.Str):
                 raise self.error(e, 'kaddr("symbol")')
+            if kernel_address(args[0].value) is None:
+                raise self.error(args[0], f"kaddr: no kernel symbol {args[0].value!r} in /proc/kallsyms"
+                                          " (or its addresses are hidden: kptr_restrict)")
             return UINT64
+        if n == "reg":
+            return self.reg(c, e)
         if n == "ntop":
-            if not 1 <= len(args) <= 2:
-                raise self.error(e, "ntop([af, ]address)")
-            for a in args:
-                self.expr(c, a)
-            return Int(8, False, "inet")
+            return self.ntop(c, e)
         if n in ("kstack", "ustack"):
-            limit = 127
-            for a in args:
-                if isinstance(a, A.Builtin) and a.name in ("perf", "bpftrace", "raw"):
+            limit, mode = 127, ""
+            for i, a in enumerate(args):
+                if i == 0 and isinstance(a, A.Builtin) and a.name in ("perf", "bpftrace"):
+                    mode = "" if a.name == "bpftrace" else a.name
                     continue
                 limit = self.constant(c, a)
-            return Stack(n == "ustack", limit)
+                if not 1 <= limit <= 1024:
+                    raise self.error(a, f"{n}() takes a limit of 1..1024 frames, not {limit}")
+            return Stack(n == "ustack", limit, mode=mode)
         if n == "join":
             if not args:
                 raise self.error(e, "join(array[, separator])")
@@ -657,12 +659,102 @@ class Checker:
                 self.expr(c, a)
             return Void()
         if n == "sizeof":
+            c.consts[id(e)] = self.sizeof(c, e)
             return UINT64
-        near = difflib.get_close_matches(n, ["printf", "print", "str", "strncmp", "ksym", "usym", "kaddr",
-                                             "ntop", "time", "join", "exit", "delete", "clear", "zero",
-                                             *AGGREGATES], n=1)
+        if n == "cat":
+            if not args or not isinstance(args[0], A.Str):
+                raise self.error(e, "cat() needs a file name (a format string) first")
+            types = [self.expr(c, a) for a in args[1:]]
+            from pycore.lang.output import validate_format
+
+            why = validate_format(args[0].value, types, "cat")
+            if why:
+                raise self.error(args[0], why)
+            return Void()
+        near = difflib.get_close_matches(n, ["printf", "print", "str", "strncmp", "strcontains", "ksym", "usym",
+                                             "kaddr", "ntop", "reg", "time", "join", "exit", "delete", "clear",
+                                             "zero", *AGGREGATES], n=1)
         hint = f" (did you mean {near[0]}()?)" if near else ""
         raise self.error(e, f"unknown function {n}(){hint}")
+
+
+    def sizeof(self, c: Checked, e: A.Call) -> int:
+        """sizeof(TYPE) or sizeof(expression): bytes, known when the script is checked."""
+        from btf.layout import sizeof
+
+        if len(e.args) != 1:
+            raise self.error(e, "sizeof() takes one type or expression")
+        a = e.args[0]
+        if isinstance(a, A.TypeName):
+            if a.pointer_depth:
+                return 8
+            return sizeof(self.spec.type(self.btf_type(a, a.name))) or 0
+        if isinstance(a, A.Builtin) and a.name in _C_INTS:
+            return _C_INTS[a.name][0]
+        t = self.expr(c, a)
+        if isinstance(t, Void):
+            raise self.error(a, "sizeof() of a value with no size")
+        return t.size
+
+    def reg(self, c: Checked, e: A.Call) -> Type:
+        """reg("ip"): a register of the probed context, where the context is a ``pt_regs``."""
+        from pycore.lang.probes import REGS
+
+        args = e.args
+        if len(args) != 1 or not isinstance(args[0], A.Str):
+            raise self.error(e, 'reg() takes a register name: reg("ip")')
+        kind = c.target.kind
+        if kind not in ("kprobe", "kretprobe", "uprobe", "uretprobe", "usdt", "profile"):
+            raise self.error(e, f'reg can not be used with "{kind}" probes')
+        if args[0].value not in REGS:
+            near = difflib.get_close_matches(args[0].value, list(REGS), n=1)
+            hint = f" (did you mean {near[0]!r}?)" if near else f" (registers: {', '.join(REGS)})"
+            raise self.error(args[0], f"'{args[0].value}' is not a valid register on this architecture{hint}")
+        return UINT64
+
+    def ntop(self, c: Checked, e: A.Call) -> Type:
+        """ntop([af, ]addr): an IPv4 address from an integer, IPv4/IPv6 from 4 or 16 bytes in memory."""
+        args = e.args
+        if not 1 <= len(args) <= 2:
+            raise self.error(e, "ntop([af, ]address) takes 1 or 2 arguments")
+        if len(args) == 2 and not isinstance(self.expr(c, args[0]), Int):
+            raise self.error(args[0], "ntop(): the address family must be an integer (AF_INET 2, AF_INET6 10)")
+        a = args[-1]
+        t = self.expr(c, a)
+        if isinstance(t, (Str, Array)):
+            if t.size not in (4, 16):
+                raise self.error(a, f"ntop() argument must be 4 or 16 bytes in size, not {t.size}")
+        elif not isinstance(t, (Int, Ptr)):
+            raise self.error(a, f"ntop() expects an integer or array argument, got {t}")
+        return Inet()
+
+
+_C_INTS = {"int8": (1, True), "int16": (2, True), "int32": (4, True), "int64": (8, True),
+           "uint8": (1, False), "uint16": (2, False), "uint32": (4, False), "uint64": (8, False),
+           "char": (1, True), "short": (2, True), "int": (4, True), "long": (8, True),
+           "unsigned": (4, False), "unsigned int": (4, False), "unsigned long": (8, False),
+           "u8": (1, False), "u16": (2, False), "u32": (4, False), "u64": (8, False),
+           "s8": (1, True), "s16": (2, True), "s32": (4, True), "s64": (8, True)}
+
+
+def kernel_address(name: str) -> int | None:
+    """kaddr(name): the kernel symbol's address, read once per name."""
+    if name not in _KADDR:
+        from pycore.kernel.kallsyms import Kallsyms
+
+        try:
+            _KADDR[name] = Kallsyms().address(name)
+        except OSError:
+            _KADDR[name] = None
+    return _KADDR[name]
+
+
+_KADDR: dict[str, int | None] = {}
+
+
+def _held(kind: str, value: Type | None) -> str:
+    """What a map holds, for messages: its kind, or inet (which shares the str kind's buffers)."""
+    return "inet" if isinstance(value, Inet) else kind
 
 
 def _is_runtime(e: A.Expr) -> bool:

@@ -36,8 +36,8 @@ from dataclasses import dataclass, field
 from pycore.lang import ast as A
 from pycore.lang.checker import AGGREGATES, Checked, MapInfo, member_offset
 from pycore.lang.errors import CheckError
-from pycore.lang.probes import PT_REGS, CtxField
-from pycore.lang.types import Array, Int, Ptr, Record, Stack, Str, Type, Void, from_btf
+from pycore.lang.probes import PT_REGS, REGS, CtxField
+from pycore.lang.types import Array, Inet, Int, Ptr, Record, Stack, Str, Type, Void, from_btf, is_buffer, width
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -226,7 +226,7 @@ class _Gen:
         """A variable's stack slot (scalars) or scratch region (strings), made on first use."""
         home = self.vars.get(name)
         if home is None:
-            if isinstance(t, Str):
+            if is_buffer(t):
                 home = self.f.region(t.size)
                 self._var_scratch = self.f.scratch
             else:
@@ -241,7 +241,7 @@ class _Gen:
         if isinstance(target, A.Var):
             t = self.c.variables[target.name]
             home = self.var_home(target.name, t)
-            if isinstance(t, Str):
+            if is_buffer(t):
                 self.string_into(value, home, t.size)
                 return
             self.scalar(value)
@@ -303,16 +303,21 @@ class _Gen:
             return off
         pos = off
         for k, kt in zip(ref.keys, m.keys or ()):
-            if isinstance(kt, Str):
+            if is_buffer(kt):
                 self.string_into(k, pos, kt.size)
-                pos += _align8(kt.size)
             else:
                 self.scalar(k)
-                if isinstance(kt, Stack):
-                    pass
                 e.stx(8, 8, pos, 0)
-                pos += 8
+                self.usym_pid(kt, pos)
+            pos += width(kt)
         return off
+
+    def usym_pid(self, t: Type, pos: int) -> None:
+        """After a usym address stored at scratch[pos], its process's pid (what names it at print time)."""
+        if isinstance(t, Int) and t.display == "usym":
+            self.e.call("get_current_pid_tgid")
+            self.e.alu_imm("rsh", 0, 32)
+            self.e.stx(8, 8, pos + 8, 0)
 
     def _ptr(self, reg: int, off: int) -> None:
         """reg = r8 + off (a pointer into scratch)."""
@@ -339,9 +344,11 @@ class _Gen:
         tmp = self.f.slot()
         self.e.stx(8, 10, tmp, 0)
         key = self.key(ref, m)
-        val = self.f.region(8)
+        val = self.f.region(width(m.value) if m.value is not None else 8)
         self.e.ldx(8, 0, 10, tmp)
         self.e.stx(8, 8, val, 0)
+        if m.value is not None:
+            self.usym_pid(m.value, val)
         self.map_update(m, key, val, BPF_ANY)
 
     def map_read(self, ref: A.MapRef, m: MapInfo) -> None:
@@ -572,7 +579,7 @@ class _Gen:
         fields = list(tgt.args.values())
         types: list[Type] = [f.type for f in fields]
         idx = self.layout.action(Action(TAG_PRINT_VALUE, "args", types, tuple(f.name for f in fields)))
-        size = 8 + sum(_align8(t.size) if isinstance(t, Str) else 8 for t in types)
+        size = 8 + sum(width(t) for t in types)
         rec = self.f.region(size)
         self.e.ld_imm64(0, idx)
         self.e.stx(8, 8, rec, 0)
@@ -581,6 +588,11 @@ class _Gen:
             if isinstance(f.type, Str):
                 self.ctx_string(f, pos, f.type.size)
                 pos += _align8(f.type.size)
+            elif isinstance(f.type, Array):
+                self.e.mov_reg(0, 9)
+                self.e.alu_imm("add", 0, f.offset)
+                self.read_mem(pos, f.type.size, 0, False)
+                pos += width(f.type)
             else:
                 self.ctx_load(f)
                 self.e.stx(8, 8, pos, 0)
@@ -589,23 +601,20 @@ class _Gen:
 
     def emit_record(self, idx: int, args: list[A.Expr], types: list[Type]) -> None:
         """A ring-buffer record: u64 action index, then each argument (8 bytes, or its buffer)."""
-        size = 8 + sum(_align8(t.size) if isinstance(t, (Str, Record)) else 8 for t in types)
+        size = 8 + sum(width(t) for t in types)
         rec = self.f.region(size)
         pos = rec + 8
         for a, t in zip(args, types):
-            if isinstance(t, Str):
+            if is_buffer(t):
                 self.string_into(a, pos, t.size)
-                pos += _align8(t.size)
-            elif isinstance(t, Record):
+            elif isinstance(t, (Record, Array)):
                 self.address(a)
                 self.read_mem(pos, t.size, 0, t.user)
-                pos += _align8(t.size)
             else:
                 self.scalar(a)
-                if isinstance(t, Int) and t.display == "usym":
-                    pass
                 self.e.stx(8, 8, pos, 0)
-                pos += 8
+                self.usym_pid(t, pos)
+            pos += width(t)
         self.e.ld_imm64(0, idx)
         self.e.stx(8, 8, rec, 0)
         self.output(rec, size)
@@ -663,7 +672,7 @@ class _Gen:
 
     def scalar_or_string(self, node: A.Expr) -> None:
         t = self.t(node)
-        if isinstance(t, Str):
+        if is_buffer(t):
             mark = self.f.mark()
             self.string_into(node, self.f.region(t.size), t.size)
             self.f.release(mark)
@@ -956,6 +965,11 @@ class _Gen:
         if isinstance(node, A.Unary) and node.op == "*":
             self.scalar(node.operand)
             return
+        if isinstance(node, A.Field) and isinstance(node.expr, A.Builtin) and node.expr.name == "args" \
+                and not self.c.target.args[node.name].data_loc and self.c.target.kind == "tracepoint":
+            e.mov_reg(0, 9)                 # a tracepoint field lives in the context record
+            e.alu_imm("add", 0, self.c.target.args[node.name].offset)
+            return
         if isinstance(node, A.Field):
             base_t = self.t(node.expr)
             if isinstance(base_t, Ptr):
@@ -1075,31 +1089,129 @@ class _Gen:
                 e.mov_reg(0, 6)
             return
         if n == "kaddr":
-            from pycore.kernel.kallsyms import Kallsyms
+            from pycore.lang.checker import kernel_address
 
-            addr = Kallsyms().address(node.args[0].value) if hasattr(Kallsyms, "address") else None
+            addr = kernel_address(node.args[0].value)
             if addr is None:
                 raise self.error(node, f"kaddr: no kernel symbol {node.args[0].value!r}")
             e.ld_imm64(0, addr)
             return
-        if n == "ntop":
-            self.scalar(node.args[-1])
+        if n == "reg":
+            e.ldx(8, 0, 9, REGS[node.args[0].value])
             return
         if n in ("kstack", "ustack"):
             self.stack_id(n == "ustack", t.limit)
             return
-        if n in ("strncmp", "strcontains"):
-            if n == "strncmp":
-                self.string_compare(node.args[0], node.args[1], True, self._const(node.args[2]))
-            else:
-                raise self.error(node, "strcontains() is not supported yet")
+        if n == "strncmp":
+            self.string_compare(node.args[0], node.args[1], True, self._const(node.args[2]))
+            return
+        if n == "strcontains":
+            self.strcontains(node.args[0], node.args[1])
             return
         if n == "sizeof":
-            e.mov_imm(0, 8)
+            e.mov_imm(0, self.c.consts[id(node)])
             return
         if isinstance(t, Str):
             raise self.error(node, f"{n}() is a string here")
         raise self.error(node, f"{n}() has no value")
+
+    def strcontains(self, hay: A.Expr, needle: A.Expr) -> None:
+        """r0 = 1 when ``needle`` occurs in ``hay`` (both up to their first NUL), else 0.
+
+        The haystack is built in scratch and searched at each position, a
+        bounded loop unrolled (bpftrace does the same in LLVM IR); a literal
+        needle is compared as immediates, another one read from scratch.
+        """
+        e = self.e
+        ht, nt = self.t(hay), self.t(needle)
+        a = self.f.region(ht.size)
+        self.string_into(hay, a, ht.size)
+        literal = needle.value.encode() if isinstance(needle, A.Str) else None
+        if literal == b"":
+            e.mov_imm(0, 1)                           # the empty string is in every string
+            return
+        if literal is not None and len(literal) > ht.size - 1:
+            e.mov_imm(0, 0)                           # longer than any string the haystack can hold
+            return
+        if literal is None:
+            b = self.f.region(nt.size)
+            self.string_into(needle, b, nt.size)
+        found, done, end = e.label(), e.label(), e.label()
+        for i in range(ht.size):
+            miss = e.label()
+            if literal is not None:
+                if len(literal) > ht.size - 1 - i:
+                    break                             # cannot fit before the buffer's last byte
+                for j, ch in enumerate(literal):
+                    e.ldx(1, 1, 8, a + i + j)
+                    e.jmp_imm("jne", 1, ch, miss)
+                e.ja(found)
+            else:
+                for j in range(min(nt.size, ht.size - i)):
+                    e.ldx(1, 2, 8, b + j)
+                    e.jmp_imm("jeq", 2, 0, found)    # the whole needle matched
+                    e.ldx(1, 1, 8, a + i + j)
+                    e.jmp_reg("jne", 1, 2, miss)
+                if nt.size <= ht.size - i:
+                    e.ja(found)                       # a needle as long as its buffer matched
+            e.place(miss)
+            e.ldx(1, 1, 8, a + i)
+            e.jmp_imm("jeq", 1, 0, done)            # the haystack ended: not found
+        e.place(done)
+        e.mov_imm(0, 0)
+        e.ja(end)
+        e.place(found)
+        e.mov_imm(0, 1)
+        e.place(end)
+
+    def inet_into(self, node: A.Expr, dst: int) -> None:
+        """scratch[dst:dst+24] = an inet value: the address family, then the address bytes (bpftrace's layout)."""
+        e = self.e
+        for i in range(0, 24, 8):
+            e.st(8, 8, dst + i, 0)
+        if isinstance(node, A.Call) and node.name == "ntop":
+            arg = node.args[-1]
+            at = self.t(arg)
+            if len(node.args) == 2:
+                self.scalar(node.args[0])
+                e.stx(8, 8, dst, 0)
+            else:
+                e.st(8, 8, dst, 10 if isinstance(at, (Str, Array)) and at.size == 16 else 2)  # AF_INET6 / AF_INET
+            if isinstance(at, (Int, Ptr)):
+                self.scalar(arg)
+                e.stx(4, 8, dst + 8, 0)                 # the low 32 bits, as bpftrace stores them
+            else:
+                self.address(arg)
+                self.read_mem(dst + 8, at.size, 0, getattr(at, "user", False) or self._user(arg))
+            return
+        if isinstance(node, A.Ternary):
+            other, done = e.label(), e.label()
+            self.scalar(node.cond)
+            e.jmp_imm("jeq", 0, 0, other)
+            self.inet_into(node.then, dst)
+            e.ja(done)
+            e.place(other)
+            self.inet_into(node.else_, dst)
+            e.place(done)
+            return
+        if isinstance(node, A.Var):
+            home = self.vars_get(node)
+            for i in range(0, 24, 8):
+                e.ldx(8, 1, 8, home + i)
+                e.stx(8, 8, dst + i, 1)
+            return
+        if isinstance(node, A.MapRef):
+            m = self.layout.maps["@" + node.name]
+            key = self.key(node, m)
+            self.map_lookup(m, key)
+            done = e.label()
+            e.jmp_imm("jeq", 0, 0, done)
+            for i in range(0, 24, 8):
+                e.ldx(8, 1, 0, i)
+                e.stx(8, 8, dst + i, 1)
+            e.place(done)
+            return
+        raise self.error(node, "an inet value comes from ntop()")
 
     # strings
 
@@ -1107,6 +1219,9 @@ class _Gen:
         """scratch[dst:dst+size] = the string ``node``, NUL-terminated and zero-padded."""
         e = self.e
         t = self.t(node)
+        if isinstance(t, Inet):
+            self.inet_into(node, dst)
+            return
         for i in range(0, _align8(size), 8):
             e.st(8, 8, dst + i, 0)
         if isinstance(node, A.Str) or (isinstance(node, A.Positional)):

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from pycore.elf.stapsdt import Arg
     from pycore.listing.kernel import Lister
 
-__all__ = ["CtxField", "Target", "Resolver", "PROG_KPROBE", "PROG_TRACEPOINT", "PROG_PERF_EVENT",
+__all__ = ["CtxField", "Target", "Resolver", "REGS", "PROG_KPROBE", "PROG_TRACEPOINT", "PROG_PERF_EVENT",
            "PROG_RAW_TRACEPOINT", "PROG_TRACING"]
 
 # enum bpf_prog_type / bpf_attach_type (uapi, stable)
@@ -38,6 +38,10 @@ PT_REGS = {"r15": 0, "r14": 8, "r13": 16, "r12": 24, "rbp": 32, "rbx": 40, "r11"
            "r9": 64, "r8": 72, "rax": 80, "rcx": 88, "rdx": 96, "rsi": 104, "rdi": 112,
            "rip": 128, "rsp": 152}
 ARG_REGS = ("rdi", "rsi", "rdx", "rcx", "r8", "r9")
+# reg("NAME"): bpftrace's register names on x86-64, at their pt_regs offsets
+REGS = {name: 8 * i for i, name in enumerate(
+    ("r15", "r14", "r13", "r12", "bp", "bx", "r11", "r10", "r9", "r8", "ax", "cx", "dx", "si", "di",
+     "orig_ax", "ip", "cs", "flags", "sp", "ss"))}
 MAX_FENTRY_ARGS = 12
 
 _ALIASES = {"fentry": "kfunc", "fexit": "kretfunc"}
@@ -112,6 +116,12 @@ class Resolver:
     @property
     def spec(self) -> Spec:
         return self.lister.spec
+
+    def _spec_or_none(self) -> Spec | None:
+        try:
+            return self.spec
+        except Exception:  # noqa: BLE001 - without BTF, array fields stay integers
+            return None
 
     def _listed(self, kind: str, target: str, module: str | None = None) -> list[str]:
         from pycore.listing.patterns import ProbePattern
@@ -196,7 +206,7 @@ class Resolver:
             for f in fields:
                 if f.is_common:
                     continue
-                t.args[f.name] = _tracefs_field(f, user=c == "syscalls")
+                t.args[f.name] = _tracefs_field(f, user=c == "syscalls", spec=self._spec_or_none())
             t.args_record = (f"{c}:{n}", max((f.offset + f.size for f in fields), default=0))
             out.append(t)
         return out
@@ -336,7 +346,9 @@ class Resolver:
             seen.add(f.address)
             from pycore.elf.symbols import file_offset
 
-            t = Target(f"{kind}:{path}:{f.demangled}" + (f"+{offset}" if offset else ""), kind, func=f.demangled,
+            # the probe is named by the symbol as the file has it (bpftrace's probe builtin prints
+            # the mangled C++ name), func by its demangled name
+            t = Target(f"{kind}:{path}:{f.name}" + (f"+{offset}" if offset else ""), kind, func=f.demangled,
                        prog_type=PROG_KPROBE, user=True,
                        attach=("uprobe", path, file_offset(path, f.address) + (offset or 0), ret, 0))
             t.argn = [CtxField(f"arg{i}", UINT64, PT_REGS[r]) for i, r in enumerate(ARG_REGS)]
@@ -389,16 +401,37 @@ def _arg_field(name: str, t: Type, offset: int) -> CtxField:
     return CtxField(name, t, offset)
 
 
-def _tracefs_field(f, user: bool) -> CtxField:  # noqa: ANN001 (a pycore.kernel.tracefs.Field)
+def _tracefs_field(f, user: bool, spec: Spec | None = None) -> CtxField:  # noqa: ANN001 (a tracefs.Field)
     decl = f.decl
     if decl.startswith("__data_loc"):
         return CtxField(f.name, Str(), f.offset, 4, False, data_loc=True)
     if "[" in decl and ("char" in decl.split("[")[0]):
         return CtxField(f.name, Str(f.size), f.offset, f.size, False)
+    if "[" in decl and spec is not None:
+        # an array of integers (``__u8 saddr_v6[16]``): its element type from BTF, by name
+        arr = _tracefs_array(spec, decl.split("[")[0].rsplit(None, 1)[0], f.size)
+        if arr is not None:
+            return CtxField(f.name, arr, f.offset, f.size, False)
     if "*" in decl:
         return CtxField(f.name, Ptr(0, user), f.offset, 8, False)
     size = f.size if f.size in (1, 2, 4, 8) else 8
     return CtxField(f.name, Int(8, f.signed), f.offset, size, f.signed)
+
+
+def _tracefs_array(spec: Spec, elem: str, size: int) -> Type | None:
+    from btf.kinds import Kind
+    from btf.layout import sizeof
+
+    from pycore.lang.types import Array
+
+    elem = elem.replace("const ", "").strip()
+    ids = spec.ids_named(elem, (Kind.TYPEDEF, Kind.INT))
+    if not ids:
+        return None
+    esize = sizeof(spec.type(ids[0]))
+    if not esize or size % esize:
+        return None
+    return Array(ids[0], size // esize, esize, False, spec)
 
 
 def tracefs_mounted() -> bool:

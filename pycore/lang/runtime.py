@@ -25,7 +25,7 @@ from pycore.lang.codegen import (SCRATCH_SIZE, TAG_CAT, TAG_CLEAR, TAG_EXIT, TAG
                                   generate)
 from pycore.lang.errors import ProbeError
 from pycore.lang.probes import PROG_RAW_TRACEPOINT, Resolver, Target
-from pycore.lang.types import Int, Ptr, Record, Stack, Str, Type
+from pycore.lang.types import Array, Inet, Int, Ptr, Record, Stack, Str, Type, width
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -45,8 +45,9 @@ MAP_HASH, MAP_ARRAY, MAP_PERCPU_HASH, MAP_PERCPU_ARRAY, MAP_STACK_TRACE, MAP_RIN
 class Event:
     """One output of a running script, as the Python API hands it out.
 
-    ``kind`` is ``printf``, ``print``, ``time``, ``join``, ``map`` (a map
-    printed by ``print(@m)`` or at the end), or ``lost``; ``text`` is what
+    ``kind`` is ``printf``, ``print``, ``time``, ``join``, ``cat``,
+    ``syscall`` (system()'s output), ``map`` (a map printed by ``print(@m)``
+    or at the end), ``lost``, or ``error`` (for stderr: a file cat() cannot open); ``text`` is what
     bpftrace would print; ``value`` the Python value (for ``map``, a dict).
     """
 
@@ -54,6 +55,7 @@ class Event:
     text: str
     value: Any = None
     name: str = ""
+    value_type: Any = None     # print(x): x's trace type (how -f json writes it)
 
 
 @dataclass
@@ -150,7 +152,7 @@ class Script:
         for m in self.layout.maps.values():
             kind = m.kind
             key_size = m.key_size + (8 if kind in ("hist", "lhist") else 0)
-            value_size = _VALUE_SIZES.get(kind) or ((m.value.size + 7) // 8 * 8 if isinstance(m.value, Str) else 8)
+            value_size = _VALUE_SIZES.get(kind) or (width(m.value) if m.value is not None else 8)
             map_type = MAP_PERCPU_HASH if kind in AGGREGATES else MAP_HASH
             mp = create_map(map_type, key_size, value_size, self.map_keys, name=_map_name(m.name))
             self._maps[m.name] = mp
@@ -206,7 +208,7 @@ class Script:
         reason = next((ln for ln in reversed(lines) if not re.match(r"^\d+: |^processed |^verification time|^stack depth", ln)),
                       "") or str(exc)
         m = re.search(r"processed (\d+) insns \(limit (\d+)\)", log)
-        if m:
+        if m and int(m.group(1)) >= int(m.group(2)) or "too large" in log or "too complex" in log:
             reason = (f"the verifier gave up after {int(m.group(2)):,} instructions: a loop it cannot bound "
                       "(bound while loops by a constant, e.g. while ($i < 100))")
         if getattr(exc, "errno", 0) == 1 and c.target.kind in ("kfunc", "kretfunc"):
@@ -337,7 +339,10 @@ class Script:
                 text = O.format_fields(dict(zip(a.extra, values)), a.args)
             else:
                 text = O.format_value(values[0], a.args[0])
-            yield Event("print", text + "\n", values[0] if a.text != "args" else dict(zip(a.extra, values)))
+            if a.text == "args":
+                yield Event("print", text + "\n", dict(zip(a.extra, values)))
+            else:
+                yield Event("print", text + "\n", values[0], value_type=a.args[0])
         elif tag == TAG_JOIN:
             parts = [s.split(b"\0", 1)[0].decode("utf-8", "replace") for s in
                      (data[8 + 64 * i: 8 + 64 * (i + 1)] for i in range(16))]
@@ -350,28 +355,36 @@ class Script:
                 import subprocess
 
                 r = subprocess.run(text, shell=True, capture_output=True, text=True)  # noqa: S602 - --unsafe
-                yield Event("printf", r.stdout, r.stdout)
+                yield Event("syscall", r.stdout, r.stdout)      # bpftrace's json type for system()
             else:
                 try:
                     with open(text) as f:
-                        yield Event("printf", f.read(), text)
+                        yield Event("cat", f.read(), text)
                 except OSError as e:
-                    yield Event("printf", f"{text}: {e.strerror}\n", text)
+                    yield Event("error", f"ERROR: failed to open file '{text}': {e.strerror}\n", text)
 
     def _values(self, data: bytes, types: list[Type]) -> list[Any]:
         out: list[Any] = []
         pos = 8
         for t in types:
-            if isinstance(t, (Str, Record)):
-                size = (t.size + 7) // 8 * 8
-                raw = data[pos:pos + t.size]
-                out.append(_cstr(raw) if isinstance(t, Str) else raw)
-                pos += size
-            else:
-                (v,) = struct.unpack_from("<Q", data, pos)
-                out.append(self._scalar(v, t))
-                pos += 8
+            out.append(self._decode(data, pos, t))
+            pos += width(t)
         return out
+
+    def _decode(self, data: bytes, pos: int, t: Type) -> Any:
+        """The value of type ``t`` at ``data[pos:]`` (a record, key or map value), as printed."""
+        if isinstance(t, Str):
+            return _cstr(data[pos:pos + t.size])
+        if isinstance(t, (Record, Array)):
+            return data[pos:pos + t.size]
+        if isinstance(t, Inet):
+            from pycore.lang.output import format_inet
+
+            return format_inet(data[pos:pos + 24])
+        (v,) = struct.unpack_from("<Q", data, pos)
+        if isinstance(t, Int) and t.display == "usym":
+            return self.usym(v, struct.unpack_from("<Q", data, pos + 8)[0] if len(data) >= pos + 16 else 0)
+        return self._scalar(v, t)
 
     def _scalar(self, v: int, t: Type) -> Any:
         if isinstance(t, Int):
@@ -379,8 +392,6 @@ class Script:
                 v -= 1 << 64
             if t.display == "ksym":
                 return self.ksym(v)
-            if t.display == "usym":
-                return self.usym(v)
             return v
         if isinstance(t, Stack):
             return self.stack(v, t)
@@ -396,24 +407,47 @@ class Script:
         found = self._ksyms.lookup(addr)
         return found[0] if found else f"0x{addr:x}"
 
-    def usym(self, addr: int) -> str:
-        return f"0x{addr:x}"
+    @property
+    def user_symbols(self):  # noqa: ANN201 - pycore.lang.usyms.UserSymbols
+        if not hasattr(self, "_usyms"):
+            from pycore.lang.usyms import UserSymbols
 
-    def stack(self, key: int, t: Stack) -> tuple[str, ...]:
-        from pycore.lang.codegen import BPF_F_USER_STACK  # noqa: F401
+            self._usyms = UserSymbols()
+        return self._usyms
 
+    def usym(self, addr: int, pid: int) -> str:
+        """usym(addr) as bpftrace prints it: the symbol of ``addr`` in process ``pid``, or the address."""
+        from pycore.lang.usyms import format_usym
+
+        return format_usym(self.user_symbols.lookup(pid, addr) if pid else (None, 0, None), addr)
+
+    def stack(self, key: int, t: Stack) -> tuple[str, ...] | str:
+        """A kstack/ustack: its frames (bpftrace mode), or the text bpftrace's perf mode prints."""
         sid = key & 0xFFFFFFFF
         if sid >= 1 << 31:
-            return ()
+            return () if not t.mode else "\n"
         name = f"$stack:{'u' if t.user else 'k'}:{t.limit}"
         mp = self._maps.get(name)
-        if mp is None:
-            return ()
-        raw = mp.lookup(struct.pack("<I", sid))
+        raw = mp.lookup(struct.pack("<I", sid)) if mp is not None else None
         if raw is None:
-            return ()
-        addrs = [a for a in struct.unpack(f"<{len(raw) // 8}Q", raw) if a][: t.limit]
-        return tuple(self.ksym_offset(a) if not t.user else self.usym(a) for a in addrs)
+            return () if not t.mode else "\n"
+        addrs: list[int] = []
+        for a in struct.unpack(f"<{len(raw) // 8}Q", raw)[: t.limit]:
+            if not a:
+                break
+            addrs.append(a)
+        if t.user:
+            from pycore.lang.usyms import format_frame
+
+            pid = key >> 32
+            frames = tuple(format_frame(self.user_symbols.lookup(pid, a), a, t.mode == "perf") for a in addrs)
+        else:
+            frames = tuple(self.ksym_offset(a) for a in addrs)
+            if t.mode == "perf":
+                frames = tuple(f"\t{a:x} {f}" for a, f in zip(addrs, frames))
+        if t.mode == "perf":
+            return "\n" + "".join(f + "\n" for f in frames)
+        return frames
 
     def ksym_offset(self, addr: int) -> str:
         from pycore.kernel.kallsyms import TextSymbols
@@ -435,19 +469,24 @@ class Script:
         if mp is None:
             return []
         percpu = m.kind in AGGREGATES
-        out: dict[tuple, Any] = {}
+        # by the key's bytes: two keys may print alike (usym names, ntop of AF_INET with other
+        # bytes behind) and are still two elements, as bpftrace prints them
+        out: dict[bytes, tuple[tuple, Any]] = {}
         hist = m.kind in ("hist", "lhist")
         for kb in mp.keys():
             vals = mp.lookup_percpu(kb) if percpu else [mp.lookup(kb)]
             if vals is None or any(v is None for v in vals):
                 continue
-            key = self._key(kb, m)
+            raw = bytes(kb[:m.key_size])
             if hist:
                 bucket = struct.unpack_from("<Q", kb, m.key_size)[0]
-                out.setdefault(key, {})[bucket] = sum(struct.unpack_from("<Q", v)[0] for v in vals)
+                entry = out.get(raw)
+                if entry is None:
+                    entry = out[raw] = (self._key(kb, m), {})
+                entry[1][bucket] = sum(struct.unpack_from("<Q", v)[0] for v in vals)
                 continue
-            out[key] = self._combine(m, vals)
-        return list(out.items())
+            out[raw] = (self._key(kb, m), self._combine(m, vals))
+        return list(out.values())
 
     def _key(self, kb: bytes, m: MapInfo) -> tuple:
         if not m.keys:
@@ -455,12 +494,8 @@ class Script:
         out = []
         pos = 0
         for t in m.keys:
-            if isinstance(t, Str):
-                out.append(_cstr(kb[pos:pos + t.size]))
-                pos += (t.size + 7) // 8 * 8
-            else:
-                out.append(self._scalar(struct.unpack_from("<Q", kb, pos)[0], t))
-                pos += 8
+            out.append(self._decode(kb, pos, t))
+            pos += width(t)
         return tuple(out)
 
     def _combine(self, m: MapInfo, vals: list[bytes]) -> Any:
@@ -475,10 +510,7 @@ class Script:
         if kind in ("min", "max"):
             seen = [struct.unpack_from("<q", v)[0] for v in vals if struct.unpack_from("<Q", v, 8)[0]]
             return (min if kind == "min" else max)(seen) if seen else 0
-        v = vals[0]
-        if kind == "str":
-            return _cstr(v)
-        return self._scalar(struct.unpack_from("<Q", v)[0], m.value or Int(8, True))
+        return self._decode(vals[0], 0, m.value or Int(8, True))
 
     def map_value(self, name: str) -> Any:
         """A map as a Python value: {key: value} (a one-part key bare, stacks as tuples of frames),

@@ -163,11 +163,15 @@ class TraceRunner:
     def emit(self, ev: Event) -> None:
         from pycore.lang import output as O
 
+        if ev.kind == "error":
+            self.err.write(ev.text)
+            self.err.flush()
+            return
         if self.json:
             if ev.kind == "map":
                 line = self.script.map_json(ev.name, *getattr(ev, "extra", ()))
             elif ev.kind == "print":
-                line = O.value_json(ev.value)
+                line = O.value_json(ev.value, ev.value_type)
             elif ev.kind == "join":
                 line = O.json_message("join", ev.text.rstrip("\n"))
             else:

@@ -16,8 +16,8 @@ if TYPE_CHECKING:
     from btf import Spec
     from btf import types as T
 
-__all__ = ["Type", "Int", "Str", "Ptr", "Record", "Array", "Stack", "Void", "INT64", "UINT64",
-           "STRING_SIZE", "COMM", "from_btf", "type_name"]
+__all__ = ["Type", "Int", "Str", "Ptr", "Record", "Array", "Stack", "Inet", "Void", "INT64", "UINT64",
+           "STRING_SIZE", "COMM", "USYM", "from_btf", "type_name", "width", "is_buffer"]
 
 STRING_SIZE = 64   # bpftrace's default for str() and string map values
 
@@ -90,14 +90,28 @@ class Array(Type):
 
 @dataclass(frozen=True)
 class Stack(Type):
-    """A stack id from bpf_get_stackid; ``user`` stacks are keyed with the pid too."""
+    """A stack id from bpf_get_stackid; ``user`` stacks are keyed with the pid too.
+
+    ``mode`` is bpftrace's stack mode: "" (its default, ``bpftrace``) or ``perf``.
+    """
 
     user: bool = False
     limit: int = 127
     size: int = 8
+    mode: str = ""
 
     def __str__(self) -> str:
         return "ustack" if self.user else "kstack"
+
+
+@dataclass(frozen=True)
+class Inet(Type):
+    """What ``ntop()`` gives, as bpftrace's inet type: the address family (8 bytes), then 16 address bytes."""
+
+    size: int = 24
+
+    def __str__(self) -> str:
+        return "inet"
 
 
 @dataclass(frozen=True)
@@ -111,6 +125,25 @@ class Void(Type):
 INT64 = Int(8, True)
 UINT64 = Int(8, False)
 COMM = Str(16)
+USYM = Int(8, False, "usym")     # an address; in records, keys and values the pid follows it
+
+
+def is_buffer(t: Type) -> bool:
+    """Values built in a buffer (written into place), not computed in a register: strings, inet."""
+    return isinstance(t, (Str, Inet))
+
+
+def width(t: Type) -> int:
+    """Bytes a value of type ``t`` takes in a map key, a map value or an output record.
+
+    A ``usym`` value carries the pid after the address, as bpftrace's does:
+    the address means something only in its process.
+    """
+    if isinstance(t, (Str, Record, Inet)):
+        return (t.size + 7) // 8 * 8
+    if isinstance(t, Int) and t.display == "usym":
+        return 16
+    return 8
 
 
 def type_name(spec: Spec | None, type_id: int) -> str:

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from btf import Spec
 
 __all__ = ["btf_layout", "format_btf", "format_value", "format_key", "format_fields", "stack_text",
-           "is_stack_type", "quoted"]
+           "is_stack_type", "quoted", "format_inet"]
 
 _M64 = (1 << 64) - 1
 TEXT, JSON, KEY = "text", "json", "key"
@@ -183,6 +183,19 @@ def format_btf(data: Any, spec: Spec, type_id: int, *, json: bool = False, key: 
 
 
 # -- values of the trace language ----------------------------------------------------------------
+
+def format_inet(raw: bytes) -> str:
+    """ntop()'s value (the address family as 8 bytes, then 16 address bytes) as bpftrace prints it:
+    inet_ntop's text for AF_INET and AF_INET6, nothing for another family."""
+    import socket
+
+    af = int.from_bytes(raw[:8], "little", signed=True)
+    if af == socket.AF_INET:
+        return socket.inet_ntop(socket.AF_INET, raw[8:12])
+    if af == socket.AF_INET6:
+        return socket.inet_ntop(socket.AF_INET6, raw[8:24])
+    return ""
+
 
 def stack_text(frames: Sequence[str] | str, indent: int = 8) -> str:
     """A kstack/ustack as bpftrace prints one: a newline, then each frame indented, each on its line."""
