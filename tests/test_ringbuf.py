@@ -240,6 +240,19 @@ def test_ring_wraps_around(make):
     assert rb.lost == 0
 
 
+def test_read_batch_wraps_around_and_closes(make):
+    """Runs that cross the end of the ring (read through its second mapping), then close() with no view left."""
+    pytest.importorskip("numpy")
+    _, rb = make(ring_size=4096)
+    seqs = []
+    for _ in range(20):
+        _trigger(30)
+        seqs.extend(rb.read_batch()["seq"].tolist())
+    assert seqs == list(range(600))
+    rb.close()
+    assert rb.closed
+
+
 def test_close_twice_and_use_after_close(make):
     _, rb = make()
     with rb:

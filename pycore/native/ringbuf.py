@@ -393,14 +393,24 @@ class RingBuffer:
                 parts.append(np.frombuffer(b"".join(slow), dtype=dtype))
                 slow.clear()
             rec = self._np_dtypes.get(stride)
-            if rec is None:
+            if rec is None:  # the payload as opaque bytes: numpy copies a void field in one piece, not field by field
                 rec = self._np_dtypes[stride] = np.dtype(
-                    {"names": ["ev"], "formats": [dtype], "offsets": [HEADER_SIZE], "itemsize": stride})
-            parts.append(np.frombuffer(mm, dtype=rec, count=n, offset=base + off)["ev"].copy())
+                    {"names": ["ev"], "formats": [f"V{dtype.itemsize}"], "offsets": [HEADER_SIZE], "itemsize": stride})
+            parts.append(np.frombuffer(mm, dtype=rec, count=n, offset=base + off)["ev"].copy().view(dtype))
 
         with self._lock:
             if not self._closing:
-                self._walk(run, max_events)
+                # Headers checked in numpy: a Python list of 1.5 M length words cost as much as the copy.
+                words = np.frombuffer(mm, dtype=np.uint32, offset=base)
+
+                def same(first: int, n: int, step: int, hdr: int) -> int:
+                    differ = words[first:first + n * step:step] != hdr
+                    return int(differ.argmax()) if differ.any() else n
+
+                try:
+                    self._walk(run, max_events, same)
+                finally:
+                    del words, same  # views of the mapping: close() cannot unmap while they live
         if slow:
             parts.append(np.frombuffer(b"".join(slow), dtype=dtype))
         if not parts:
@@ -483,12 +493,22 @@ class RingBuffer:
                 gc.enable()
         return out
 
-    def _walk(self, run: Callable[[int, int, int, int], None], limit: int | None) -> int:
+    def _same_headers(self, first: int, n: int, step: int, hdr: int) -> int:
+        """How many of ``n`` records, the first at word ``first`` and ``step`` words apart, have header ``hdr``."""
+        lens = self._words[first:first + n * step:step].tolist()
+        if lens.count(hdr) == n:
+            return n
+        return next(i for i, w in enumerate(lens) if w != hdr)
+
+    def _walk(self, run: Callable[[int, int, int, int], None], limit: int | None,
+              same: Callable[[int, int, int, int], int] | None = None) -> int:
         """Hand runs of same-length records to ``run(offset, count, stride, length)``.
 
         ``offset`` is into the (double-mapped) data area.  Advances
         consumer_pos after each run; returns the number of records handed.
+        ``same`` checks a run's headers (default :meth:`_same_headers`).
         """
+        same = same or self._same_headers
         words, mask = self._words, self._mask
         cons = self._cons_pos
         prod = self._prod[0]
@@ -510,11 +530,7 @@ class RingBuffer:
             if 0 <= left < n:
                 n = left
             if n > 1:
-                step = stride >> 2
-                first = off >> 2
-                lens = words[first:first + n * step:step].tolist()
-                if lens.count(hdr) != n:
-                    n = next(i for i, w in enumerate(lens) if w != hdr)
+                n = same(off >> 2, n, stride >> 2, hdr)
             run(off, n, stride, length)
             cons += n * stride
             handed += n
