@@ -43,6 +43,7 @@ struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 8 * 1024 * 1024);
 } events SEC(".maps");
+PYCORE_RING_EVENT(events, struct bench_event);
 
 /* Force BTF for the event type so user space can decode it from the object. */
 struct bench_event _bench_event_btf = {};

@@ -50,4 +50,19 @@ static __always_inline void *pycore_reserve(void *ringbuf, __u64 size)
 	return sample;
 }
 
+/*
+ * Which struct a ring buffer carries, for typed skeletons (`pycore skel`):
+ *
+ *	struct { __uint(type, BPF_MAP_TYPE_RINGBUF); ... } events SEC(".maps");
+ *	PYCORE_RING_EVENT(events, struct exec_event);
+ *
+ * Ring buffer maps have no value type, so this leaves one in the object's
+ * BTF: a pointer variable __pycore_ring_event__MAP of the event's type, in a
+ * section of its own (.pycore.ring) that libbpf skips (no map, no global);
+ * weak, so that several linked sources may say it. `pycore skel` reads it
+ * (`--ring MAP=STRUCT` on its command line overrides it).
+ */
+#define PYCORE_RING_EVENT(map, type) \
+	type *__pycore_ring_event__##map SEC(".pycore.ring") __attribute__((weak, unused))
+
 #endif /* PYCORE_BPF_H */

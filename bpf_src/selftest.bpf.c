@@ -41,6 +41,7 @@ struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 256 * 1024);
 } events SEC(".maps");
+PYCORE_RING_EVENT(events, struct selftest_event);
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);

@@ -39,6 +39,7 @@ struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 64 * 1024);
 } events SEC(".maps");
+PYCORE_RING_EVENT(events, struct ringbuf_test_event);
 
 struct ringbuf_test_event _ringbuf_test_event_btf = {};
 

@@ -28,6 +28,7 @@ struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 1024 * 1024);
 } events SEC(".maps");
+PYCORE_RING_EVENT(events, struct uprobe_args_event);
 
 static __always_inline void emit(struct pt_regs *ctx, __u32 kind, __s64 a0, __s64 a1)
 {

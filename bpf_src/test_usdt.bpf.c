@@ -22,6 +22,7 @@ struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 16 * 1024 * 1024);
 } events SEC(".maps");
+PYCORE_RING_EVENT(events, struct usdt_hit_event);
 
 SEC("uprobe")
 int usdt_hit(struct pt_regs *ctx)

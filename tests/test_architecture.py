@@ -28,6 +28,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("pycore.kernel",),
     ("pycore.elf",),
     ("pycore.listing",),
+    ("pycore.skel",),  # typed skeletons: native below it; generated modules import pycore.skel
     ("pycore.lang",),
     ("pycore.tools",),
     ("pycore.embed",),

@@ -31,6 +31,7 @@ struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 256 * 1024);
 } events SEC(".maps");
+PYCORE_RING_EVENT(events, struct fget_event);
 
 static __always_inline int emit(struct file *file, long fd, __u32 via)
 {

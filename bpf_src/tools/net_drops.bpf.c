@@ -57,6 +57,7 @@ struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 256 * 1024);
 } events SEC(".maps");
+PYCORE_RING_EVENT(events, struct net_drops_event);
 
 static __always_inline __u32 netns_of(struct net *net)
 {

@@ -39,6 +39,7 @@ struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 1024 * 1024);
 } events SEC(".maps");
+PYCORE_RING_EVENT(events, struct pg_query_event);
 
 SEC("uprobe")
 int query_start(struct pt_regs *ctx)

@@ -32,6 +32,7 @@ struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 1024 * 1024);
 } events SEC(".maps");
+PYCORE_RING_EVENT(events, struct args_event);
 
 SEC("fentry/vfs_read")
 int print_args_entry(unsigned long long *ctx)

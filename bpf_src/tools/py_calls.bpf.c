@@ -74,6 +74,7 @@ struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 32 * 1024 * 1024);
 } events SEC(".maps");
+PYCORE_RING_EVENT(events, struct py_call_event);
 
 /* The current thread's id in its own pid namespace: what gettid() returned
  * to CPython when it filled native_thread_id. */

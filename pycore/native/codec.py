@@ -460,6 +460,19 @@ class CodecRegistry:
         self._composites: dict[int, _Composite] = {}
         self._enums: dict[int, type[enum.IntEnum]] = {}
         self._padded: dict[tuple[int, int], struct.Struct] = {}
+        self._given: dict[int, type] = {}
+
+    def use_classes(self, classes: dict[int, type]) -> None:
+        """Decode these BTF types (id -> class) to the given dataclasses and IntEnums
+        instead of generated ones: a typed skeleton's classes (:mod:`pycore.skel`).
+
+        Call before any codec of the spec is made; each class is checked
+        against the BTF (fields in order, enum members) when first used, and a
+        mismatch is a ValueError saying what differs."""
+        made = [i for i in classes if i in self._composites or i in self._enums]
+        if made:
+            raise ValueError(f"use_classes: BTF types {made} already have classes (call it before decoding)")
+        self._given.update(classes)
 
     def codec(self, t: T.Type) -> Codec:
         c = self._codecs.get(t.id)
@@ -487,6 +500,15 @@ class CodecRegistry:
         if cls is None:
             name = _camel(t.name) if t.name else f"Enum{t.id}"
             members = [(v.name, v.value) for v in t.values if v.name.isidentifier()]
+            given = self._given.get(t.id)
+            if given is not None:
+                btf_members = dict(members)
+                wrong = [m.name for m in given if btf_members.get(m.name) != m.value]  # type: ignore[attr-defined]
+                if not issubclass(given, enum.IntEnum) or wrong:
+                    raise ValueError(f"{given.__name__} does not match BTF enum {t.name or t.id} "
+                                     f"(members {', '.join(wrong) or 'not an IntEnum'})")
+                self._enums[t.id] = given
+                return given
             cls = enum.IntEnum(name, members or [("_EMPTY", 0)])  # type: ignore[misc]
             cls.__doc__ = f"BTF enum {t.name or '(anonymous)'} (type {t.id})"
             self._enums[t.id] = cls
@@ -506,6 +528,14 @@ class CodecRegistry:
         taken: set[str] = set()
         is_union = t.kind == Kind.UNION
         self._flatten(t, 0, fields, taken, is_union)
+        given = self._given.get(t.id)
+        if given is not None:
+            have = [f.name for f in dataclasses.fields(given)] if dataclasses.is_dataclass(given) else None
+            if have != [f.name for f in fields]:
+                raise ValueError(f"{given.__name__} does not match BTF {'union' if is_union else 'struct'} "
+                                 f"{t.name or t.id}: fields {have} != {[f.name for f in fields]}")
+            comp = self._composites[t.id] = _Composite(fields, given)
+            return comp
         specs = []
         for f in fields:
             if f.in_union:
