@@ -78,7 +78,8 @@ def test_template_wheel_carries_object_and_skeleton(agent_venv: pathlib.Path,
         record_property(what, f"{seconds:.1f}")
     pkg = site_packages(agent_venv) / PACKAGE
     installed = {p.name for p in pkg.iterdir()}
-    assert {"counter.bpf.o", "cli.py", "py.typed"} <= installed, installed
+    assert {"counter.bpf.o", "counter_skel.py", "counter_skel.pyi", "cli.py", "py.typed"} <= installed, installed
+    assert "class Counter(_skel.Skeleton):" in (pkg / "counter_skel.py").read_text()
     assert "counter.bpf.c" not in installed  # the wheel carries the object, not the source
     assert (pkg / "counter.bpf.o").read_bytes()[:4] == b"\x7fELF"
     # the pycore the template was built and runs against is this tree's, not PyPI's unrelated "pycore"

@@ -14,7 +14,6 @@ import argparse
 import dataclasses
 import json
 import os
-import pathlib
 import signal
 import sys
 import time
@@ -22,8 +21,9 @@ from collections.abc import Sequence
 from types import FrameType
 from typing import Any
 
-from pycore import BpfObject, RingBuffer
 from pycore.errors import PycoreError
+
+from agent_template.counter_skel import Counter, ExecEvent
 
 PROG = "agent-template"
 
@@ -66,34 +66,36 @@ def run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
 
-    def show(event: Any) -> None:
+    def show(event: ExecEvent) -> None:
         if args.json:
             print(json.dumps({"exec": dataclasses.asdict(event)}), flush=True)
         else:
             print(f"exec pid={event.pid} ppid={event.ppid} uid={event.uid} comm={event.comm} "
                   f"file={event.filename}", flush=True)
 
-    with BpfObject(pathlib.Path(__file__).with_name("counter.bpf.o")) as obj:
-        obj.globals["ignore_tgid"] = os.getpid()  # the agent's own system calls are not counted
-        obj.load()
-        obj.attach()
-        print(f"{PROG}: attached ({', '.join(sorted(obj.programs))}); "
+    # counter_skel.py is generated at build time from counter.bpf.o (pycore skel): every name and type
+    # below is checked by mypy against the object's BTF.
+    with Counter.open() as skel:  # counter.bpf.o beside the skeleton
+        skel.rodata.ignore_tgid = os.getpid()  # the agent's own system calls are not counted
+        skel.load()
+        skel.attach()
+        print(f"{PROG}: attached ({', '.join(sorted(skel.obj.programs))}); "
               f"{'for %g s' % args.duration if args.duration else 'Ctrl-C stops'}", file=sys.stderr, flush=True)
         deadline = None if args.duration is None else time.monotonic() + args.duration
-        with RingBuffer(obj, "events", event="exec_event") as ring:
-            while not stopping:
-                left = 0.2 if deadline is None else min(0.2, deadline - time.monotonic())
-                if left <= 0:
-                    break
-                ring.poll(show, timeout=left)
-            ring.poll(show, timeout=0)  # what arrived before the end
-            lost = ring.lost or 0
-        counts = sorted(((int(pid), int(v.count), str(v.comm)) for pid, v in obj.maps["syscalls"].items()),
+        ring = skel.rings.events
+        while not stopping:
+            left = 0.2 if deadline is None else min(0.2, deadline - time.monotonic())
+            if left <= 0:
+                break
+            ring.poll(show, timeout=left)
+        ring.poll(show, timeout=0)  # what arrived before the end
+        lost = ring.lost or 0
+        counts = sorted(((pid, v.count, v.comm) for pid, v in skel.maps.syscalls.items()),
                         key=lambda row: row[1], reverse=True)
         if args.top:
             counts = counts[:args.top]
         summary: dict[str, Any] = {
-            "execs_seen": int(obj.globals["execs_seen"]), "lost": lost,
+            "execs_seen": skel.bss.execs_seen, "lost": lost,
             "syscalls": [{"pid": pid, "comm": comm, "count": n} for pid, n, comm in counts]}
     if args.json:
         print(json.dumps({"summary": summary}), flush=True)

@@ -32,14 +32,11 @@ struct syscall_count {
 	char comm[TASK_COMM_LEN];
 };
 
-/* The ring buffer carries struct exec_event: this puts the type in the object's BTF. */
-const struct exec_event *unused_exec_event __attribute__((unused));
-
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 256 * 1024);
 } events SEC(".maps");
-PYCORE_RING_EVENT(events, struct exec_event);
+PYCORE_RING_EVENT(events, struct exec_event);	/* what the ring carries, for the typed skeleton */
 
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);	/* the oldest processes make room */
