@@ -384,3 +384,112 @@ def test_cli_errors_needing_a_build(tmp_path: pathlib.Path) -> None:
         f.unlink()
     assert_refused(pycore("skel", tmp_path / "xdp.bpf.o", cwd=out), out,
                    "pycore cannot attach pass (SEC 'xdp')")
+
+
+# -- typed maps and globals of every shape, a stale skeleton, pinning through open() ------
+
+
+def test_typed_maps_and_globals(skel_dir: pathlib.Path) -> None:
+    """test_maps through its skeleton: nested structs, enums, bitfields, unions, per-CPU sums, .data/.bss live."""
+    require_root()
+    mod = import_file(skel_dir / "test_maps_skel.py")
+    pid = os.getpid()  # once: every getpid() of this process from here on is counted
+    comm = pathlib.Path("/proc/self/comm").read_text().strip()
+    with mod.TestMaps.open() as skel:
+        skel.rodata.target_tgid = pid
+        skel.rodata.add_amount = 10
+        assert skel.rodata.ro_color == mod.TmColor.TM_RED and type(skel.rodata.ro_color) is mod.TmColor
+        skel.load()
+        skel.attach()
+        skel.bss.bss_input = 99
+        for _ in range(3):
+            os.getpid()
+        assert skel.bss.calls == 3 and skel.bss.bss_echo == 99 and skel.data.data_counter == 45
+        assert skel.data.data_name == "hello" and skel.data.data_inner == mod.TmInner(a=1, b=-1, c=3)
+        v = skel.maps.hash[mod.TmKey(tgid=pid, slot=7)]
+        assert type(v) is mod.TmValue and type(v.inner) is mod.TmInner and type(v.u) is mod.TmValueU
+        assert (v.count, v.neg, v.color, v.comm, v.raw) == (30, -5, mod.TmColor.TM_BLUE, comm, b"\x01\x02\x00\xff")
+        assert (v.flag_a, v.flag_b, v.flag_c, v.sbits, v.u.word, v.anon_a, v.x, v.y, v.ok, v.shorts, v.ptr, v.f, v.d) == \
+            (1, 5, 0xABC, -3, 0x04030201, 0x1122334455667788, 3, 4, True, [10, 20, 30], 0xDEADBEEF, 1.5, -2.5)
+        assert skel.maps.lru.lookup(pid) == mod.TmInner(a=7, b=-2, c=pid)
+        assert skel.maps.pcpu_array.lookup(0) == 3  # summed over the CPUs
+        assert skel.maps.pcpu_hash.lookup(mod.TmKey(pid, 7)) == mod.TmTriple(a=3, b=2, c=3)
+        assert dict(skel.maps.lru_pcpu.items()) == {pid: 3}
+        per_cpu = skel.maps.pcpu_array.lookup_percpu(0)
+        assert per_cpu is not None and sum(per_cpu) == 3 and len(per_cpu) == skel.maps.pcpu_array.map.ncpus
+        skel.maps.raw.update(b"\x01\x00\x00\x00", bytes(8))  # --bytes-map raw
+        assert skel.maps.raw.lookup(b"\x01\x00\x00\x00") == bytes(8)
+        with pytest.raises(TypeError, match=r"maps.hash key is TmKey, not tuple"):
+            skel.maps.hash.lookup((1, 7))
+        with pytest.raises(TypeError, match=r"data.data_inner is TmInner, not dict"):
+            skel.data.data_inner = {"a": 1}
+        skel.data.data_inner = mod.TmInner(a=5)
+        assert skel.data.data_inner == mod.TmInner(a=5, b=0, c=0)
+        with pytest.raises(AttributeError, match=r"'TmValue' object has no attribute 'colour'"):
+            v.colour = 1  # slotted dataclasses: no new attributes
+
+
+def test_stale_skeleton_says_regenerate(skel_dir: pathlib.Path) -> None:
+    """A skeleton opened on an object whose BTF differs from the one it was generated from refuses, naming it."""
+    v1 = import_file(skel_dir / "test_pin_v1_skel.py")
+    with pytest.raises(ValueError, match=r"test_pin_v3.bpf.o does not match the skeleton TestPinV1: .*fields.*"
+                                         r"regenerate it \(pycore skel test_pin_v3.bpf.o\)"):
+        v1.TestPinV1.open(skel_dir / "test_pin_v3.bpf.o")
+    rb = import_file(skel_dir / "test_ringbuf_skel.py")
+    with pytest.raises(ValueError, match=r"test_maps.bpf.o has no BTF struct ringbuf_test_ids .*regenerate"):
+        rb.TestRingbuf.open(skel_dir / "test_maps.bpf.o")
+
+
+def test_open_forwards_bpfobject_arguments(skel_dir: pathlib.Path) -> None:
+    """pin_dir and pin_maps reach BpfObject: the map is pinned there, and unpinned on request."""
+    require_root()
+    mod = import_file(skel_dir / "test_pin_v1_skel.py")
+    d = f"/sys/fs/bpf/pycore_skel_test_{os.getpid()}"
+    if not os.path.ismount("/sys/fs/bpf"):
+        subprocess.run(["mount", "-t", "bpf", "bpf", "/sys/fs/bpf"], check=True)
+    try:
+        with mod.TestPinV1.open(pin_dir=d, pin_maps=True) as skel:
+            skel.load()
+            assert skel.maps.stats.map.pin_path == f"{d}/stats" and os.path.exists(f"{d}/stats")
+            skel.obj.unpin()
+        assert not os.path.exists(d)
+    finally:
+        if os.path.lexists(d):
+            from pycore.native import bpffs
+
+            bpffs.remove(d)
+
+
+C_TWO_EVENTS = r"""
+#include "pycore.bpf.h"
+struct a_event { __u32 pid; };
+struct b_event { __u64 ts; __u32 pid; };
+struct { __uint(type, BPF_MAP_TYPE_RINGBUF); __uint(max_entries, 4096); } events SEC(".maps");
+#ifdef ANNOTATE
+PYCORE_RING_EVENT(events, struct b_event);
+#endif
+struct a_event *keep_a __attribute__((unused));
+struct b_event *keep_b __attribute__((unused));
+SEC("tracepoint/syscalls/sys_enter_getpid")
+int hit(void *ctx) { return 0; }
+char LICENSE[] SEC("license") = "GPL";
+"""
+
+
+def test_ringbuffer_reads_the_annotation(tmp_path: pathlib.Path) -> None:
+    """RingBuffer(obj, map) without event= uses PYCORE_RING_EVENT too, where two *_event structs are ambiguous."""
+    require_root()
+    from pycore import BpfObject, RingBuffer
+
+    (tmp_path / "two.bpf.c").write_text(C_TWO_EVENTS)
+    for name, define in (("plain", []), ("annotated", ["-D", "ANNOTATE"])):
+        r = pycore("build", tmp_path / "two.bpf.c", *define, "-o", tmp_path / f"{name}.bpf.o")
+        assert r.returncode == 0, r.stderr
+    with BpfObject(tmp_path / "annotated.bpf.o") as obj:
+        obj.load()
+        with RingBuffer(obj, "events") as ring:
+            assert ring.codec is not None and ring.codec.name == "b_event"
+    with BpfObject(tmp_path / "plain.bpf.o") as obj:
+        obj.load()
+        with pytest.raises(ValueError, match="several event structs"):
+            RingBuffer(obj, "events")

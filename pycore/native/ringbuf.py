@@ -31,9 +31,11 @@ Which struct the records hold (the ``event`` argument):
    object's BTF, when given;
 2. else the map's BTF value type, if the map declares ``__type(value, ...)``
    (ring buffer maps usually do not);
-3. else the only struct of the object's BTF whose name ends in ``_event``
+3. else the type the C source names with ``PYCORE_RING_EVENT(map, struct x)``
+   (pycore.bpf.h; what ``pycore skel`` reads too);
+4. else the only struct of the object's BTF whose name ends in ``_event``
    (ambiguous: ValueError, pass ``event=``);
-4. else, or with ``event=bytes``, records are returned as ``bytes``.
+5. else, or with ``event=bytes``, records are returned as ``bytes``.
 
 Rings that no BpfObject owns (``pycore trace`` creates its maps itself):
 :meth:`RingBuffer.from_fd` takes the map's fd (or a ``RawMap``) and a
@@ -72,6 +74,7 @@ HEADER_SIZE = 8
 _LEN_MASK = ~(BUSY_BIT | DISCARD_BIT) & 0xFFFFFFFF
 _RINGBUF_MAP_TYPE = 27
 _DROPPED_VAR = "pycore_dropped"
+_ANNOTATION = "__pycore_ring_event__"  # PYCORE_RING_EVENT(map, type), bpf_src/pycore.bpf.h
 
 
 def _padded(length: int) -> int:
@@ -564,11 +567,18 @@ def _resolve_event(obj: BpfObject, m: Any, event: Any) -> Any:
         return event
     spec = obj.btf
     if event is None:
+        from btf.kinds import Kind
+
         vid = m.btf_value_type_id
+        annotated = spec.ids_named(_ANNOTATION + m.name, (Kind.VAR,))
         if vid:
             event = vid
+        elif annotated:  # PYCORE_RING_EVENT(map, type): a pointer to the event type
+            from btf import layout
+
+            event = layout.skip(spec.type(annotated[0]).type)
+            event = event.type if event.kind == Kind.PTR else event
         else:
-            from btf.kinds import Kind
             from btf.spec import glob_pattern
 
             ids = spec.ids_matching(glob_pattern("*_event"), (Kind.STRUCT,))

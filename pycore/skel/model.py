@@ -133,7 +133,7 @@ def camel(name: str) -> str:
 
 def attr_name(name: str) -> str:
     """A C name as a Python attribute (keywords get a trailing ``_``)."""
-    return name + "_" if keyword.iskeyword(name) or keyword.issoftkeyword(name) and name == "_" else name
+    return name + "_" if keyword.iskeyword(name) else name
 
 
 def check_elf(data: bytes, path: str) -> None:
@@ -210,7 +210,8 @@ class _Types:
         if r.kind in (Kind.ENUM, Kind.ENUM64):
             base = self.reg.enum_class(r).__name__
             members = [(v.name, v.value) for v in r.values
-                       if v.name.isidentifier() and not keyword.iskeyword(v.name) and not v.name.startswith("_")]
+                       if v.name.isidentifier() and not keyword.iskeyword(v.name)
+                       and not (v.name.startswith("_") and v.name.endswith("_"))]  # _sunder_: Enum's own
             c = ClassModel(key, self._unique(base), "enum",
                            f"BTF enum {r.name or '(anonymous)'}", members=members or [("_EMPTY", 0)])
         else:

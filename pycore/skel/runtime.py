@@ -55,13 +55,12 @@ class Namespace:
     @classmethod
     def names(cls) -> list[str]:
         """The attribute names this part has, in the object's order."""
-        return [n for c in reversed(cls.__mro__) for n, v in vars(c).items()
-                if isinstance(v, (Var, ProgAttr, MapAttr, PlainMapAttr, RingAttr))]
+        return _attr_names(cls)
 
     def _unknown(self, name: str) -> AttributeError:
         skel = self._skel_
         return AttributeError(f"{type(skel).__name__}.{self._PART} has no {name!r} ({skel.obj.name}); "
-                              f"it has: {', '.join(self.names()) or 'nothing'}")
+                              f"it has: {', '.join(_attr_names(type(self))) or 'nothing'}")
 
     if not TYPE_CHECKING:  # mypy: a misspelled name must stay an error, not Any
         def __getattr__(self, name: str) -> Any:
@@ -70,15 +69,21 @@ class Namespace:
             raise self._unknown(name)
 
     def __setattr__(self, name: str, value: object) -> None:
-        if name not in self.names():
+        if name not in _attr_names(type(self)):
             raise self._unknown(name)
         object.__setattr__(self, name, value)  # a Var's __set__, or AttributeError for read-only ones
 
     def __dir__(self) -> list[str]:
-        return self.names()
+        return _attr_names(type(self))
 
     def __repr__(self) -> str:
-        return f"<{type(self._skel_).__name__}.{self._PART}: {', '.join(self.names())}>"
+        return f"<{type(self._skel_).__name__}.{self._PART}: {', '.join(_attr_names(type(self)))}>"
+
+
+def _attr_names(cls: type) -> list[str]:
+    """The generated attributes of a namespace class (a C name may shadow ``names()``; this stays)."""
+    return [n for c in reversed(cls.__mro__) for n, v in vars(c).items()
+            if isinstance(v, (Var, ProgAttr, MapAttr, PlainMapAttr, RingAttr))]
 
 
 class Section(Namespace):
@@ -87,7 +92,8 @@ class Section(Namespace):
     __slots__ = ()
 
     def as_dict(self) -> dict[str, Any]:
-        return {n: getattr(self, n) for n in self.names()}
+        """Every variable of the section and its value."""
+        return {n: getattr(self, n) for n in _attr_names(type(self))}
 
 
 class Var(Generic[T]):
@@ -437,7 +443,11 @@ class Skeleton:
                                  f"with: regenerate it (pycore skel {obj.name})")
             ids[found[0]] = klass
         try:
-            codec_registry(spec).use_classes(ids)
+            reg = codec_registry(spec)
+            reg.use_classes(ids)
+            for tid in ids:  # checked now, at open, rather than at the first event
+                t = spec.type(tid)
+                reg.enum_class(t) if t.kind in (Kind.ENUM, Kind.ENUM64) else reg.composite(t)  # type: ignore[arg-type]
         except ValueError as exc:
             raise ValueError(f"{obj.name} does not match the skeleton {cls.__name__}: {exc}; "
                              f"regenerate it (pycore skel {obj.name})") from None
