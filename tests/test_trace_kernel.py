@@ -229,6 +229,51 @@ def test_kfunc_wildcard_func_counts():
     assert re.search(r"Attaching (\d+) probes", theirs.raw).group(1) == str(n)
 
 
+# -- 7. ntop, reg, kaddr and kstack(perf) in kprobe and kfunc: tcpconnect's reads -------------------
+
+CONNECT_PY = """\
+import socket, sys
+port = int(sys.argv[1])
+for fam, host in ((socket.AF_INET, "127.0.0.1"), (socket.AF_INET, "127.0.0.1"), (socket.AF_INET6, "::1")):
+    srv = socket.socket(fam)
+    srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    srv.bind((host, port))
+    srv.listen()
+    c = socket.create_connection((host, port))
+    a, _ = srv.accept()
+    c.close(); a.close(); srv.close()
+"""
+
+TCP_CONNECT_KPROBE = (
+    'kprobe:tcp_connect /comm == "python3.11"/ { $sk = (struct sock *)arg0; '
+    'printf("%d %s %s %d %s\\n", $sk->__sk_common.skc_family, ntop($sk->__sk_common.skc_daddr), '
+    'ntop($sk->__sk_common.skc_v6_daddr.in6_u.u6_addr8), reg("di") == arg0, ksym(kaddr("tcp_connect"))); '
+    '@[ntop($sk->__sk_common.skc_v6_daddr.in6_u.u6_addr8)] = count(); @k[kstack(perf, 2)] = count(); }')
+TCP_CONNECT_KFUNC = (
+    'kfunc:tcp_connect /comm == "python3.11"/ { printf("%s %s\\n", ntop(args->sk->__sk_common.skc_daddr), '
+    'ntop(10, args->sk->__sk_common.skc_v6_daddr.in6_u.u6_addr8)); }')
+
+
+@kernel
+def test_ntop_reg_kaddr_tcp_connect(tmp_path):
+    """tcpconnect.bt's address reads: an IPv4 int and the IPv6 u8[16], in kprobe and kfunc, as bpftrace."""
+    subprocess.run(["ip", "link", "set", "lo", "up"], check=False, timeout=30)
+    (tmp_path / "connect.py").write_text(CONNECT_PY)
+    cmd = f"/usr/bin/python3.11 {tmp_path / 'connect.py'} 45679"
+    ours = ok(pycore("-c", cmd, "-e", TCP_CONNECT_KPROBE))
+    # an IPv4 socket's skc_v6_daddr holds the v4-mapped address
+    assert lines_of(ours, "2 ") == ["2 127.0.0.1 ::ffff:127.0.0.1 1 tcp_connect"] * 2, ours
+    assert lines_of(ours, "10 ") == ["10 0.0.0.0 ::1 1 tcp_connect"], ours
+    assert "@[::1]: 1\n@[::ffff:127.0.0.1]: 2\n" in ours, ours
+    assert re.search(r"(?m)^@k\[\n\t[0-9a-f]{16} tcp_connect\+\d+\n\t[0-9a-f]{16} tcp_v4_connect\+\d+\n\]: 2$",
+                     ours), ours
+    assert ours == ok(bpftrace("-c", cmd, "-e", TCP_CONNECT_KPROBE))
+    ours = ok(pycore("-c", cmd, "-e", TCP_CONNECT_KFUNC))
+    assert lines_of(ours, "127.0.0.1 ") == ["127.0.0.1 ::ffff:127.0.0.1"] * 2, ours
+    assert lines_of(ours, "0.0.0.0 ") == ["0.0.0.0 ::1"], ours
+    assert ours == ok(bpftrace("-c", cmd, "-e", TCP_CONNECT_KFUNC))
+
+
 # -- the host: fentry refused -------------------------------------------------------------------------
 
 def test_kfunc_refused_on_this_kernel_says_so():

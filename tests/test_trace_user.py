@@ -215,6 +215,53 @@ def test_cxx_uprobe_attaching_count_and_dry_run(cxx_target):
     assert r.returncode == 2 and "did you mean 'shapes::leaf(long)'" in r.stderr, r.stderr
 
 
+def test_rust_uprobe_wildcard(tmp_path):
+    """A Rust method (legacy mangling, tests/usdt_targets.py's target) by a wildcard over its mangled name."""
+    from usdt_targets import build_rust_target
+
+    exe = build_rust_target(str(tmp_path), "legacy")
+    program = f"uprobe:{exe}:*Counter*bump* {{ @[probe] = count(); }}"
+    outs = []
+    for argv in ([*PYCORE], [BPFTRACE]):
+        r = subprocess.run([*argv, "-c", f"{exe} 7", "-e", program], input="g", capture_output=True, text=True,
+                           timeout=120)
+        assert r.returncode == 0, r.stderr
+        outs.append(_clean(r.stdout))
+    assert re.search(rf"(?m)^@\[uprobe:{re.escape(exe)}:_ZN7counter7Counter4bump17h[0-9a-f]{{16}}E\]: 7$", outs[0]), outs
+    assert outs[0] == outs[1]
+
+
+def test_symbols_of_an_exited_process_stay_named(cxx_target):
+    """A user address is named at the end too when its process was seen alive (bpftrace prints hex there)."""
+    program = (f'uprobe:{cxx_target}:"shapes::leaf(long)" {{ @[ustack(2)] = count(); @u[usym(reg("ip"))] = count(); '
+               'printf("%s\\n", usym(reg("ip"))); }')
+    proc = subprocess.Popen([*PYCORE, "-c", cxx_target, "-e", program], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout.readline() == "waiting\n"          # the -c command shares our pipes
+    proc.stdin.write("g")
+    proc.stdin.flush()
+    assert proc.stdout.readline() == "180.0 136\n"
+    assert proc.stdout.readline() == "shapes::leaf(long)\n"  # named while the process runs
+    out, err = proc.communicate("q", timeout=60)             # now it ends, and the run with it
+    assert proc.returncode == 0, err
+    assert "@u[shapes::leaf(long)]: 6\n" in out, out
+    assert re.search(r"@\[\n    shapes::leaf\(long\)\+0\n    three\(\)\+\d+\n\]: 3\n", out), out
+
+
+def test_nested_and_sized_symbols_found_as_bcc_finds_them():
+    """bcc's walk back from the nearest symbol: nested ones skipped, a symbol's size bounds it."""
+    from pycore.lang.usyms import _Table
+
+    # bcc's own example (bcc_syms.cc): goo 0x0+6, foo 0x6+0x10, bar 0x8+4 (nested in foo), baz 0x16+0x10
+    t = _Table([0x0, 0x6, 0x8, 0x16], [0x6, 0x10, 0x4, 0x10], ["goo", "foo", "bar", "baz"], "so")
+    assert t.find(0x12) == ("foo", 0xC)
+    assert t.find(0x9) == ("bar", 1)
+    assert t.find(0x16) == ("baz", 0)
+    assert t.find(0x26) is None                # past baz's end
+    t = _Table([0x10, 0x20], [0x8, 0x0], ["f", "end_marker"], "so")
+    assert t.find(0x24) is None                # a size-0 symbol contains nothing and stops the walk
+
+
 # -- PostgreSQL: usdt query__start ------------------------------------------------------------
 
 pg = pytest.mark.skipif(not pg_available(), reason="PostgreSQL 15 is installed by ./dev.sh")
@@ -375,21 +422,25 @@ def _bash_session(tool: str) -> tuple[str, str]:
         tracer.ready()
         os.write(gate_w, b"g")
 
-        def drain(seconds: float) -> bytes:
-            got, end = b"", time.monotonic() + seconds
-            while time.monotonic() < end:
+        def until(marker: bytes, timeout: float = 30) -> bytes:
+            """Read the terminal until ``marker`` (a prompt) shows, or bash ends."""
+            got, end = b"", time.monotonic() + timeout
+            while marker not in got and time.monotonic() < end:
                 r, _, _ = select.select([fd], [], [], 0.1)
                 if r:
                     try:
-                        got += os.read(fd, 4096)
+                        chunk = os.read(fd, 4096)
                     except OSError:
+                        break                       # EIO: bash has exited
+                    if not chunk:
                         break
+                    got += chunk
             return got
 
-        assert b"$ " in drain(2)                       # the prompt: readline is waiting
+        assert b"$ " in until(b"$ ")                # the prompt: readline is waiting
         for line in TYPED:
             os.write(fd, line.encode() + b"\n")
-            drain(0.5)
+            until(b"\n$ " if line != "exit" else b"\0")
         _, status = os.waitpid(pid, 0)
         assert os.WIFEXITED(status)
         return tracer.stop()
@@ -509,6 +560,39 @@ def test_user_stacks_through_libc(tmp_path):
     # getpid keeps no frame pointer: the unwinder goes from it to main's caller
     assert re.search(r"\n        \w*getpid\+\d+\n        \S+\n", ours), ours
     assert re.search(r"\n\t[0-9a-f]+ \w*getpid\+\d+ \(/\S+/libc\.so\.6\)\n", ours), ours
+    assert ours == theirs
+
+
+STATIC_C = r"""
+#include <unistd.h>
+static __attribute__((noinline)) long inner(void) { return getpid(); }
+static __attribute__((noinline)) long outer(void) { return inner() + 1; }
+int main(void) {
+    outer();
+    usleep(500000);                 /* alive while the tracers name its addresses */
+    return 0;
+}
+"""
+
+
+def test_user_symbols_from_a_debuglink_file(tmp_path):
+    """A stripped program whose symbols are in a separate file named by .gnu_debuglink (CRC checked),
+    next to it: static functions named from there; without the file, their addresses in hex."""
+    (tmp_path / "st.c").write_text(STATIC_C)
+    exe, debug = str(tmp_path / "st"), str(tmp_path / "st.debug")
+    subprocess.run(["gcc", "-O0", "-fno-omit-frame-pointer", "-g", "-Wl,--build-id=none", "-o", exe,
+                    str(tmp_path / "st.c")], check=True)
+    subprocess.run(["objcopy", "--only-keep-debug", exe, debug], check=True)
+    subprocess.run(["strip", "--strip-all", exe], check=True)
+    subprocess.run(["objcopy", f"--add-gnu-debuglink={debug}", exe], check=True)
+    program = "tracepoint:syscalls:sys_enter_getpid /pid == cpid/ { print(ustack(4)); print(ustack(perf, 4)); }"
+    ours, theirs = side_by_side(program, "-c", f"/usr/bin/setarch -R {exe}")
+    assert re.search(r"\n        outer\+\d+\n        main\+\d+\n", ours), ours
+    assert ours == theirs
+    os.rename(debug, debug + ".away")
+    ours, theirs = side_by_side(program, "-c", f"/usr/bin/setarch -R {exe}")
+    assert "outer" not in ours and re.search(r"\n        0x[0-9a-f]+\n", ours), ours
+    assert re.search(r"\n\t[0-9a-f]+ 0x[0-9a-f]+ \(\[unknown\]\)\n", ours), ours
     assert ours == theirs
 
 

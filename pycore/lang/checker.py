@@ -617,9 +617,15 @@ class Checker:
         if n in ("strcontains",):
             if len(args) != 2:
                 raise self.error(e, "strcontains(haystack, needle)")
-            for a in args:
-                if not isinstance(self.expr(c, a), Str):
+            hay, needle = (self.expr(c, a) for a in args)
+            for a, t in zip(args, (hay, needle)):
+                if not isinstance(t, Str):
                     raise self.error(a, "strcontains() takes strings")
+            # the search is unrolled: bound its size well below the verifier's limits
+            work = hay.size * (len(args[1].value) if isinstance(args[1], A.Str) else needle.size)
+            if work > 16384:
+                raise self.error(e, f"strcontains(): a {hay.size}-byte haystack and a {needle.size}-byte needle "
+                                    "are too long to search; shorten them with str(x, n)")
             return INT64
         if n in ("ksym", "usym"):
             if len(args) != 1:

@@ -17,8 +17,10 @@ rules, where they decide what is printed:
 * names that look like C++ (``_Z``) are demangled with ``__cxa_demangle``.
 
 Where bcc reads a process's maps afresh for every address, the modules of
-each process are kept here once read: an address is still named after its
-process has exited if the process was seen alive (bpftrace prints hex).
+each process are kept here once read (and read again after an exec, or for
+an address in none of them): an address is still named after its process
+has exited if one of its addresses was named while it ran (bpftrace prints
+hex then).
 """
 
 from __future__ import annotations
@@ -120,9 +122,11 @@ def _debug_file(elf, path: str) -> str | None:  # noqa: ANN001
         return None
     import zlib
 
+    actual = 0
     try:
-        with open(found, "rb") as f:
-            actual = zlib.crc32(f.read())     # the CRC-32 gdb's debuglink uses
+        with open(found, "rb") as f:          # the CRC-32 gdb's debuglink uses; in chunks (debug files are big)
+            while chunk := f.read(1 << 20):
+                actual = zlib.crc32(chunk, actual)
     except OSError:
         return None
     return found if actual == crc else None
@@ -254,13 +258,14 @@ class UserSymbols:
     def __init__(self) -> None:
         self._procs: dict[int, tuple[int, list[_Module]]] = {}
 
-    def _process(self, pid: int) -> list[_Module]:
+    def _process(self, pid: int, reload: bool = False) -> list[_Module]:
+        """``pid``'s modules: read once, again after an exec (or when asked), kept once it has exited."""
         try:
             exe = os.stat(f"/proc/{pid}/exe").st_ino
         except OSError:
             exe = None
         known = self._procs.get(pid)
-        if known is not None and (exe is None or known[0] == exe):
+        if known is not None and (exe is None or (known[0] == exe and not reload)):
             return known[1]
         mods = _modules(pid) if exe is not None else None
         if mods is None:
@@ -270,16 +275,23 @@ class UserSymbols:
 
     def lookup(self, pid: int, addr: int) -> tuple[str | None, int, str | None]:
         """(demangled symbol or None, offset in it, module path or None) of ``addr`` in ``pid``."""
-        module = None
-        for mod in self._process(pid):
-            off = mod.offset(addr)
-            if off is None:
-                continue
-            found = mod.table.find(off)
-            if found is not None:
-                return _demangle(found[0]), found[1], mod.name
-            module = module or mod.name
-        return None, 0, module
+        found = _find(self._process(pid), addr)
+        if found[2] is None and pid in self._procs:
+            found = _find(self._process(pid, reload=True), addr)    # mapped since (dlopen)?
+        return found
+
+
+def _find(mods: list[_Module], addr: int) -> tuple[str | None, int, str | None]:
+    module = None
+    for mod in mods:
+        off = mod.offset(addr)
+        if off is None:
+            continue
+        found = mod.table.find(off)
+        if found is not None:
+            return _demangle(found[0]), found[1], mod.name
+        module = module or mod.name
+    return None, 0, module
 
 
 def _demangle(name: str) -> str:
