@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import keyword
 import os
+from typing import Any
 
 from btf import layout
 from btf.kinds import Kind
@@ -167,7 +168,7 @@ class _Types:
     def pytype(self, t: T.Type, where: str) -> PyType:
         from pycore.native.codec import UnsupportedType
 
-        r = layout.skip(t)
+        r: Any = layout.skip(t)
         k = r.kind
         try:
             if k == Kind.INT:
@@ -181,7 +182,7 @@ class _Types:
             if k == Kind.FLOAT:
                 return PyType("float", ("int", "float"))
             if k == Kind.ARRAY:
-                elem = layout.skip(r.type)
+                elem: Any = layout.skip(r.type)
                 if r.nelems == 0:
                     return PyType("list[_t.Any]", ("list", "tuple"))
                 if elem.kind == Kind.INT and elem.size == 1 and elem.bits == 8:
@@ -197,7 +198,7 @@ class _Types:
             raise SkelError(f"{where}: {exc}") from None
         raise SkelError(f"{where}: {self.reg.unsupported(r)}")
 
-    def cls(self, r: T.Type) -> ClassModel:
+    def cls(self, r: Any) -> ClassModel:
         """The generated class of a struct, union or enum (made once, its dependencies first)."""
         c = self.by_id.get(r.id)
         if c is not None:
@@ -220,7 +221,7 @@ class _Types:
             for f in comp.fields:
                 where = f"{key}.{f.c_name}"
                 if f.bits:
-                    fb = layout.skip(f.type)
+                    fb: Any = layout.skip(f.type)
                     if fb.kind in (Kind.ENUM, Kind.ENUM64):
                         ann, default = f"{self.cls(fb).name} | int", "0"
                     elif fb.kind == Kind.INT and fb.is_bool:
@@ -250,7 +251,7 @@ class _Types:
 
     def zero(self, t: T.Type) -> str:
         """An expression making a fresh zero value of ``t`` (what the codec decodes from zero bytes)."""
-        r = layout.skip(t)
+        r: Any = layout.skip(t)
         k = r.kind
         if k == Kind.INT:
             return "False" if r.is_bool and r.size == 1 and r.bits == 8 else "0"
@@ -305,14 +306,14 @@ def _parse_rings(rings: list[str]) -> dict[str, str]:
     return out
 
 
-def _find_struct(spec: Spec, text: str) -> T.Type | None:
+def _find_struct(spec: Spec, text: str) -> Any:
     word, _, rest = text.partition(" ")
     if rest and word in ("struct", "union"):
         ids = spec.ids_named(rest.strip(), (Kind.STRUCT,) if word == "struct" else (Kind.UNION,))
     else:
         ids = spec.ids_named(text, (Kind.STRUCT, Kind.UNION)) or spec.ids_named(text, (Kind.TYPEDEF,))
     for i in ids:
-        r = layout.skip(spec.type(i))
+        r: Any = layout.skip(spec.type(i))
         if r.kind in (Kind.STRUCT, Kind.UNION):
             return r
     return None
@@ -404,6 +405,7 @@ def build_model(obj: BpfObject, object_file: str, class_name: str | None = None,
 
 
 def _ring(spec: Spec, types: _Types, name: str, given: str | None, where: str) -> RingModel:
+    r: Any = None
     if given is not None:
         r = _find_struct(spec, given)
         if r is None:
@@ -411,9 +413,9 @@ def _ring(spec: Spec, types: _Types, name: str, given: str | None, where: str) -
         source = "--ring"
     else:
         ids = spec.ids_named(RING_VAR_PREFIX + name, (Kind.VAR,))
-        r = None
         if ids:
-            t = layout.skip(spec.type(ids[0]).type)
+            var: Any = spec.type(ids[0])
+            t: Any = layout.skip(var.type)
             if t.kind == Kind.PTR:
                 r = layout.skip(t.type)
         if r is None or r.kind not in (Kind.STRUCT, Kind.UNION):

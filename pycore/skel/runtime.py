@@ -48,6 +48,7 @@ class Namespace:
 
     __slots__ = ("_skel_",)
     _PART: ClassVar[str] = ""
+    _skel_: Skeleton
 
     def __init__(self, skel: Skeleton) -> None:
         object.__setattr__(self, "_skel_", skel)
@@ -162,7 +163,7 @@ class MapAttr(Generic[K, V]):
         if ns is None:
             return self
         cache = ns._skel_._maps_made
-        m = cache.get(self.name)
+        m: TypedMap[K, V] | None = cache.get(self.name)
         if m is None:
             cls = PerCpuMap if self.percpu else TypedMap
             m = cache[self.name] = cls(ns._skel_.obj.maps[self.name], self.key_types, self.value_types)
@@ -210,7 +211,7 @@ class RingAttr(Generic[E]):
         if ns is None:
             return self
         skel = ns._skel_
-        r = skel._rings_made.get(self.name)
+        r: TypedRing[E] | None = skel._rings_made.get(self.name)
         if r is None:
             r = skel._rings_made[self.name] = TypedRing(skel, self.name, self.event)
         return r
@@ -231,7 +232,8 @@ class TypedMap(Generic[K, V]):
 
     @property
     def name(self) -> str:
-        return self.map.name
+        name: str = self.map.name
+        return name
 
     def _key(self, key: object) -> bytes:
         _check(key, self.key_types, f"maps.{self.map.name} key")
@@ -244,7 +246,7 @@ class TypedMap(Generic[K, V]):
     def lookup(self, key: K) -> V | None:
         """The value at ``key``, None if there is none."""
         raw = self.map.lookup_raw(self._key(key))
-        return None if raw is None else self.map.decode_value(raw)  # type: ignore[no-any-return]
+        return None if raw is None else self.map.decode_value(raw)
 
     def update(self, key: K, value: V, flags: int = 0) -> None:
         """Write ``value`` at ``key`` (flags: 0 any, 1 BPF_NOEXIST, 2 BPF_EXIST)."""
@@ -301,14 +303,14 @@ class PerCpuMap(TypedMap[K, V]):
 
     def lookup_percpu(self, key: K) -> list[V] | None:
         raw = self.map.lookup_raw(self._key(key))
-        return None if raw is None else self.map.decode_value(raw)  # type: ignore[no-any-return]
+        return None if raw is None else self.map.decode_value(raw)
 
     def lookup(self, key: K) -> V | None:
         """The CPUs' values at ``key`` added up (numbers, and structs field by field); None if none."""
         values = self.lookup_percpu(key)
-        return None if values is None else self.map.sum(key)  # type: ignore[no-any-return]
+        return None if values is None else self.map.sum(key)
 
-    def update(self, key: K, value: V | list[V], flags: int = 0) -> None:  # type: ignore[override]
+    def update(self, key: K, value: V | list[V], flags: int = 0) -> None:
         """One value for every CPU, or a list of one value per CPU."""
         for v in value if isinstance(value, list) else [value]:
             _check(v, self.value_types, f"maps.{self.map.name} value")
