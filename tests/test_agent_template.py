@@ -1,6 +1,7 @@
 """examples/agent-template, as CI ships it: pycore built into a wheel, a clean venv, the template built
 into a wheel against that pycore (pycore_add_bpf_object) and installed, its console script run
-against the real kernel with a workload, and mypy over the installed package.
+against the real kernel with a workload, and mypy --strict over the installed package, its generated
+skeleton included.
 
 Slow (about 30 s the first time: pycore's wheel, the venv, the template's build; both pip runs
 reach PyPI for scikit-build-core and pycore's dependencies, never for pycore itself).
@@ -136,8 +137,27 @@ def test_agent_errors_are_one_line(agent_venv: pathlib.Path) -> None:
 
 
 def test_template_type_checks(agent_venv: pathlib.Path, tmp_path: pathlib.Path) -> None:
-    """mypy --strict over the installed package, against the pycore installed beside it."""
+    """mypy --strict over the installed package, its generated skeleton included, against the pycore
+    installed beside it; and the skeleton's types bite: a wrong global type, a misspelled map, field,
+    ring or global, a field used as the wrong type, each fail the check on their line."""
     mypy = [sys.executable, "-m", "mypy", "--python-executable", str(agent_venv / "bin" / "python"),
             "--strict", "--no-incremental", "--cache-dir", str(tmp_path / "mypy-cache")]
     r = subprocess.run([*mypy, "-p", PACKAGE], capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert r.returncode == 0, r.stdout + r.stderr
+    assert "Success: no issues found in 4 source files" in r.stdout, r.stdout  # __init__, __main__, cli, counter_skel
+    wrong = tmp_path / "wrong.py"
+    wrong.write_text(
+        "from agent_template.counter_skel import Counter, ExecEvent\n"
+        "def f(skel: Counter, e: ExecEvent) -> None:\n"
+        "    skel.rodata.ignore_tgid = 'me'\n"
+        "    print(skel.maps.syscals)\n"
+        "    print(e.filenam)\n"
+        "    n: str = e.pid\n"
+        "    print(skel.rings.event)\n"
+        "    print(skel.bss.exec_seen, n)\n"
+        "    for pid, v in skel.maps.syscalls.items():\n"
+        "        print(pid + v.comm)\n")
+    r = subprocess.run([*mypy, str(wrong)], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert r.returncode == 1, r.stdout + r.stderr
+    lines = sorted({int(line.split(":")[1]) for line in r.stdout.splitlines() if ": error: " in line})
+    assert lines == [3, 4, 5, 6, 7, 8, 10], r.stdout
