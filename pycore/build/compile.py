@@ -2,12 +2,12 @@
 
 Each source is compiled with ``clang -target bpf -O2 -g`` (``-g`` makes
 the ``.BTF``/``.BTF.ext`` sections CO-RE relocates with), against the
-given include directories, pycore's headers, a ``vmlinux.h`` and libbpf's
+given include directories, a ``vmlinux.h``, pycore's headers and libbpf's
 headers, in that order, so a project's own ``vmlinux.h`` wins (pycore.bpf.h
-includes ``<vmlinux.h>``, found through -I only).  Several
-sources are linked into one object by ``bpftool gen object``.  Then
-``llvm-strip -g`` drops the DWARF (BTF stays).  The output appears whole
-or not at all: everything is built under a temporary name first.
+includes ``<vmlinux.h>``, found through -I only).  Several sources are
+linked into one object by ``bpftool gen object``.  Then ``llvm-strip -g``
+drops the DWARF (BTF stays).  The output appears whole or not at all:
+everything is built under a temporary name first.
 """
 
 from __future__ import annotations
@@ -81,7 +81,7 @@ class Toolchain:
     clang: str
     llvm_strip: str | None
     bpftool: str | None
-    include_dirs: list[str]  # the user's, then pycore's; vmlinux.h's goes between (see build)
+    include_dirs: list[str]  # the user's, then pycore's; vmlinux.h's goes between them (see build)
     libbpf_dir: str | None  # None: one of the user's directories has bpf/bpf_helpers.h
 
 
