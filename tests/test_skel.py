@@ -4,7 +4,7 @@
   loads here (objects with fentry/fexit/fmod_ret programs: this host's kernel
   refuses them with EPERM, and that refusal is asserted; the rest of their
   programs then load), whose globals, maps and rings read as the types the
-  skeleton declares;
+  skeleton declares; in the VMs (-m kernel) those load whole and attach;
 - the generated text is compared with tests/golden/skel/NAME_skel.py(i).golden.
   After an intended change, regenerate: PYCORE_REGEN_GOLDEN=1 python -m pytest
   tests/test_skel.py -k golden (and review the diff);
@@ -493,3 +493,25 @@ def test_ringbuffer_reads_the_annotation(tmp_path: pathlib.Path) -> None:
         obj.load()
         with pytest.raises(ValueError, match="several event structs"):
             RingBuffer(obj, "events")
+
+
+# -- in the VMs: the objects this host refuses, loaded and attached whole ---------------------
+
+FENTRY_OBJECTS = [n for n in OBJECTS if n in ("fget_crack", "print_args", "selftest", "test_fmod_ret", "vfs_unlink",
+                                                "vm_smoke")]
+
+
+@pytest.mark.kernel
+@pytest.mark.parametrize("name", FENTRY_OBJECTS)
+def test_fentry_skeletons_load_and_attach(skel_dir: pathlib.Path, name: str) -> None:
+    """Where the kernel allows fentry/fexit/fmod_ret (Debian's kernels in QEMU), every program loads and every
+    program whose section names its target attaches, through the skeleton."""
+    require_root()
+    cls = skeleton_class(import_file(skel_dir / f"{name}_skel.py"))
+    with cls.open() as skel:
+        assert any(p.section.split("/")[0] in FENTRY_FAMILY for p in skel.obj.programs.values())
+        skel.load()
+        links = skel.attach()
+        auto = [n for n in cls._AUTO_ATTACH if skel.obj.programs[n].autoload]
+        assert len(links) == len(auto) and all(link.attached for link in links)
+    assert not any(link.attached for link in links)
