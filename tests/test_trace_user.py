@@ -88,8 +88,18 @@ class Live:
         self.proc.kill()
         raise AssertionError(f"{self.tool} never got ready: {seen!r} {self.proc.stderr.read()!r}")
 
-    def stop(self, settle: float = 0.5) -> tuple[str, str]:
-        """SIGINT after ``settle`` seconds (for events in flight), then the output."""
+    def stop(self, settle: float = 0.5, expect: str = "", times: int = 1) -> tuple[str, str]:
+        """SIGINT once ``expect`` has been printed ``times`` times (printf lines still in flight when a
+        tracer is interrupted may never be read: bpftrace drops them) and ``settle`` seconds passed."""
+        fd = self.proc.stdout.fileno()
+        deadline = time.monotonic() + 30
+        while expect and self.rest.count(expect) < times and time.monotonic() < deadline:
+            r, _, _ = select.select([fd], [], [], 0.2)
+            if r:
+                chunk = os.read(fd, 65536)
+                if not chunk:
+                    break
+                self.rest += chunk.decode()
         time.sleep(settle)
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGINT)
@@ -146,7 +156,8 @@ def cxx_target(tmp_path_factory) -> str:
     return exe
 
 
-def run_with_target(tool: str, program: str, target: list[str], *options: str) -> tuple[str, str]:
+def run_with_target(tool: str, program: str, target: list[str], *options: str, expect: str = "",
+                    times: int = 1) -> tuple[str, str]:
     """Start ``target`` (it prints 'waiting' and reads a byte), trace it, let it run, print the maps
     while it is still alive (as bpftrace names user addresses only in a live process), then let it end."""
     proc = subprocess.Popen(target, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
@@ -157,7 +168,7 @@ def run_with_target(tool: str, program: str, target: list[str], *options: str) -
         proc.stdin.write("g")
         proc.stdin.flush()
         assert proc.stdout.readline()          # its work is done
-        out = tracer.stop()
+        out = tracer.stop(expect=expect, times=times)
     finally:
         if proc.poll() is None:
             proc.stdin.write("q")
@@ -166,10 +177,10 @@ def run_with_target(tool: str, program: str, target: list[str], *options: str) -
     return out
 
 
-def both_with_target(program: str, target: list[str], *options: str) -> tuple[str, str]:
-    ours, err = run_with_target("pycore", program, target, *options)
+def both_with_target(program: str, target: list[str], *options: str, **expect) -> tuple[str, str]:
+    ours, err = run_with_target("pycore", program, target, *options, **expect)
     assert "error" not in err.lower(), err
-    theirs, _ = run_with_target("bpftrace", program, target, *options)
+    theirs, _ = run_with_target("bpftrace", program, target, *options, **expect)
     return ours, theirs
 
 
@@ -180,7 +191,8 @@ CXX_LEAF = ('uprobe:{exe}:"shapes::leaf(long)" {{ printf("%s|%s|%s\\n", probe, f
 
 def test_cxx_uprobe_by_demangled_name_usym_ustack_func_reg(cxx_target):
     """A C++ function named as c++filt prints it; probe, func, usym(reg("ip")), ustack in both modes, as bpftrace."""
-    ours, theirs = both_with_target(CXX_LEAF.format(exe=cxx_target), ["setarch", "-R", cxx_target])
+    ours, theirs = both_with_target(CXX_LEAF.format(exe=cxx_target), ["setarch", "-R", cxx_target],
+                                    expect="_ZN6shapes4leafEl|", times=6)
     assert f"uprobe:{cxx_target}:_ZN6shapes4leafEl|shapes::leaf(long)|shapes::leaf(long)\n" in ours
     assert "\n        shapes::leaf(long)+0\n        two()+" in ours
     assert re.search(r"\n\t[0-9a-f]+ shapes::leaf\(long\)\+0 \(" + re.escape(cxx_target) + r"\)\n", ours)
@@ -189,7 +201,8 @@ def test_cxx_uprobe_by_demangled_name_usym_ustack_func_reg(cxx_target):
 
 
 def test_cxx_user_symbols_in_json(cxx_target):
-    ours, theirs = both_with_target(CXX_LEAF.format(exe=cxx_target), ["setarch", "-R", cxx_target], "-f", "json")
+    ours, theirs = both_with_target(CXX_LEAF.format(exe=cxx_target), ["setarch", "-R", cxx_target], "-f", "json",
+                                    expect="_ZN6shapes4leafEl|", times=6)
     assert '{"type": "value", "data": "shapes::leaf(long)"}\n' in ours
     assert ours == theirs
 
@@ -276,19 +289,19 @@ def postgres():
         yield server
 
 
-def _pg_run(tool: str, server, program: str, queries: list[list[str]]) -> tuple[str, str]:
+def _pg_run(tool: str, server, program: str, queries: list[list[str]], expect: str = "") -> tuple[str, str]:
     tracer = Live(tool, program)
     tracer.ready()
     for batch in queries:
         server.psql(*batch)
-    return tracer.stop()
+    return tracer.stop(expect=expect)
 
 
 @pg
 def test_postgres_query_start_printf(postgres):
     program = f'{QUERY_START} {{ printf("%s\\n", str(arg0)); }}'
-    ours, err = _pg_run("pycore", postgres, program, [QUERIES])
-    theirs, _ = _pg_run("bpftrace", postgres, program, [QUERIES])
+    ours, err = _pg_run("pycore", postgres, program, [QUERIES], expect=QUERIES[-1] + "\n")
+    theirs, _ = _pg_run("bpftrace", postgres, program, [QUERIES], expect=QUERIES[-1] + "\n")
     assert ours == "".join(q + "\n" for q in QUERIES) + "\n\n"
     assert ours == theirs
     assert "Attaching 2 probes...\n" == err
@@ -443,7 +456,7 @@ def _bash_session(tool: str) -> tuple[str, str]:
             until(b"\n$ " if line != "exit" else b"\0")
         _, status = os.waitpid(pid, 0)
         assert os.WIFEXITED(status)
-        return tracer.stop()
+        return tracer.stop(expect="exit\n")
     finally:
         os.close(gate_w)
         os.close(fd)
@@ -454,9 +467,9 @@ def _bash_session(tool: str) -> tuple[str, str]:
 
 def test_bash_readline_uretprobe_through_a_pty():
     ours, err = _bash_session("pycore")
-    theirs, _ = _bash_session("bpftrace")
+    theirs, terr = _bash_session("bpftrace")
     assert ours == "".join(t + "\n" for t in TYPED) + "\n\n@lines: 3\n", (ours, err)
-    assert ours == theirs
+    assert ours == theirs, (theirs, terr)
 
 
 # -- functions, side by side ---------------------------------------------------------------------
