@@ -25,8 +25,16 @@ def model_of(object_path: str, class_name: str | None = None, rings: list[str] |
     check_elf(data, object_path)
     from pycore.native.object import BpfObject
 
+    from btf.errors import BtfError
+
     with BpfObject(data, name=os.path.basename(object_path)) as obj:
-        return build_model(obj, object_path, class_name, rings, bytes_maps)
+        try:
+            return build_model(obj, object_path, class_name, rings, bytes_maps)
+        except BtfError as exc:
+            raise SkelError(f"{object_path}: malformed BTF: {exc}; rebuild it (pycore build)") from None
+        except RecursionError:
+            raise SkelError(f"{object_path}: malformed BTF: types that contain themselves without end; "
+                            "rebuild it (pycore build)") from None
 
 
 def generate(object_path: str, output: str | None = None, class_name: str | None = None,

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import keyword
 import os
+import re
 from typing import Any
 
 from btf import layout
@@ -319,12 +320,35 @@ def _find_struct(spec: Spec, text: str) -> Any:
     return None
 
 
+_C_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+_NAMED_BY_C = (Kind.STRUCT, Kind.UNION, Kind.ENUM, Kind.ENUM64, Kind.TYPEDEF, Kind.VAR, Kind.FUNC, Kind.FWD)
+
+
+def _check_names(spec: Spec, object_file: str) -> None:
+    """Every name the skeleton could turn into Python must be a C identifier, as a compiler writes it.
+
+    Only a damaged or hand-made object has others; refusing them here keeps a
+    bad byte in the string table from becoming a module that cannot import.
+    """
+    for t in spec:
+        names = [t.name] if t.kind in _NAMED_BY_C else []
+        if t.kind in (Kind.STRUCT, Kind.UNION):
+            names += [m.name for m in t]  # type: ignore[attr-defined]
+        elif t.kind in (Kind.ENUM, Kind.ENUM64):
+            names += [v.name for v in t.values]  # type: ignore[attr-defined]
+        for name in names:
+            if name and not _C_NAME.match(name):
+                raise SkelError(f"{object_file}: BTF name {name!r} ({t.kind.name.lower()} id {t.id}) is not a C "
+                                "identifier: the object is damaged; rebuild it (pycore build)")
+
+
 def build_model(obj: BpfObject, object_file: str, class_name: str | None = None, rings: list[str] | None = None,
                 bytes_maps: list[str] | None = None) -> SkelModel:
     """The model of an opened object (``object_file`` names it in messages and in the generated text)."""
     from pycore.native.codec import codec_registry
 
     spec = obj.btf
+    _check_names(spec, object_file)
     reg = codec_registry(spec)
     stem = object_stem(object_file)
     cname = class_name or camel(stem)
