@@ -21,6 +21,8 @@ from pycore.lang.types import INT64, UINT64, Int, Ptr, Str, Type, from_btf
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from btf import Spec
 
     from pycore.elf.stapsdt import Arg
@@ -206,7 +208,7 @@ class Resolver:
             for f in fields:
                 if f.is_common:
                     continue
-                t.args[f.name] = _tracefs_field(f, user=c == "syscalls", spec=self._spec_or_none())
+                t.args[f.name] = _tracefs_field(f, user=c == "syscalls", spec=self._spec_or_none)
             t.args_record = (f"{c}:{n}", max((f.offset + f.size for f in fields), default=0))
             out.append(t)
         return out
@@ -401,15 +403,21 @@ def _arg_field(name: str, t: Type, offset: int) -> CtxField:
     return CtxField(name, t, offset)
 
 
-def _tracefs_field(f, user: bool, spec: Spec | None = None) -> CtxField:  # noqa: ANN001 (a tracefs.Field)
+def _tracefs_field(f, user: bool, spec: Callable[[], Spec | None] = lambda: None) -> CtxField:  # noqa: ANN001
+    """A tracepoint's field (a tracefs.Field) as the checker types it.
+
+    ``spec`` gives the kernel's BTF only when a field needs it (an integer
+    array): loading it costs ~10 ms and ~7 MiB that most tracepoints do not.
+    """
     decl = f.decl
     if decl.startswith("__data_loc"):
         return CtxField(f.name, Str(), f.offset, 4, False, data_loc=True)
     if "[" in decl and ("char" in decl.split("[")[0]):
         return CtxField(f.name, Str(f.size), f.offset, f.size, False)
-    if "[" in decl and spec is not None:
+    kspec = spec() if "[" in decl else None
+    if kspec is not None:
         # an array of integers (``__u8 saddr_v6[16]``): its element type from BTF, by name
-        arr = _tracefs_array(spec, decl.split("[")[0].rsplit(None, 1)[0], f.size)
+        arr = _tracefs_array(kspec, decl.split("[")[0].rsplit(None, 1)[0], f.size)
         if arr is not None:
             return CtxField(f.name, arr, f.offset, f.size, False)
     if "*" in decl:
