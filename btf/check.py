@@ -8,9 +8,9 @@ bound and crashes the process on one past the end.
 
 from __future__ import annotations
 
-from btf import types as T
-from btf.errors import BtfError
-from btf.spec import Spec
+from . import types as T
+from .errors import BtfError
+from .spec import Spec
 
 __all__ = ["check_references"]
 
