@@ -57,7 +57,23 @@ def _top_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Run ``pycore``; returns the exit status (0 ok, 1 nothing found, 2 usage or error)."""
-    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv is not None:
+        return _main(list(argv))
+    try:
+        return _main(sys.argv[1:])
+    finally:
+        # The command is over and the interpreter is about to flush and exit.  A
+        # Ctrl-C now (a tool that stopped by itself as its target exited, say) has
+        # nothing left to stop; with Python's own handler it would become an
+        # uncaught KeyboardInterrupt during shutdown, and a finished run would die
+        # of SIGINT.  Only the real command line does this: in-process callers keep
+        # their handlers.
+        import signal
+
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _main(argv: list[str]) -> int:
     try:
         quick = _quick(argv)
         if quick is not None:
