@@ -11,6 +11,7 @@ import stat
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -1083,3 +1084,75 @@ def test_startup_cold_and_warm(tmp_path: pytest.TempPathFactory) -> None:
     blocked = tmp_path / "blocked"
     blocked.write_text("a file, not a directory")
     assert _startup({**os.environ, "XDG_CACHE_HOME": str(blocked)}) > 0
+
+
+# -- trees kept for the next process (parse_cached) -------------------------------------------------
+
+CACHED_SCRIPT = 'tracepoint:syscalls:sys_enter_openat /pid > 1/ { @[comm, $1] = count(); printf("%s\\n", str(args.filename)); }'
+
+
+def _trees(cache: Path) -> list[Path]:
+    return sorted((cache / "pycore").glob("trace-tree-*.pickle"))
+
+
+def test_parse_cached_keeps_the_tree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from pycore.lang import parser as P
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    first = P.parse_cached(CACHED_SCRIPT)
+    [tree] = _trees(tmp_path)
+    assert tree.stat().st_mode & 0o777 == 0o600
+    assert first == parse(CACHED_SCRIPT)
+    # the next parse of the same text is the file's tree, not lark's: no parser is built for it
+    monkeypatch.setattr(P, "_PARSER", None)
+    monkeypatch.setattr(P, "_parser", lambda: pytest.fail("parsed again"))
+    again = P.parse_cached(CACHED_SCRIPT)
+    assert again == first and again is not first
+    assert [p.pos for p in again.probes] == [p.pos for p in first.probes]
+    # another text is another tree
+    monkeypatch.undo()
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    P.parse_cached(CACHED_SCRIPT + " END { }")
+    assert len(_trees(tmp_path)) == 2
+
+
+def test_parse_cached_survives_bad_files_and_errors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from pycore.lang import parser as P
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    P.parse_cached(CACHED_SCRIPT)
+    [tree] = _trees(tmp_path)
+    for junk in (b"", b"\x80\x05garbage", b"not a pickle at all"):
+        tree.write_bytes(junk)
+        assert P.parse_cached(CACHED_SCRIPT) == parse(CACHED_SCRIPT)
+        assert tree.read_bytes() != junk          # replaced by a good tree
+    # a script that does not parse is the same ScriptError, and leaves no file
+    with pytest.raises(ScriptError, match="1:"):
+        P.parse_cached("kprobe:f { $x = ; }")
+    assert len(_trees(tmp_path)) == 1
+    # a cache location that is not ours (world-writable) is not used: parsing still works
+    shared = tmp_path / "shared"
+    (shared / "pycore").mkdir(parents=True)
+    (shared / "pycore").chmod(0o777)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(shared))
+    assert P.parse_cached(CACHED_SCRIPT) == parse(CACHED_SCRIPT)
+    assert _trees(shared) == []
+
+
+def test_parse_cached_keeps_the_newest(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from pycore.lang import parser as P
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setattr(P, "_TREE_CACHE_FILES", 3)
+    order: list[Path] = []
+    for n in range(5):
+        before = set(_trees(tmp_path))
+        P.parse_cached(f"BEGIN {{ @x = {n}; }}")
+        new = set(_trees(tmp_path)) - before
+        if n < 3:   # the prune runs at each write; give the first three distinct, ordered times
+            [made] = new
+            os.utime(made, ns=(10**9 * (n + 1),) * 2)
+            order.append(made)
+    kept = _trees(tmp_path)
+    assert len(kept) == 3
+    assert order[0] not in kept and order[1] not in kept and order[2] in kept

@@ -7,7 +7,9 @@ uses a stack, not Python frames; a tree nested deeper than :data:`MAX_DEPTH`
 is refused here, so later stages (which recurse) never meet one.
 
 Start-up: the lark parser is built once per process, on first use, and its
-LALR tables are kept in a cache file (see :func:`_parser`).
+LALR tables are kept in a cache file (see :func:`_parser`); ``pycore trace``
+parses through :func:`parse_cached`, which keeps the trees of scripts it has
+parsed before, so running a script again needs no lark at all.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from pycore.lang.errors import ScriptError
 if TYPE_CHECKING:
     from lark import Lark, Token
 
-__all__ = ["parse", "parse_probe", "MAX_DEPTH", "PROBE_ALIASES", "PROBE_KINDS"]
+__all__ = ["parse", "parse_cached", "parse_probe", "MAX_DEPTH", "PROBE_ALIASES", "PROBE_KINDS"]
 
 #: Deepest tree accepted (a leaf is 1). Real scripts stay under 30; the
 #: checker and the code generator recurse a few frames per level.
@@ -169,6 +171,75 @@ def parse(text: str, filename: str = "<stdin>") -> A.Program:
             raise error(f"script nested too deeply (more than {MAX_DEPTH} levels)", deep.pos.line,
                         deep.pos.col)
     return program
+
+
+# -- trees of scripts parsed before ----------------------------------------------------------------
+#
+# Start-up trick, for start-to-attached (bench/bench_trace.py): in a fresh
+# process, importing lark, loading its cached tables and compiling the
+# contextual lexer's per-state regexes costs ~35-45 ms of the ~85 ms before
+# ``pycore trace`` is attached; bpftrace's whole start is ~36 ms. A script run
+# again (a one-liner re-run, a tool script started by cron or an agent) has
+# the same tree, so the tree itself is kept: a pickle in the same 0700 cache
+# directory as lark's tables, named by the SHA-256 of the script text and of
+# the code that shapes trees (this module, ast.py, the grammar). Nothing else
+# is cached: probes, BTF and the checker run every time, against the kernel
+# of the moment. A file that does not load is parsed again and replaced.
+
+_TREE_CODE = (__file__, A.__file__, _GRAMMAR)
+_TREE_CACHE_FILES = 64   # newest kept; each holds one script's tree (a few KiB)
+
+
+def parse_cached(text: str, filename: str = "<stdin>") -> A.Program:
+    """:func:`parse`, with the tree kept in the cache directory for the next process that parses ``text``."""
+    d = _cache_dir()
+    if d is None:
+        return parse(text, filename)
+    import pickle
+
+    h = hashlib.sha256()
+    for path in _TREE_CODE:
+        try:
+            with open(path, "rb") as f:
+                h.update(f.read())
+        except OSError:
+            return parse(text, filename)
+    h.update(text.encode("utf-8", "surrogatepass"))
+    path = os.path.join(d, f"trace-tree-{h.hexdigest()[:32]}.pickle")
+    try:
+        with open(path, "rb") as f:
+            program = pickle.load(f)
+        if isinstance(program, A.Program):
+            os.utime(path)   # recently used: kept by the pruning below
+            return program
+    except FileNotFoundError:
+        pass
+    except Exception:  # noqa: BLE001 - a truncated or foreign file: parse, and write it anew
+        pass
+    program = parse(text, filename)
+    try:
+        tmp = f"{path}.{os.getpid()}.tmp"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            pickle.dump(program, f, protocol=pickle.HIGHEST_PROTOCOL)
+        os.replace(tmp, path)
+        _prune(d)
+    except (OSError, pickle.PicklingError, RecursionError):
+        pass   # the cache is an optimisation: a full disk or a tree too deep to pickle costs only time
+    return program
+
+
+def _prune(d: str) -> None:
+    """Keep the :data:`_TREE_CACHE_FILES` most recently used trees."""
+    try:
+        trees = [e for e in os.scandir(d) if e.name.startswith("trace-tree-")]
+        if len(trees) <= _TREE_CACHE_FILES:
+            return
+        trees.sort(key=lambda e: e.stat().st_mtime_ns)
+        for e in trees[:-_TREE_CACHE_FILES]:
+            os.unlink(e.path)
+    except OSError:
+        pass
 
 
 def parse_probe(text: str, line: int = 1, col: int = 1) -> A.ProbeSpec:

@@ -75,7 +75,7 @@ class Script:
     def __init__(self, text: str, *, filename: str = "<stdin>", params: tuple[str, ...] = (),
                  pid: int | None = None, unsafe: bool = False, map_keys: int = DEFAULT_MAP_KEYS,
                  string_size: int = 64) -> None:
-        from pycore.lang.parser import parse
+        from pycore.lang.parser import parse_cached
 
         self.text = text
         self.filename = filename
@@ -83,7 +83,7 @@ class Script:
         self.pid = pid
         self.unsafe = unsafe
         self.map_keys = map_keys
-        self.program = parse(text, filename)
+        self.program = parse_cached(text, filename)
         self.resolver = Resolver(pid=pid)
         self.checker = Checker(lambda: self.resolver.spec, self.params, unsafe=unsafe, filename=filename,
                                source=text)
