@@ -55,10 +55,10 @@ def pycore_command() -> list[str]:
     return [str(venv)] if venv.exists() else [sys.executable, "-m", "pycore"]
 
 
-def once(argv: list[str]) -> tuple[float, float]:
+def once(argv: list[str], env: dict[str, str] | None = None) -> tuple[float, float]:
     """(wall seconds, peak RSS MiB) of one run; raises if it fails."""
     start = time.perf_counter()
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - start
     err = proc.stderr.read().decode(errors="replace")

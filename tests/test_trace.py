@@ -318,6 +318,27 @@ def test_missing_script_file_and_dry_run(tmp_path):
     assert "map @[string[" in r.stdout
 
 
+@pytest.mark.parametrize("argv", [
+    ["-e", "BEGIN { exit(); }"], ["-e", "BEGIN { }", "a", "b", "c"], ["-e", ""], ["x.bt"], ["x.bt", "1", "two"],
+    [""], [], ["-e"], ["-e", "-x"], ["-e", "P", "-1"], ["-v", "-e", "P"], ["-e", "P", "--dry-run"],
+    ["x.bt", "-p", "1"], ["--help"], ["-"], ["--"], ["-eP"], ["-d", "1", "x.bt"], ["x.bt", "--", "-1"],
+])
+def test_quick_args_read_what_argparse_reads(argv):
+    import argparse
+
+    from pycore.commands import trace as trace_command
+
+    quick = trace_command.quick_args(argv)
+    words = argv[1:] if argv[:1] == ["-e"] else argv   # the quick path: -e first, then no other option
+    expect_quick = bool(words) and not any(w.startswith("-") for w in words)
+    assert (quick is not None) == expect_quick, argv
+    if quick is None:
+        return  # argparse reads it
+    parser = argparse.ArgumentParser(exit_on_error=False)
+    trace_command.add_arguments(parser)
+    assert vars(quick) == vars(parser.parse_args(argv))
+
+
 def test_pid_and_command_errors():
     p = subprocess.Popen(["true"])
     p.wait()

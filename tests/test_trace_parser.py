@@ -1126,6 +1126,18 @@ def test_parse_cached_survives_bad_files_and_errors(tmp_path: Path, monkeypatch:
         tree.write_bytes(junk)
         assert P.parse_cached(CACHED_SCRIPT) == parse(CACHED_SCRIPT)
         assert tree.read_bytes() != junk          # replaced by a good tree
+    # a file under this text's name holding another text's tree (a CRC collision), or one written
+    # by other parser code (another size or mtime of parser.py, ast.py, the grammar), is a miss
+    import pickle
+
+    code, text, _ = pickle.loads(tree.read_bytes())
+    assert text == CACHED_SCRIPT
+    other = "BEGIN { exit(); }"
+    stale_code = tuple((size, mtime + 1) for size, mtime in code)
+    for saved in ((code, other, parse(other)), (stale_code, CACHED_SCRIPT, parse(other))):
+        tree.write_bytes(pickle.dumps(saved))
+        assert P.parse_cached(CACHED_SCRIPT) == parse(CACHED_SCRIPT)
+        assert pickle.loads(tree.read_bytes())[:2] == (code, CACHED_SCRIPT)
     # a script that does not parse is the same ScriptError, and leaves no file
     with pytest.raises(ScriptError, match="1:"):
         P.parse_cached("kprobe:f { $x = ; }")

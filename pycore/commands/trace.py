@@ -9,11 +9,14 @@ non-empty map. docs/trace.md describes the language subset and the engine.
 
 from __future__ import annotations
 
-import argparse
 import signal
 import sys
 
-__all__ = ["add_arguments", "run"]
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import argparse
+
+__all__ = ["add_arguments", "quick_args", "run"]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -34,6 +37,32 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="parse, resolve against BTF, print the plan; attach nothing")
     parser.add_argument("--unsafe", action="store_true", help="allow system() and signal()")
     parser.add_argument("-d", "--duration", type=float, metavar="SECONDS", help="stop after SECONDS")
+
+
+def quick_args(argv: list[str]):  # noqa: ANN201 (a namespace, or None)
+    """What add_arguments' parser makes of the two common command lines,
+    ``-e PROGRAM [ARG...]`` and ``FILE [ARG...]``, for :func:`pycore.cli.main`
+    to skip argparse: importing it, and the shutil, bz2, lzma and locale
+    modules it pulls in while building the two parsers, cost ~12 ms of a
+    ~75 ms start-to-attached (bench/bench_trace.py). None for anything else
+    (any option, or a word that starts with '-'), which argparse then reads."""
+    if argv[:1] == ["-e"]:
+        program, rest = (argv[1], argv[2:]) if len(argv) > 1 else (None, argv)
+        file = None
+        if program is None or program.startswith("-"):
+            return None
+    else:
+        program, file, rest = None, argv[0] if argv else None, argv[1:]
+        if file is None or file.startswith("-"):
+            return None
+    if any(a.startswith("-") for a in rest):
+        return None
+    if program is not None and rest:   # -e PROGRAM A B: argparse gives A to FILE, B to ARG
+        file, rest = rest[0], rest[1:]
+    from types import SimpleNamespace
+
+    return SimpleNamespace(program=program, file=file, params=rest, pid=None, cmd=None, format="text",
+                           folded=False, verbose=False, dry_run=False, unsafe=False, duration=None)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -14,7 +14,6 @@ parsed before, so running a script again needs no lark at all.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 import sys
@@ -122,6 +121,8 @@ def _parser() -> Lark:
         cache: str | bool = False
         d = _cache_dir()
         if d is not None:
+            import hashlib   # here, not at the top: a warm start (a cached tree) never needs it
+
             key = hashlib.sha256((grammar + lark_version).encode()).hexdigest()[:16]
             cache = os.path.join(d, f"trace-grammar-{key}-py{sys.version_info[0]}{sys.version_info[1]}.lark")
         _PARSER = Lark(grammar, parser="lalr", lexer="contextual", start="program", transformer=_Builder(),
@@ -177,14 +178,18 @@ def parse(text: str, filename: str = "<stdin>") -> A.Program:
 #
 # Start-up trick, for start-to-attached (bench/bench_trace.py): in a fresh
 # process, importing lark, loading its cached tables and compiling the
-# contextual lexer's per-state regexes costs ~35-45 ms of the ~85 ms before
-# ``pycore trace`` is attached; bpftrace's whole start is ~36 ms. A script run
+# contextual lexer's per-state regexes cost ~35-45 ms of the ~85 ms before
+# ``pycore trace`` was attached (bpftrace's: ~36-50 ms); with the tree kept,
+# ~56 ms against bpftrace's 39 ms in the same run, and a first run ~158 ms. A script run
 # again (a one-liner re-run, a tool script started by cron or an agent) has
 # the same tree, so the tree itself is kept: a pickle in the same 0700 cache
-# directory as lark's tables, named by the SHA-256 of the script text and of
-# the code that shapes trees (this module, ast.py, the grammar). Nothing else
-# is cached: probes, BTF and the checker run every time, against the kernel
-# of the moment. A file that does not load is parsed again and replaced.
+# directory as lark's tables. The file is named by the CRC-32 and length of
+# the script text, and holds the text itself and the size and mtime of the
+# code that shapes trees (this module, ast.py, the grammar), as a .pyc does;
+# both are compared on load, so a collision or new code is a miss, never a
+# wrong tree. (Not a SHA-256: importing hashlib loads OpenSSL, ~3 ms of a warm
+# start.) Nothing else is cached: probes, BTF and the checker run every time,
+# against the kernel of the moment. A file that does not load is parsed again and replaced.
 
 _TREE_CODE = (__file__, A.__file__, _GRAMMAR)
 _TREE_CACHE_FILES = 64   # newest kept; each holds one script's tree (a few KiB)
@@ -196,20 +201,18 @@ def parse_cached(text: str, filename: str = "<stdin>") -> A.Program:
     if d is None:
         return parse(text, filename)
     import pickle
+    import zlib
 
-    h = hashlib.sha256()
-    for path in _TREE_CODE:
-        try:
-            with open(path, "rb") as f:
-                h.update(f.read())
-        except OSError:
-            return parse(text, filename)
-    h.update(text.encode("utf-8", "surrogatepass"))
-    path = os.path.join(d, f"trace-tree-{h.hexdigest()[:32]}.pickle")
+    try:
+        code = tuple((st.st_size, st.st_mtime_ns) for st in map(os.stat, _TREE_CODE))
+    except OSError:
+        return parse(text, filename)
+    data = text.encode("utf-8", "surrogatepass")
+    path = os.path.join(d, f"trace-tree-{zlib.crc32(data):08x}-{len(data)}.pickle")
     try:
         with open(path, "rb") as f:
-            program = pickle.load(f)
-        if isinstance(program, A.Program):
+            saved_code, saved_text, program = pickle.load(f)
+        if saved_code == code and saved_text == text and isinstance(program, A.Program):
             os.utime(path)   # recently used: kept by the pruning below
             return program
     except FileNotFoundError:
@@ -221,7 +224,7 @@ def parse_cached(text: str, filename: str = "<stdin>") -> A.Program:
         tmp = f"{path}.{os.getpid()}.tmp"
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "wb") as f:
-            pickle.dump(program, f, protocol=pickle.HIGHEST_PROTOCOL)
+            pickle.dump((code, text, program), f, protocol=pickle.HIGHEST_PROTOCOL)
         os.replace(tmp, path)
         _prune(d)
     except (OSError, pickle.PicklingError, RecursionError):
