@@ -7,8 +7,9 @@
    (attach, detach, exit: detaching a tracepoint waits ~80 ms for the
    kernel's RCU grace period, in both tools), and peak RSS (wait4).
    Target: pycore <= 0.25x bpftrace's start-to-attached, RSS < 40 MB.
-   "pycore, cold" is a first run: an empty XDG_CACHE_HOME, so no cached
-   parser tables and no cached parse tree (pycore/lang/parser.py).
+   "pycore trace" is a script run before (its cache directory filled by the
+   warm-up round), "pycore, cold" a first run: an empty XDG_CACHE_HOME, so
+   no cached parser tables and no cached parse tree (pycore/lang/parser.py).
 2. per-event overhead: a C loop of N openat/close pairs on /dev/null, timed
    bare, under bpftrace and under pycore running the same counting script.
    Target: (pycore - bare) / (bpftrace - bare) <= 1.2.
@@ -139,6 +140,7 @@ def main() -> int:
                          ("kfunc:vfs_* whole run", WILD + " BEGIN { exit(); }", once)]
         else:
             print("kfunc:vfs_*: skipped, this kernel refuses fentry/fexit (run it in the kernel VMs)")
+    warm_cache = tempfile.mkdtemp(prefix="bench-trace-cache-")
     for title, program, measure in startups:
         commands = {"pycore trace": pycore + ["trace", "-e", program],
                     "pycore, cold": pycore + ["trace", "-e", program],
@@ -148,8 +150,11 @@ def main() -> int:
         for i in range(args.runs + 1):
             for name, argv in commands.items():
                 with tempfile.TemporaryDirectory() as cache:
-                    # "cold": a first run, an empty cache directory (no parser tables, no parse tree)
-                    env = {**os.environ, "XDG_CACHE_HOME": cache} if name.endswith("cold") else None
+                    # "cold": a first run, an empty cache directory (no parser tables, no parse tree);
+                    # "pycore trace": the bench's own cache directory, filled by the warm-up round
+                    # (not ~/.cache, which the kernel VMs mount read-only)
+                    env = {**os.environ, "XDG_CACHE_HOME": cache if name.endswith("cold") else warm_cache} \
+                        if name.startswith("pycore") else None
                     for attempt in range(3):
                         try:
                             wall, rss = measure(argv, env)
@@ -171,6 +176,8 @@ def main() -> int:
         print(f"  ratio pycore/bpftrace: {med['pycore trace'] / med['bpftrace']:.2f}x"
               + (" (target <= 0.25x)" if program is READY else "")
               + f"; cold {med['pycore, cold'] / med['bpftrace']:.2f}x")
+
+    shutil.rmtree(warm_cache, ignore_errors=True)
 
     # 2. per-event overhead
     if args.only not in (None, "overhead"):

@@ -339,6 +339,28 @@ def test_quick_args_read_what_argparse_reads(argv):
     assert vars(quick) == vars(parser.parse_args(argv))
 
 
+@pytest.mark.parametrize("kind", ["kfunc", "kretfunc"])
+def test_kfunc_wildcard_targets_are_the_named_ones(kind):
+    """A wildcard's targets (one BTF scan for all names) are those of each function named alone
+    (resolving needs only BTF, so the host checks it; attaching is in test_trace_kernel.py)."""
+    from pycore.lang.runtime import Script
+
+    def targets(probe):
+        [(_, found)] = Script(f"{probe} {{ }}").resolve()
+        return found
+
+    def typed(fields):   # name and type of each field; a type's Spec differs from script to script
+        return [(f.name, type(f.type), {k: v for k, v in vars(f.type).items() if k != "spec"})
+                for f in fields if f is not None]
+
+    wild = targets(f"{kind}:vfs_*")
+    assert len(wild) > 20
+    for t in wild:
+        [alone] = targets(f"{kind}:{t.func}")
+        assert (t.probe, t.attach_btf_id, t.attach_type) == (alone.probe, alone.attach_btf_id, alone.attach_type)
+        assert typed(t.argn + [t.retval]) == typed(alone.argn + [alone.retval])
+
+
 def test_pid_and_command_errors():
     p = subprocess.Popen(["true"])
     p.wait()
