@@ -179,17 +179,19 @@ def parse(text: str, filename: str = "<stdin>") -> A.Program:
 # Start-up trick, for start-to-attached (bench/bench_trace.py): in a fresh
 # process, importing lark, loading its cached tables and compiling the
 # contextual lexer's per-state regexes cost ~35-45 ms of the ~85 ms before
-# ``pycore trace`` was attached (bpftrace's: ~36-50 ms); with the tree kept,
-# ~56 ms against bpftrace's 39 ms in the same run, and a first run ~158 ms. A script run
-# again (a one-liner re-run, a tool script started by cron or an agent) has
-# the same tree, so the tree itself is kept: a pickle in the same 0700 cache
-# directory as lark's tables. The file is named by the CRC-32 and length of
-# the script text, and holds the text itself and the size and mtime of the
-# code that shapes trees (this module, ast.py, the grammar), as a .pyc does;
-# both are compared on load, so a collision or new code is a miss, never a
-# wrong tree. (Not a SHA-256: importing hashlib loads OpenSSL, ~3 ms of a warm
-# start.) Nothing else is cached: probes, BTF and the checker run every time,
-# against the kernel of the moment. A file that does not load is parsed again and replaced.
+# ``pycore trace`` was attached (bpftrace's: ~36-50 ms). A script run again
+# (a one-liner re-run, a tool script started by cron or an agent) has the
+# same tree, so the tree itself is kept; in one bench run, start to attached
+# was then 58 ms, 90 ms for a new script, bpftrace 41 ms.
+#
+# The tree is a pickle in the same 0700 cache directory as lark's tables. The
+# file is named by the CRC-32 and length of the script text, and holds the
+# text itself and the size and mtime of the code that shapes trees (this
+# module, ast.py, the grammar), as a .pyc does; both are compared on load, so
+# a collision or new code is a miss, never a wrong tree. (Not a SHA-256:
+# importing hashlib loads OpenSSL, ~3 ms of a warm start.) Nothing else is
+# cached: probes, BTF and the checker run every time, against the kernel of
+# the moment. A file that does not load is parsed again and replaced.
 
 _TREE_CODE = (__file__, A.__file__, _GRAMMAR)
 _TREE_CACHE_FILES = 64   # newest kept; each holds one script's tree (a few KiB)
