@@ -69,7 +69,7 @@ def to_ready(argv: list[str], env: dict[str, str] | None = None) -> tuple[float,
     until it exits: bpftrace 0.17 here sometimes loses a SIGINT that comes
     just after BEGIN's line and waits in epoll_wait for good (seen twice in a
     few hundred runs). A run that prints no 'ready' line in READY_TIMEOUT
-    seconds is killed and raises Hung, to be run again."""
+    seconds is killed, and the benchmark stops with an error instead of hanging."""
     start = time.perf_counter()
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
     timer = threading.Timer(READY_TIMEOUT, proc.kill)
@@ -101,12 +101,8 @@ def to_ready(argv: list[str], env: dict[str, str] | None = None) -> tuple[float,
     stopper.join()
     os.close(pidfd)
     if ready is None:
-        raise Hung(f"{argv[0]} printed no 'ready' line in {READY_TIMEOUT} s")
+        raise RuntimeError(f"{' '.join(argv)}: no 'ready' line in {READY_TIMEOUT} s")
     return ready, usage.ru_maxrss / 1024
-
-
-class Hung(Exception):
-    pass
 
 
 READY_TIMEOUT = 20.0
@@ -167,26 +163,19 @@ def main() -> int:
                     "pycore, cold": pycore + ["trace", "-e", program],
                     "bpftrace": [bpftrace, "-B", "none", "-e", program]}  # unbuffered, so ready shows at once
         results: dict[str, tuple[list[float], list[float]]] = {n: ([], []) for n in commands}
-        hung = {n: 0 for n in commands}
         for i in range(args.runs + 1):
             for name, argv in commands.items():
-                with tempfile.TemporaryDirectory() as cache:
-                    # "cold": a first run, an empty cache directory (no parser tables, no parse tree);
-                    # "pycore trace": the bench's own cache directory, filled by the warm-up round
-                    # (not ~/.cache, which the kernel VMs mount read-only)
-                    env = {**os.environ, "XDG_CACHE_HOME": cache if name.endswith("cold") else warm_cache} \
-                        if name.startswith("pycore") else None
-                    if name.endswith("new"):   # a script edited since the last run: a comment it has not seen
-                        argv = argv[:-1] + [f"{program} // {os.getpid()} {i} {time.time_ns()}"]
-                    for attempt in range(3):
-                        try:
-                            wall, rss = measure(argv, env)
-                            break
-                        except Hung as e:
-                            hung[name] += 1
-                            print(f"  ({name}: {e}; run again)", file=sys.stderr)
-                    else:
-                        raise RuntimeError(f"{name} hung three times in a row")
+                # "pycore trace": the bench's own cache directory, filled by the warm-up round (not
+                # ~/.cache, which the kernel VMs mount read-only); "cold": an empty one each time
+                cold = tempfile.mkdtemp(prefix="bench-trace-cold-") if name.endswith("cold") else None
+                env = {**os.environ, "XDG_CACHE_HOME": cold or warm_cache} if name.startswith("pycore") else None
+                if name.endswith("new"):   # a script edited since the last run: a comment it has not seen
+                    argv = argv[:-1] + [f"{program} // {os.getpid()} {i} {time.time_ns()}"]
+                try:
+                    wall, rss = measure(argv, env)
+                finally:
+                    if cold:
+                        shutil.rmtree(cold, ignore_errors=True)
                 if i:
                     results[name][0].append(wall)
                     results[name][1].append(rss)
@@ -194,8 +183,7 @@ def main() -> int:
         med = {}
         for name, (walls, rss) in results.items():
             med[name] = statistics.median(walls)
-            print(f"  {name:<14} {med[name]:7.3f} s   peak {max(rss):6.1f} MiB"
-                  + (f"   ({hung[name]} hung runs killed and run again)" if hung[name] else ""))
+            print(f"  {name:<14} {med[name]:7.3f} s   peak {max(rss):6.1f} MiB")
         print(f"  ratio pycore/bpftrace: {med['pycore trace'] / med['bpftrace']:.2f}x"
               + (" (target <= 0.25x)" if program is READY else "")
               + f"; new script {med['pycore, new'] / med['bpftrace']:.2f}x"

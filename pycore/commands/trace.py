@@ -46,22 +46,16 @@ def quick_args(argv: list[str]):  # noqa: ANN201 (a namespace, or None)
     modules it pulls in while building the two parsers, cost ~12 ms of a
     ~75 ms start-to-attached (bench/bench_trace.py). None for anything else
     (any option, or a word that starts with '-'), which argparse then reads."""
-    if argv[:1] == ["-e"]:
-        program, rest = (argv[1], argv[2:]) if len(argv) > 1 else (None, argv)
-        file = None
-        if program is None or program.startswith("-"):
-            return None
-    else:
-        program, file, rest = None, argv[0] if argv else None, argv[1:]
-        if file is None or file.startswith("-"):
-            return None
-    if any(a.startswith("-") for a in rest):
+    words = argv[1:] if argv[:1] == ["-e"] else argv
+    if not words or any(w.startswith("-") for w in words):
         return None
-    if program is not None and rest:   # -e PROGRAM A B: argparse gives A to FILE, B to ARG
-        file, rest = rest[0], rest[1:]
+    if argv[:1] == ["-e"]:   # -e PROGRAM A B: argparse gives A to FILE, B on to ARG
+        program, file, params = words[0], (words[1] if len(words) > 1 else None), words[2:]
+    else:
+        program, file, params = None, words[0], words[1:]
     from types import SimpleNamespace
 
-    return SimpleNamespace(program=program, file=file, params=rest, pid=None, cmd=None, format="text",
+    return SimpleNamespace(program=program, file=file, params=params, pid=None, cmd=None, format="text",
                            folded=False, verbose=False, dry_run=False, unsafe=False, duration=None)
 
 

@@ -217,9 +217,7 @@ def parse_cached(text: str, filename: str = "<stdin>") -> A.Program:
         if saved_code == code and saved_text == text and isinstance(program, A.Program):
             os.utime(path)   # recently used: kept by the pruning below
             return program
-    except FileNotFoundError:
-        pass
-    except Exception:  # noqa: BLE001 - a truncated or foreign file: parse, and write it anew
+    except Exception:  # noqa: BLE001 - none yet, or a truncated or foreign file: parse, and write it anew
         pass
     program = parse(text, filename)
     try:

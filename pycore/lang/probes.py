@@ -237,20 +237,22 @@ class Resolver:
         if _has_wildcard(name) or module and _has_wildcard(module):
             from pycore.listing.patterns import ProbePattern
 
-            names = []
-            pattern = ProbePattern("kretfunc" if ret else "kfunc", name, module)
-            for e in self.lister.entries(pattern):
-                n = e.head.rsplit(":", 1)[1]
-                if e.note:              # the lister knows a trampoline would refuse it: say so, go on
-                    self.skipped.append(f"{n} ({e.note.removeprefix('fentry cannot attach: ')})")
-                else:
-                    names.append(n)
-            # One scan of BTF's names for all of them: ids_named per name is a linear
-            # search each, 2.2 ms a name here, 170 ms for kfunc:vfs_* (77 functions),
-            # seconds in a TCG guest; this scan is ~10 ms (bench_trace.py --only kfunc).
+            # The lister's own match: the hookable functions with their BTF ids, so
+            # nothing is looked up again by name (ids_named is a linear search of
+            # BTF's names, 2.2 ms a name: 170 ms for kfunc:vfs_*'s 77 functions).
             by_name: dict[str, list[int]] = {}
-            for type_id in spec.ids_matching(pattern.name_regex(), (Kind.FUNC,)):
-                by_name.setdefault(spec.name(type_id), []).append(type_id)
+            lister = self.lister
+            for _, mod_spec, type_id in lister.functions(
+                    ProbePattern("kretfunc" if ret else "kfunc", name, module)):
+                if mod_spec is not spec:   # a module's function: its BTF is not vmlinux's (not attached)
+                    continue
+                n = spec.name(type_id)
+                note = lister.fentry_note(spec, type_id)
+                if note:                # the lister knows a trampoline would refuse it: say so, go on
+                    self.skipped.append(f"{n} ({note.removeprefix('fentry cannot attach: ')})")
+                else:
+                    by_name[n] = [type_id]
+            names = list(by_name)
         else:
             names = [name]
             by_name = {name: spec.ids_named(name, (Kind.FUNC,))}

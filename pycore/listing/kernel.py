@@ -253,7 +253,14 @@ class Lister:
     # kfunc / kretfunc
 
     def _functions(self, pattern: ProbePattern) -> Iterator[Entry]:
-        """BTF functions that match, then only those ftrace can hook.
+        max_args = fentry_max_args()
+        for module, spec, type_id in self.functions(pattern):
+            yield self._function_entry(pattern.kind, module, spec, type_id, max_args)
+
+    def functions(self, pattern: ProbePattern) -> Iterator[tuple[str, Spec, int]]:
+        """(module, its BTF, function id) of each function that matches and
+        that ftrace can hook, by module, then by name; for listings and for
+        ``pycore trace``'s kfunc wildcards (which need the ids, not the lines).
 
         BTF is searched first and the hookable names are streamed past it,
         so only the matching BTF names are ever held (peak RSS of
@@ -262,7 +269,6 @@ class Lister:
         from btf import Kind
 
         name_rx = pattern.name_regex()
-        max_args = fentry_max_args()
         wanted: dict[str, tuple[Spec, dict[str, int]]] = {}
         for module, spec in self.btf_modules(pattern.module):
             if spec is self._spec:
@@ -290,24 +296,31 @@ class Lister:
             del wanted[module]
             matched = found.pop(module)
             matched.sort()
-            for name, type_id in matched:
-                yield self._function_entry(pattern.kind, module, spec, type_id, max_args)
+            for _, type_id in matched:
+                yield module, spec, type_id
+
+    def fentry_note(self, spec: Spec, func_id: int) -> str:
+        """Why a trampoline would refuse function ``func_id`` of ``spec``, or ''."""
+        return self._fentry_note(spec, spec.type(func_id, cache=False).type_id, fentry_max_args())  # type: ignore[attr-defined]
+
+    def _fentry_note(self, spec: Spec, proto_id: int, max_args: int) -> str:
+        notes = self._notes.get(id(spec))
+        if notes is None:
+            notes = self._notes[id(spec)] = {}
+        note = notes.get(proto_id)
+        if note is None:
+            note = notes[proto_id] = self._fentry_problem(spec.type(proto_id, cache=False), max_args)
+        return note
 
     def _function_entry(self, kind: str, module: str, spec: Spec, func_id: int, max_args: int) -> Entry:
         # A listing looks at each function once: don't keep 55k decoded
         # functions and prototypes in the spec's cache (peak RSS).
         func = spec.type(func_id, cache=False)
         proto_id = func.type_id  # type: ignore[attr-defined]
-        proto = spec.type(proto_id, cache=False)
         entry = Entry(f"{kind}:{module}:{func.name}")
-        notes = self._notes.get(id(spec))
-        if notes is None:
-            notes = self._notes[id(spec)] = {}
-        note = notes.get(proto_id)
-        if note is None:
-            note = notes[proto_id] = self._fentry_problem(proto, max_args)
-        entry.note = note
+        entry.note = self._fentry_note(spec, proto_id, max_args)
         if self.verbose:
+            proto = spec.type(proto_id, cache=False)
             type_name = self._fmt.type_name
             for i, p in enumerate(proto.params):
                 if p.type_id == 0:  # the "..." of a variadic function
