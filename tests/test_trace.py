@@ -296,6 +296,8 @@ def test_python_api_events_and_live_maps():
     ('BEGIN { fo(); }', "unknown function fo()"),
     ('BEGIN { $i = 0; while ($i < 1000000000) { $i++; } }', "a loop it cannot bound"),
     ('kfunc:vfs_read { @ = count(); }', "refuses fentry/fexit"),
+    ('kfunc:zzz_no_such_fn* { @ = count(); }', "kfunc:zzz_no_such_fn*: matches no probe on this system"),
+    ('kretfunc:vfs_no_such_* { @ = count(); }', "kretfunc:vfs_no_such_*: matches no probe on this system"),
     ('BEGIN { system("true"); }', "unsafe: run with --unsafe"),
     ('uprobe:/nonexistent/bin:f { }', "/nonexistent/bin"),
 ])
