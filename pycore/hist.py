@@ -13,7 +13,10 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterable, Mapping
-from typing import Any
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["log2_bucket", "linear_bucket", "log2_hist", "linear_hist", "from_values",
            "render_log2", "render_linear"]

@@ -122,7 +122,7 @@ class Tracefs:
 
     def format(self, category: str, name: str) -> list[Field]:
         """A tracepoint's fields (OSError if its format file is unreadable)."""
-        return parse_format(self.read_bytes("events", category, name, "format").decode("utf-8", "replace"))
+        return parse_format(_read_small(f"{self.root}/events/{category}/{name}/format").decode("utf-8", "replace"))
 
     def field_decls(self, category: str, name: str) -> list[str]:
         """A tracepoint's own fields as :func:`field_decls` gives them

@@ -51,9 +51,13 @@ Block(body)                           a bare ``{ ... }`` inside a body
 
 from __future__ import annotations
 
+from collections import namedtuple
 from collections.abc import Iterator
 from dataclasses import dataclass, field, fields
-from typing import NamedTuple
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import NamedTuple
 
 __all__ = [
     "Pos", "NOPOS", "Node", "Expr", "Stmt", "Program", "Include", "Directive", "CDefinition", "ProbeBlock",
@@ -63,11 +67,17 @@ __all__ = [
 ]
 
 
-class Pos(NamedTuple):
-    """Where a node starts in the script: 1-based line and column (a tab counts as one column)."""
+if TYPE_CHECKING:
+    class Pos(NamedTuple):
+        line: int
+        col: int
+else:
+    # collections' namedtuple, not typing's NamedTuple: importing typing costs ~2 ms of
+    # pycore trace's start, and nothing else on that path needs it
+    class Pos(namedtuple("Pos", "line col")):
+        """Where a node starts in the script: 1-based line and column (a tab counts as one column)."""
 
-    line: int
-    col: int
+        __slots__ = ()
 
 
 NOPOS = Pos(0, 0)

@@ -16,11 +16,10 @@ key, a cast, a printf check).
 
 from __future__ import annotations
 
-import difflib
 from dataclasses import dataclass, field
 
 from pycore.lang import ast as A
-from pycore.lang.errors import CheckError
+from pycore.lang.errors import CheckError, close_matches
 from pycore.lang.probes import CtxField, Target
 from pycore.lang.types import (COMM, INT64, STRING_SIZE, UINT64, USYM, Array, Inet, Int, Ptr, Record, Stack, Str,
                                 Type, Void, from_btf, type_name, width)
@@ -313,7 +312,7 @@ class Checker:
         if isinstance(e, A.Var):
             t = c.variables.get(e.name)
             if t is None:
-                near = difflib.get_close_matches(e.name, list(c.variables), n=1)
+                near = close_matches(e.name, list(c.variables), n=1)
                 hint = f" (did you mean ${near[0]}?)" if near else ""
                 raise self.error(e, f"${e.name} is used before it is assigned{hint}")
             return t
@@ -439,7 +438,7 @@ class Checker:
             near = {self.spec.name(i) for i in self.spec.ids_matching(prefix + b".*", pool_kinds)}
         except Exception:  # noqa: BLE001 - a suggestion is a courtesy
             near = set()
-        guess = difflib.get_close_matches((rest or name).strip(), list(near), n=2)
+        guess = close_matches((rest or name).strip(), list(near), n=2)
         hint = f" (did you mean {' or '.join(repr((word + ' ' if rest else '') + g) for g in guess)}?)" if guess else ""
         raise self.error(node, f"unknown type {what!r} in this kernel's BTF{hint}")
 
@@ -467,7 +466,7 @@ class Checker:
         found = _find_member(rec.spec, rec.spec.type(rec.btf_id), name, 0)
         if found is None:
             names = _member_names(rec.spec, rec.spec.type(rec.btf_id))
-            near = difflib.get_close_matches(name, names, n=1)
+            near = close_matches(name, names, n=1)
             hint = f" (did you mean {near[0]!r}?)" if near else ""
             raise self.error(node, f"{type_name(rec.spec, rec.btf_id)} has no field {name!r}{hint}")
         del skip
@@ -478,7 +477,7 @@ class Checker:
         f = c.target.args.get(e.name)
         if f is None:
             known = list(c.target.args)
-            near = difflib.get_close_matches(e.name, known, n=1)
+            near = close_matches(e.name, known, n=1)
             hint = f" (did you mean {near[0]!r}?)" if near else f" (it has: {', '.join(known) or 'none'})"
             raise self.error(e, f"{c.target.probe} has no argument {e.name!r}{hint}")
         return f.type
@@ -677,7 +676,7 @@ class Checker:
             if why:
                 raise self.error(args[0], why)
             return Void()
-        near = difflib.get_close_matches(n, ["printf", "print", "str", "strncmp", "strcontains", "ksym", "usym",
+        near = close_matches(n, ["printf", "print", "str", "strncmp", "strcontains", "ksym", "usym",
                                              "kaddr", "ntop", "reg", "time", "join", "exit", "delete", "clear",
                                              "zero", *AGGREGATES], n=1)
         hint = f" (did you mean {near[0]}()?)" if near else ""
@@ -713,7 +712,7 @@ class Checker:
         if kind not in ("kprobe", "kretprobe", "uprobe", "uretprobe", "usdt", "profile"):
             raise self.error(e, f'reg can not be used with "{kind}" probes')
         if args[0].value not in REGS:
-            near = difflib.get_close_matches(args[0].value, list(REGS), n=1)
+            near = close_matches(args[0].value, list(REGS), n=1)
             hint = f" (did you mean {near[0]!r}?)" if near else f" (registers: {', '.join(REGS)})"
             raise self.error(args[0], f"'{args[0].value}' is not a valid register on this architecture{hint}")
         return UINT64

@@ -17,12 +17,13 @@ from __future__ import annotations
 import os
 import re
 import sys
-from typing import TYPE_CHECKING, Any
 
 from pycore.lang import ast as A
 from pycore.lang.errors import ScriptError
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any
     from lark import Lark, Token
 
 __all__ = ["parse", "parse_cached", "parse_probe", "MAX_DEPTH", "PROBE_ALIASES", "PROBE_KINDS"]

@@ -12,11 +12,10 @@ the trampoline's u64 array typed from BTF, kprobe/uprobe arguments from
 
 from __future__ import annotations
 
-import difflib
 import os
 from dataclasses import dataclass, field
 
-from pycore.lang.errors import ProbeError
+from pycore.lang.errors import ProbeError, close_matches
 from pycore.lang.types import INT64, UINT64, Int, Ptr, Str, Type, from_btf
 
 TYPE_CHECKING = False
@@ -26,6 +25,7 @@ if TYPE_CHECKING:
     from btf import Spec
 
     from pycore.elf.stapsdt import Arg
+    from pycore.kernel.tracefs import Tracefs
     from pycore.listing.kernel import Lister
 
 __all__ = ["CtxField", "Target", "Resolver", "REGS", "PROG_KPROBE", "PROG_TRACEPOINT", "PROG_PERF_EVENT",
@@ -89,7 +89,7 @@ class Target:
 
 
 def _suggest(name: str, choices: list[str] | set[str]) -> str:
-    near = difflib.get_close_matches(name, list(choices), n=3, cutoff=0.6)
+    near = close_matches(name, list(choices), n=3, cutoff=0.6)
     return f" (did you mean {' or '.join(repr(n) for n in near)}?)" if near else ""
 
 
@@ -103,6 +103,7 @@ class Resolver:
     def __init__(self, *, pid: int | None = None, lister: Lister | None = None) -> None:
         self.pid = pid
         self._lister = lister
+        self._tracefs: Tracefs | None = None
         self.skipped: list[str] = []       # wildcard matches that cannot attach, with why
 
     # -- sources ------------------------------------------------------------------------------
@@ -114,6 +115,17 @@ class Resolver:
 
             self._lister = Lister(verbose=False)
         return self._lister
+
+    def tracefs(self) -> Tracefs | None:
+        """The mounted tracefs: the lister's when there is one, else found without
+        it (a script of named tracepoints needs no listing, nor its 3 ms import)."""
+        if self._lister is not None:
+            return self._lister.tracefs()
+        if self._tracefs is None:
+            from pycore.kernel.tracefs import find_tracefs
+
+            self._tracefs = find_tracefs()[0]
+        return self._tracefs
 
     @property
     def spec(self) -> Spec:
@@ -185,7 +197,7 @@ class Resolver:
         if len(parts) != 2:
             raise ProbeError(f"{text}: expected tracepoint:CATEGORY:NAME")
         cat, name = parts
-        tracefs = self.lister.tracefs()
+        tracefs = self.tracefs()
         if tracefs is None:
             raise ProbeError(f"{text}: tracefs is not available (mount -t tracefs nodev /sys/kernel/tracing)")
         if _has_wildcard(cat) or _has_wildcard(name):

@@ -21,7 +21,10 @@ May import: :mod:`pycore.errors`, :mod:`pycore.asm`, :mod:`pycore.native`, :mod:
 
 from __future__ import annotations
 
-from typing import Any
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
 
 _LAZY = {
     "Link": "pycore.link.base",

@@ -14,7 +14,6 @@ and writing it is refused here rather than crashing on a read-only page.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
 
 from btf.kinds import Kind
 
@@ -23,6 +22,7 @@ from pycore.native.codec import Codec, decoder_for
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any
     from pycore.native.maps import Map
     from pycore.native.object import BpfObject
 

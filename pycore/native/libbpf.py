@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import enum
 import errno as _errno
-import logging
 import os
 import threading
 
@@ -99,10 +98,20 @@ def _open_library():
 lib = _open_library()
 libc = ffi.dlopen(None)
 
-log = logging.getLogger("pycore.native.libbpf")
-log.addHandler(logging.NullHandler())  # errors carry the log; users opt in to the rest
-_LEVELS = {0: logging.WARNING, 1: logging.INFO, 2: logging.DEBUG}
 _capture = threading.local()
+_log = None
+
+
+def _logger():  # noqa: ANN202 - logging.Logger
+    """The ``pycore.native.libbpf`` logger, made at libbpf's first message: importing
+    logging costs ~3 ms of ``pycore trace``'s start, and most runs never need it."""
+    global _log
+    if _log is None:
+        import logging
+
+        _log = logging.getLogger("pycore.native.libbpf")
+        _log.addHandler(logging.NullHandler())  # errors carry the log; users opt in to the rest
+    return _log
 
 
 @ffi.callback("int(int, const char *, void *)")
@@ -113,10 +122,11 @@ def _print(level: int, fmt, args) -> int:
     lines = getattr(_capture, "lines", None)
     if lines is not None:
         lines.append(text)
-    log.log(_LEVELS.get(level, logging.DEBUG), "%s", text)
+    _logger().log(_LEVELS.get(level, 10), "%s", text)
     return 0
 
 
+_LEVELS = {0: 30, 1: 20, 2: 10}   # LIBBPF_WARN, _INFO, _DEBUG -> logging.WARNING, INFO, DEBUG
 lib.libbpf_set_print(_print)
 
 

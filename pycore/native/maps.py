@@ -16,13 +16,13 @@ from __future__ import annotations
 import dataclasses
 import errno
 from collections.abc import Iterator, Mapping
-from typing import Any
 
 from pycore.native import libbpf as L
 from pycore.errors import BpfError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any
     from pycore.native.object import BpfObject
 
 ffi, lib = L.ffi, L.lib

@@ -20,7 +20,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import Any
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["SPECIFIER_RE", "specifiers", "arg_category", "validate_format", "format_printf",
            "format_printf_bytes", "hex_buffer"]

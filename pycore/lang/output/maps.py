@@ -24,15 +24,19 @@ nothing in json.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
 
 from pycore.hist import BAR_WIDTH, render_linear, render_log2
 from pycore.lang.output.stdsort import std_sort
 from pycore.lang.output.values import format_key, format_value, is_stack_type, quoted
 
-__all__ = ["format_map", "map_json", "sort_entries", "hist_json", "folded", "Entry"]
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
-Entry = tuple[tuple, Any]
+    Entry = tuple[tuple, Any]   # (key tuple, value)
+
+__all__ = ["format_map", "map_json", "sort_entries", "hist_json", "folded"]
+
 _M64 = (1 << 64) - 1
 _BY_VALUE = ("count", "sum", "min", "max")
 _STATS = ("avg", "stats")

@@ -11,12 +11,15 @@ input order is the key bytes', which we rebuild), this gives the same output.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, TypeVar
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any, TypeVar
+
+    T = TypeVar("T")
 
 __all__ = ["std_sort"]
 
-T = TypeVar("T")
 _THRESHOLD = 16
 
 

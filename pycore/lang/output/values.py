@@ -19,13 +19,13 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
-from typing import Any
 
 from pycore.lang.output.cformat import hex_buffer
 from pycore.lang.output.messages import json_escape
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any
     from btf import Spec
 
 __all__ = ["btf_layout", "format_btf", "format_value", "format_key", "format_fields", "stack_text",
