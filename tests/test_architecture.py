@@ -20,7 +20,7 @@ CYCLES_TOOL = ROOT.parent / "shared" / "tools" / "import-cycles.py"
 # bottom first; a module belongs to the longest prefix listed
 LAYERS: list[tuple[str, ...]] = [
     ("btf",),
-    ("pycore.errors", "pycore.hist"),
+    ("pycore.errors", "pycore.hist", "pycore.record"),
     ("pycore.build",),  # build time only: errors and btf below it; only commands.build imports it
     ("pycore.asm",),
     ("pycore.native",),

@@ -11,10 +11,10 @@ offsets (counted in slots) are computed by the assembler.
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass, field
 
 from pycore.asm import opcodes as op
 from pycore.errors import PycoreError
+from pycore.record import field, record
 
 __all__ = ["Insn", "AsmError", "encode", "decode", "slot_count"]
 
@@ -35,7 +35,7 @@ def _s32(value: int, what: str) -> int:
     raise AsmError(f"{what}: immediate {value:#x} does not fit in 32 bits")
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True)
 class Insn:
     """One instruction; ``target`` is a jump's label until the assembler turns it into ``off``."""
 

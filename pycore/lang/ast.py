@@ -1,11 +1,12 @@
-"""The syntax tree of a bpftrace script: one dataclass per node kind.
+"""The syntax tree of a bpftrace script: one record (a dataclass, made cheaply) per node kind.
 
 Every node has ``pos`` (line and column, 1-based, of its first token). ``pos``
 is keyword-only and left out of ``==``, so trees built by hand in tests compare
 equal to parsed ones. Expression children are tuples, statement bodies lists.
 Later stages must treat the tree as read-only (they key side tables by
-``id(node)``). The classes are plain, not frozen, dataclasses only because
-frozen ones cost 5 ms more to define at import, and start-up is measured.
+``id(node)``). The classes are ``@record``, not ``@dataclass``, and not frozen,
+only because defining them is on ``pycore trace``'s start, which is measured
+(:mod:`pycore.record` says how much).
 
 Node kinds (fields in order; ``pos`` on all of them):
 
@@ -53,7 +54,8 @@ from __future__ import annotations
 
 from collections import namedtuple
 from collections.abc import Iterator
-from dataclasses import dataclass, field, fields
+
+from pycore.record import field, record, record_fields
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -87,19 +89,19 @@ def _pos() -> Pos:
     return field(default=NOPOS, kw_only=True, compare=False, repr=False)  # type: ignore[return-value]
 
 
-@dataclass
+@record
 class Node:
     """Base of every node: carries ``pos`` so any later stage can report an error at its place."""
 
     pos: Pos = _pos()
 
 
-@dataclass
+@record
 class Expr(Node):
     """Base of expressions, so stages can type their arguments."""
 
 
-@dataclass
+@record
 class Stmt(Node):
     """Base of statements, so stages can type their arguments."""
 
@@ -107,7 +109,7 @@ class Stmt(Node):
 # -- top level -------------------------------------------------------------------------------------
 
 
-@dataclass
+@record
 class Include(Node):
     """``#include <path>`` or ``#include "path"``: recorded for the user's benefit; types come from BTF."""
 
@@ -116,21 +118,21 @@ class Include(Node):
     text: str
 
 
-@dataclass
+@record
 class Directive(Node):
     """A ``#`` line other than ``#include`` (``#ifndef BPFTRACE_HAVE_BTF``...): recorded, then ignored."""
 
     text: str
 
 
-@dataclass
+@record
 class CDefinition(Node):
     """A C struct/union/enum definition before the probes, kept as text (BTF supplies kernel types)."""
 
     text: str
 
 
-@dataclass
+@record
 class TypeName(Node):
     """A C type as written in a cast or sizeof: ``name`` ('uint32', 'struct path') and how many ``*``."""
 
@@ -138,7 +140,7 @@ class TypeName(Node):
     pointer_depth: int = 0
 
 
-@dataclass
+@record
 class ProbeSpec(Node):
     """One probe: what to attach to, split so the resolver needs no parsing of its own.
 
@@ -159,42 +161,42 @@ class ProbeSpec(Node):
 # -- expressions -----------------------------------------------------------------------------------
 
 
-@dataclass
+@record
 class Int(Expr):
     """An integer literal, already converted (hex, octal, ``1_000``, ``1e6``, ``1ul``)."""
 
     value: int
 
 
-@dataclass
+@record
 class Str(Expr):
     """A string literal with its escapes resolved."""
 
     value: str
 
 
-@dataclass
+@record
 class Builtin(Expr):
     """A bare identifier: a builtin variable (pid, comm, args, arg0...) or a name the checker must know."""
 
     name: str
 
 
-@dataclass
+@record
 class Positional(Expr):
     """A positional parameter ``$N`` (index N >= 1), or ``$#`` (index 0): the parameter count."""
 
     index: int
 
 
-@dataclass
+@record
 class Var(Expr):
     """A scratch variable ``$name`` (name without the ``$``)."""
 
     name: str
 
 
-@dataclass
+@record
 class MapRef(Expr):
     """A map read or write target: ``@name[keys...]``; name '' is the anonymous map ``@``."""
 
@@ -202,7 +204,7 @@ class MapRef(Expr):
     keys: tuple[Expr, ...] = ()
 
 
-@dataclass
+@record
 class Call(Expr):
     """A function call ``name(args...)``; args may contain a TypeName (``sizeof(struct x)``)."""
 
@@ -210,7 +212,7 @@ class Call(Expr):
     args: tuple[Expr | TypeName, ...] = ()
 
 
-@dataclass
+@record
 class Binary(Expr):
     """A binary operation, ``op`` as written (``'+'``, ``'&&'``, ``'<<'``...)."""
 
@@ -219,7 +221,7 @@ class Binary(Expr):
     right: Expr
 
 
-@dataclass
+@record
 class Unary(Expr):
     """A prefix operation: ``'!'``, ``'~'``, ``'-'`` or ``'*'`` (dereference)."""
 
@@ -227,7 +229,7 @@ class Unary(Expr):
     operand: Expr
 
 
-@dataclass
+@record
 class Ternary(Expr):
     """``cond ? then : else_``."""
 
@@ -236,7 +238,7 @@ class Ternary(Expr):
     else_: Expr
 
 
-@dataclass
+@record
 class Cast(Expr):
     """``(type)expr``."""
 
@@ -244,7 +246,7 @@ class Cast(Expr):
     expr: Expr
 
 
-@dataclass
+@record
 class Field(Expr):
     """Member access ``expr.name`` (arrow False) or ``expr->name`` (arrow True); ``$t.0`` has name '0'."""
 
@@ -253,7 +255,7 @@ class Field(Expr):
     arrow: bool = False
 
 
-@dataclass
+@record
 class Index(Expr):
     """Subscript ``expr[index]`` of an array or pointer (map keys live in MapRef instead)."""
 
@@ -261,7 +263,7 @@ class Index(Expr):
     index: Expr
 
 
-@dataclass
+@record
 class Tuple(Expr):
     """A tuple ``(a, b, ...)`` of two or more elements."""
 
@@ -271,7 +273,7 @@ class Tuple(Expr):
 # -- statements ------------------------------------------------------------------------------------
 
 
-@dataclass
+@record
 class IncDec(Expr, Stmt):
     """``++``/``--`` on a Var or MapRef, before (prefix) or after; a statement on its own, or an expression."""
 
@@ -280,14 +282,14 @@ class IncDec(Expr, Stmt):
     prefix: bool = False
 
 
-@dataclass
+@record
 class ExprStmt(Stmt):
     """An expression statement (calls such as ``printf``, ``delete``, ``exit``)."""
 
     expr: Expr
 
 
-@dataclass
+@record
 class Assign(Stmt):
     """``target op value`` where op is ``=`` or a compound assignment (``+=`` ... ``>>=``)."""
 
@@ -296,7 +298,7 @@ class Assign(Stmt):
     value: Expr
 
 
-@dataclass
+@record
 class If(Stmt):
     """``if (cond) { then } [else { else_ }]``; ``else if`` is an else_ holding one If."""
 
@@ -305,7 +307,7 @@ class If(Stmt):
     else_: list[Stmt] | None = None
 
 
-@dataclass
+@record
 class While(Stmt):
     """``while (cond) { body }``."""
 
@@ -313,7 +315,7 @@ class While(Stmt):
     body: list[Stmt]
 
 
-@dataclass
+@record
 class Unroll(Stmt):
     """``unroll (count) { body }``: body repeated count times (the checker requires a constant)."""
 
@@ -321,29 +323,29 @@ class Unroll(Stmt):
     body: list[Stmt]
 
 
-@dataclass
+@record
 class Return(Stmt):
     """``return``: leave this probe's program."""
 
 
-@dataclass
+@record
 class Break(Stmt):
     """``break``: leave the innermost while loop."""
 
 
-@dataclass
+@record
 class Continue(Stmt):
     """``continue``: next iteration of the innermost while loop."""
 
 
-@dataclass
+@record
 class Block(Stmt):
     """A bare ``{ ... }`` statement list inside a body (scoping is the same as bpftrace's: none)."""
 
     body: list[Stmt]
 
 
-@dataclass
+@record
 class ProbeBlock(Node):
     """One action block: the probes it attaches to, its optional predicate, and its statements."""
 
@@ -352,7 +354,7 @@ class ProbeBlock(Node):
     body: list[Stmt]
 
 
-@dataclass
+@record
 class Program(Node):
     """A whole script: the preamble (recorded, unused: types come from BTF) and the probe blocks."""
 
@@ -370,7 +372,7 @@ _CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
 def _child_fields(cls: type) -> tuple[str, ...]:
     names = _CHILD_FIELDS.get(cls)
     if names is None:
-        names = tuple(f.name for f in fields(cls) if f.name != "pos")
+        names = tuple(n for n in record_fields(cls) if n != "pos")
         _CHILD_FIELDS[cls] = names
     return names
 

@@ -16,13 +16,13 @@ key, a cast, a printf check).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 
 from pycore.lang import ast as A
 from pycore.lang.errors import CheckError, close_matches
 from pycore.lang.probes import CtxField, Target
 from pycore.lang.types import (COMM, INT64, STRING_SIZE, UINT64, USYM, Array, Inet, Int, Ptr, Record, Stack, Str,
                                 Type, Void, from_btf, type_name, width)
+from pycore.record import field, record
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -40,7 +40,7 @@ _BUILTIN_TYPES: dict[str, Type] = {
 _NO_VALUE_CALLS = {"printf", "print", "exit", "delete", "clear", "zero", "time", "join", "system", "signal", "cat"}
 
 
-@dataclass
+@record
 class MapInfo:
     """What a map holds, agreed by every use in the script."""
 
@@ -59,7 +59,7 @@ class MapInfo:
 _slot = width
 
 
-@dataclass
+@record
 class Checked:
     """The checker's result for one (probe block, target) pair."""
 

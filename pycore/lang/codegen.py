@@ -31,13 +31,13 @@ noted as work to do once the language surface settles.
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass, field
 
 from pycore.lang import ast as A
 from pycore.lang.checker import AGGREGATES, Checked, MapInfo, member_offset
 from pycore.lang.errors import CheckError
 from pycore.lang.probes import PT_REGS, REGS, CtxField
 from pycore.lang.types import Array, Inet, Int, Ptr, Record, Stack, Str, Type, Void, from_btf, is_buffer, width
+from pycore.record import field, record
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -57,7 +57,7 @@ TAG_PRINTF, TAG_EXIT, TAG_PRINT_MAP, TAG_CLEAR, TAG_ZERO, TAG_TIME, TAG_PRINT_VA
 TAG_SYSTEM, TAG_CAT = 8, 9
 
 
-@dataclass
+@record
 class Action:
     """One output statement: its tag, and what the runtime needs to format its record."""
 
@@ -67,7 +67,7 @@ class Action:
     extra: tuple = ()
 
 
-@dataclass
+@record
 class Layout:
     """What every program of a script shares: maps by name, actions by index, constant strings."""
 

@@ -13,10 +13,10 @@ the trampoline's u64 array typed from BTF, kprobe/uprobe arguments from
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
 
 from pycore.lang.errors import ProbeError, close_matches
 from pycore.lang.types import INT64, UINT64, Int, Ptr, Str, Type, from_btf
+from pycore.record import field, record
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -49,7 +49,7 @@ MAX_FENTRY_ARGS = 12
 _ALIASES = {"fentry": "kfunc", "fexit": "kretfunc"}
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class CtxField:
     """A value the program reads from its context: ``size`` bytes at ``offset``.
 
@@ -65,7 +65,7 @@ class CtxField:
     data_loc: bool = False
 
 
-@dataclass
+@record
 class Target:
     """One program to load and attach, for one probe of the script."""
 

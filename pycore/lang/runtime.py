@@ -16,7 +16,6 @@ import os
 import struct
 import sys
 import time
-from dataclasses import dataclass, field
 
 from pycore.lang import ast as A
 from pycore.lang.checker import AGGREGATES, Checked, Checker, MapInfo
@@ -26,6 +25,7 @@ from pycore.lang.codegen import (SCRATCH_SIZE, TAG_CAT, TAG_CLEAR, TAG_EXIT, TAG
 from pycore.lang.errors import ProbeError
 from pycore.lang.probes import PROG_RAW_TRACEPOINT, Resolver, Target
 from pycore.lang.types import Array, Inet, Int, Ptr, Record, Stack, Str, Type, width
+from pycore.record import field, record
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -41,7 +41,7 @@ RING_SIZE = 1 << 21
 MAP_HASH, MAP_ARRAY, MAP_PERCPU_HASH, MAP_PERCPU_ARRAY, MAP_STACK_TRACE, MAP_RINGBUF = 1, 2, 5, 6, 7, 27
 
 
-@dataclass
+@record
 class Event:
     """One output of a running script, as the Python API hands it out.
 
@@ -58,7 +58,7 @@ class Event:
     value_type: Any = None     # print(x): x's trace type (how -f json writes it)
 
 
-@dataclass
+@record
 class Compiled:
     """A program ready to load: the target it serves and its instructions."""
 

@@ -9,7 +9,7 @@ that can be printed or have their fields taken.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from pycore.record import record
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -28,7 +28,7 @@ class Type:
     size: int = 8
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Int(Type):
     size: int = 8
     signed: bool = True
@@ -38,7 +38,7 @@ class Int(Type):
         return f"{'' if self.signed else 'u'}int{self.size * 8}"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Str(Type):
     size: int = STRING_SIZE
 
@@ -46,7 +46,7 @@ class Str(Type):
         return f"string[{self.size}]"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Ptr(Type):
     """A pointer value. ``target`` is the BTF id of what it points to (0: void/unknown)."""
 
@@ -59,7 +59,7 @@ class Ptr(Type):
         return f"{type_name(self.spec, self.target) if self.spec else 'void'} *"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Record(Type):
     """A struct or union in memory (reached through a pointer, or a tracepoint's args)."""
 
@@ -72,7 +72,7 @@ class Record(Type):
         return type_name(self.spec, self.btf_id) if self.spec else "struct"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Array(Type):
     elem_id: int = 0
     count: int = 0
@@ -88,7 +88,7 @@ class Array(Type):
         return f"{type_name(self.spec, self.elem_id) if self.spec else '?'}[{self.count}]"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Stack(Type):
     """A stack id from bpf_get_stackid; ``user`` stacks are keyed with the pid too.
 
@@ -104,7 +104,7 @@ class Stack(Type):
         return "ustack" if self.user else "kstack"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Inet(Type):
     """What ``ntop()`` gives, as bpftrace's inet type: the address family (8 bytes), then 16 address bytes."""
 
@@ -114,7 +114,7 @@ class Inet(Type):
         return "inet"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Void(Type):
     size: int = 0
 

@@ -28,8 +28,9 @@ from __future__ import annotations
 import bisect
 import os
 import struct
-from dataclasses import dataclass, field
 from functools import lru_cache
+
+from pycore.record import field, record
 
 __all__ = ["UserSymbols", "format_usym", "format_frame"]
 
@@ -38,7 +39,7 @@ _NOT_FILE_BACKED = ("//anon", "/dev/zero", "/anon_hugepage", "[stack", "/SYSV", 
 _FUNC_TYPES = (2, 10)          # STT_FUNC, STT_GNU_IFUNC: what bcc takes from the vDSO
 
 
-@dataclass
+@record
 class _Table:
     """One module's symbols in bcc's order: starts, sizes and names side by side."""
 
@@ -205,7 +206,7 @@ def _vdso_table() -> _Table:
     return _Table()
 
 
-@dataclass
+@record
 class _Module:
     name: str
     path: str

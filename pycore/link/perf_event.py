@@ -18,11 +18,11 @@ import errno
 import fcntl
 import os
 import struct
-from dataclasses import dataclass
 
 from pycore.errors import BpfError
 from pycore.native import libbpf as L
 from pycore.native.libbpf import AttachType
+from pycore.record import record
 
 __all__ = ["PerfEventAttr", "perf_event_open", "attach_bpf", "PERF_TYPE_HARDWARE", "PERF_TYPE_SOFTWARE",
            "PERF_TYPE_TRACEPOINT", "PERF_COUNT_SW_CPU_CLOCK", "PERF_COUNT_SW_TASK_CLOCK", "PERF_FLAG_FD_CLOEXEC",
@@ -46,7 +46,7 @@ _ATTR = struct.Struct("<IIQQQQQIIQQ")     # type .. config2: the fields we set, 
 _perf_link: bool | None = None            # whether this kernel has BPF_PERF_EVENT links (None: not tried)
 
 
-@dataclass
+@record
 class PerfEventAttr:
     """The fields of ``struct perf_event_attr`` a tracer sets.
 

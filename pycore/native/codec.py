@@ -39,6 +39,7 @@ import struct
 from collections.abc import Callable, Iterable, Iterator
 from functools import partial
 from itertools import starmap
+from typing import Any
 
 from btf import layout
 from btf import types as T
@@ -48,7 +49,6 @@ from pycore.errors import PycoreError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
     from btf import Spec
 
 __all__ = ["Codec", "UnsupportedType", "decoder_for", "codec_registry"]

@@ -16,7 +16,6 @@ read as its whole declared type at its first byte, unshifted and unmasked
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
 
@@ -253,7 +252,9 @@ def _render(value: Any, t: Any, mode: str) -> str:
         return "[" + ",".join(_render(v, None, mode) for v in value) + "]"
     if isinstance(value, Mapping):
         return _record([(str(k), _render(v, None, mode)) for k, v in value.items()], mode)
-    if dataclasses.is_dataclass(value):
+    if hasattr(type(value), "__dataclass_fields__"):   # dataclasses.is_dataclass, without importing it
+        import dataclasses
+
         return _record([(f.name, _render(getattr(value, f.name), None, mode))
                         for f in dataclasses.fields(value)], mode)
     if value is None:
