@@ -9,6 +9,8 @@
 #   ./dev.sh setup   set up only
 #   ./dev.sh vm-test set up (plus QEMU, kmod, virtme-ng), then run the kernel-marked
 #                    tests in Debian kernels under QEMU: python -m tests.vm.run ARGS
+#   ./dev.sh grammar set up, then regenerate pycore/lang/lark_standalone.py from
+#                    pycore/lang/grammar.lark (after every grammar change)
 #
 # Setup is idempotent and quick when already done:
 #   - apt-get install the Debian packages below that are missing (apt-get update
@@ -37,7 +39,7 @@ say() { printf '[dev.sh] %s\n' "$*" >&2; }
 die() { say "error: $*"; exit 1; }
 
 usage() {
-    sed -n '2,10s/^# \{0,1\}//p' "$0" >&2
+    sed -n '2,13s/^# \{0,1\}//p' "$0" >&2
     exit 2
 }
 
@@ -188,6 +190,22 @@ case "$cmd" in
         say "kernel-VM exit code: $vm_rc"
         [ "$host_rc" -eq 0 ] && [ "$vm_rc" -eq 0 ]
         exit $? ;;
+    grammar)
+        # the trace language's parser: lark's standalone tool over the grammar (parser.py says why)
+        setup
+        out=pycore/lang/lark_standalone.py
+        { printf '%s\n' \
+            "# Generated from grammar.lark (sha256 $(sha256sum pycore/lang/grammar.lark | cut -d' ' -f1))" \
+            "# by lark's standalone tool through './dev.sh grammar', after every grammar change; do not edit." \
+            "# tests/test_trace_parser.py checks the hash, and that this parser and one lark builds from the" \
+            "# grammar make the same trees. Why: pycore trace then parses with neither lark nor a table cache." \
+            "# License: this file alone is lark's generated code, under the MPL 2.0 as stated below, which" \
+            "# allows its use in pycore (GPL-2.0, one of the MPL 2.0's \"Secondary Licenses\")."
+          "$VENV/bin/python" -m lark.tools.standalone --maybe_placeholders -s program -l contextual \
+            pycore/lang/grammar.lark
+        } > "$out.tmp"
+        mv "$out.tmp" "$out"
+        say "wrote $out" ;;
     vm-test)
         setup
         vm_setup

@@ -9,9 +9,9 @@
    Target: pycore <= 0.25x bpftrace's start-to-attached, RSS < 40 MB.
    "pycore trace" is a script run before (its cache directory filled by the
    warm-up round); "pycore, new" a script not run before (the same with a
-   new comment each time: lark's tables are cached, the tree is not);
-   "pycore, cold" a first run: an empty XDG_CACHE_HOME, so no cached parser
-   tables and no cached parse tree (pycore/lang/parser.py).
+   new comment each time: its tree is not cached, so it is parsed);
+   "pycore, cold" a first run: an empty XDG_CACHE_HOME (pycore/lang/parser.py;
+   since the parser is generated ahead of time, this is a new script too).
 2. per-event overhead: a C loop of N openat/close pairs on /dev/null, timed
    bare, under bpftrace and under pycore running the same counting script.
    Target: (pycore - bare) / (bpftrace - bare) <= 1.2.

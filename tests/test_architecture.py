@@ -106,7 +106,8 @@ def test_every_import_points_down() -> None:
 
 
 def test_one_import_style_in_pycore() -> None:
-    """pycore imports its own modules absolutely (btf, a package apart, relatively)."""
+    """pycore imports its own modules absolutely (btf, a package apart, relatively); generated
+    code (lark's standalone parser, whose dead branches import lark's own modules) is not ours."""
     relative = [str(p.relative_to(ROOT)) for p in (ROOT / "pycore").rglob("*.py")
-                if any(isinstance(n, ast.ImportFrom) and n.level for n in ast.walk(ast.parse(p.read_text())))]
+                if not p.read_text().startswith("# Generated") and any(isinstance(n, ast.ImportFrom) and n.level for n in ast.walk(ast.parse(p.read_text())))]
     assert not relative, relative

@@ -1016,7 +1016,7 @@ def parse_error_in_file() -> ScriptError:
 
 
 def test_no_lark_exceptions_escape() -> None:
-    from lark.exceptions import LarkError
+    from pycore.lang.lark_standalone import LarkError
 
     for src in ("BEGIN { $x = @[; }", "{", "}", "/", "BEGIN /", "BEGIN / pid", "kprobe:", "\0", "BEGIN { \x7f }",
                 "BEGIN { (struct", "struct foo {", "$x = 1", "BEGIN { $x = (struct path *); }"):
@@ -1072,18 +1072,53 @@ def _startup(env: dict[str, str]) -> float:
     return float(out.stdout)
 
 
-def test_startup_cold_and_warm(tmp_path: pytest.TempPathFactory) -> None:
-    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
-    cold = _startup(env)
-    files = list((tmp_path / "cache" / "pycore").iterdir())
-    assert len(files) == 1 and files[0].name.startswith("trace-grammar-")
-    warm = min(_startup(env) for _ in range(3))
-    print(f"import+construct+parse: cold {cold:.0f} ms, warm {warm:.0f} ms")
-    assert warm < cold
-    # an unwritable cache location is not an error: the tables are computed every time
+def test_startup_needs_no_cache_and_no_lark(tmp_path: pytest.TempPathFactory) -> None:
+    """The parser is the generated standalone module: a first run parses with nothing cached
+    (not even where the cache directory cannot be made) and never imports lark."""
     blocked = tmp_path / "blocked"
     blocked.write_text("a file, not a directory")
-    assert _startup({**os.environ, "XDG_CACHE_HOME": str(blocked)}) > 0
+    for cache in (tmp_path / "cache", blocked):
+        env = {**os.environ, "XDG_CACHE_HOME": str(cache)}
+        code = STARTUP + "import sys; assert 'lark' not in sys.modules, sorted(sys.modules)\n"
+        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+        assert out.returncode == 0 and out.stderr == "", out.stderr
+        print(f"import+construct+parse, nothing cached: {float(out.stdout):.0f} ms")
+    assert not (tmp_path / "cache").exists()      # parse() writes nothing; parse_cached keeps trees
+
+
+def test_standalone_parser_is_current() -> None:
+    """lark_standalone.py was generated from grammar.lark as it is (the hash in its header;
+    './dev.sh grammar' regenerates it), and parses as a parser lark builds from the grammar
+    today: the same trees for every script here, the same errors for broken ones. (lark's
+    output is not byte-stable from run to run: its state numbers change.)"""
+    import hashlib
+
+    from lark import Lark
+
+    shipped = Path(P.__file__).with_name("lark_standalone.py").read_text()
+    digest = hashlib.sha256(Path(P._GRAMMAR).read_bytes()).hexdigest()
+    assert f"(sha256 {digest})" in shipped.splitlines()[0], "grammar.lark changed: run ./dev.sh grammar"
+
+    built = Lark(Path(P._GRAMMAR).read_text(), parser="lalr", lexer="contextual", start="program",
+                 transformer=P._Builder(), lexer_callbacks={"PROBE": P._check_probe}, maybe_placeholders=True)
+    standalone = P._parser()
+    broken = ["BEGIN { $x = ; }", "BEGIN { @[; }", "kprobe:f { printf(\"%d\", ) }", "BEGIN /", "BEGIN { if (1) }",
+              "BEGIN { ` }", "BEGIN { /* }", "kprobe: { }"]
+    refused = []
+    for text in [*ALL_SCRIPTS.values(), *broken]:
+        outcomes = []
+        for parser in (built, standalone):
+            try:
+                outcomes.append(parser.parse(text))
+            except P._Fail as e:
+                outcomes.append(("fail", e.message, e.line, e.col))
+            except Exception as e:  # noqa: BLE001 - lark's and the standalone's exception classes differ
+                outcomes.append((type(e).__name__, getattr(e, "line", None), getattr(e, "column", None),
+                                 sorted(getattr(e, "expected", ()) or ())))
+        assert outcomes[0] == outcomes[1], text
+        if isinstance(outcomes[0], tuple):
+            refused.append(text)
+    assert refused == broken
 
 
 # -- trees kept for the next process (parse_cached) -------------------------------------------------

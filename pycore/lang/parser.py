@@ -6,10 +6,11 @@ intermediate parse tree and no recursion: however deep a script nests, parsing
 uses a stack, not Python frames; a tree nested deeper than :data:`MAX_DEPTH`
 is refused here, so later stages (which recurse) never meet one.
 
-Start-up: the lark parser is built once per process, on first use, and its
-LALR tables are kept in a cache file (see :func:`_parser`); ``pycore trace``
-parses through :func:`parse_cached`, which keeps the trees of scripts it has
-parsed before, so running a script again needs no lark at all.
+Start-up: the parser is lark's standalone module generated from the grammar
+(``lark_standalone.py``, see :func:`_parser`), built once per process on
+first use; ``pycore trace`` parses through :func:`parse_cached`, which keeps
+the trees of scripts it has parsed before, so running a script again needs no
+parser at all.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from pycore.lang.errors import ScriptError
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
-    from lark import Lark, Token
+    from pycore.lang.lark_standalone import Token
 
 __all__ = ["parse", "parse_cached", "parse_probe", "MAX_DEPTH", "PROBE_ALIASES", "PROBE_KINDS"]
 
@@ -71,30 +72,26 @@ class _Fail(Exception):
 
 # -- the lark parser, built once -------------------------------------------------------------------
 #
-# Start-up trick: lark computes the LALR tables and lexer setup from the
-# grammar in ~65 ms; with cache= it pickles the result once and later
-# processes load it in ~4 ms. Measured on the dev host (Python 3.11.2, lark
-# 1.3.1, 2 CPUs, .pyc files present), a fresh process doing import + build +
-# parse of a 5-line script (tracepoint, predicate, map with two keys):
-#
-#                          import   build parser   first parse   total
-#   cold (no cache file)    22 ms      83 ms          4 ms       110 ms
-#   warm (cache file)       22 ms      19 ms          4 ms        45 ms
-#
-# "import" is pycore.lang.parser with the ast (dataclass creation is ~5 ms of
-# it); "build parser" includes importing lark itself (~15 ms, unavoidable); the
-# first parse compiles the contextual lexer's per-state regexes (later parses of
-# the same size take ~1 ms). Without .pyc files (PYTHONDONTWRITEBYTECODE) add
-# ~4 ms. tests/test_trace_parser.py::test_startup_cold_and_warm re-measures.
+# Start-up trick: the parser is lark's standalone module, generated from
+# grammar.lark ahead of time (lark_standalone.py: lark's LALR runtime and our
+# tables as Python literals). Built from the grammar at run time, lark took
+# ~15 ms to import and ~65 ms to compute the tables; its own cache file of
+# them saved the 65 ms but not the import, and not on a first run or where
+# ~/.cache is read-only (the kernel VMs, a service with ProtectHome). The
+# standalone module loads from its .pyc: in bench_trace runs, start to
+# attached for a script not run before went from 81 to 57 ms, and for a first
+# run with an empty cache from 160 to 59 ms (bpftrace: 43-49 ms). The
+# contextual lexer's regexes are still compiled on first use (~10 ms); a
+# script run before needs no parser at all (parse_cached, below).
 
-_PARSER: Lark | None = None
-_GRAMMAR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "grammar.lark")
+_PARSER: Any = None    # lark_standalone.Lark
+_GRAMMAR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "grammar.lark")   # lark_standalone.py's source
 
 
 def _cache_dir() -> str | None:
     """The cache directory, if it is ours to write: made 0700, owned by us, not group/world-writable.
 
-    The cache file is a pickle lark loads back; one another user could write
+    The trees kept there are pickles loaded back; one another user could write
     would run their code as whoever runs pycore trace (often root).
     """
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
@@ -111,23 +108,13 @@ def _cache_dir() -> str | None:
     return d
 
 
-def _parser() -> Lark:
-    """The process's one lark parser, built on first use from the cached tables when there are some."""
+def _parser() -> Any:
+    """The process's one parser (lark_standalone's Lark), built on first use."""
     global _PARSER
     if _PARSER is None:
-        from lark import Lark, __version__ as lark_version
+        from pycore.lang.lark_standalone import Lark_StandAlone
 
-        with open(_GRAMMAR, encoding="utf-8") as f:
-            grammar = f.read()
-        cache: str | bool = False
-        d = _cache_dir()
-        if d is not None:
-            import hashlib   # here, not at the top: a warm start (a cached tree) never needs it
-
-            key = hashlib.sha256((grammar + lark_version).encode()).hexdigest()[:16]
-            cache = os.path.join(d, f"trace-grammar-{key}-py{sys.version_info[0]}{sys.version_info[1]}.lark")
-        _PARSER = Lark(grammar, parser="lalr", lexer="contextual", start="program", transformer=_Builder(),
-                       lexer_callbacks={"PROBE": _check_probe}, maybe_placeholders=True, cache=cache)
+        _PARSER = Lark_StandAlone(transformer=_Builder(), lexer_callbacks={"PROBE": _check_probe})
     return _PARSER
 
 
@@ -136,7 +123,7 @@ def _parser() -> Lark:
 
 def parse(text: str, filename: str = "<stdin>") -> A.Program:
     """Parse a whole bpftrace script; every problem is a ScriptError with FILE:LINE:COL and a caret."""
-    from lark.exceptions import LarkError, UnexpectedCharacters, UnexpectedInput, UnexpectedToken
+    from pycore.lang.lark_standalone import LarkError, UnexpectedCharacters, UnexpectedInput, UnexpectedToken
 
     def error(message: str, line: int, col: int, width: int = 1) -> ScriptError:
         return ScriptError(message, line, col, filename, text, width)
@@ -178,23 +165,23 @@ def parse(text: str, filename: str = "<stdin>") -> A.Program:
 # -- trees of scripts parsed before ----------------------------------------------------------------
 #
 # Start-up trick, for start-to-attached (bench/bench_trace.py): in a fresh
-# process, importing lark, loading its cached tables and compiling the
-# contextual lexer's per-state regexes cost ~35-45 ms of the ~85 ms before
-# ``pycore trace`` was attached (bpftrace's: ~36-50 ms). A script run again
-# (a one-liner re-run, a tool script started by cron or an agent) has the
-# same tree, so the tree itself is kept; in one bench run, start to attached
-# was then 58 ms, 90 ms for a new script, bpftrace 41 ms.
+# process, loading the parser module, building the parser and compiling the
+# contextual lexer's per-state regexes cost ~35 ms, about as long as all the
+# rest of ``pycore trace``'s way to attached. A script run again (a one-liner
+# re-run, a tool script started by cron or an agent) has the same tree, so
+# the tree itself is kept.
 #
-# The tree is a pickle in the same 0700 cache directory as lark's tables. The
+# The tree is a pickle in a 0700 cache directory of ours (_cache_dir). The
 # file is named by the CRC-32 and length of the script text, and holds the
 # text itself and the size and mtime of the code that shapes trees (this
-# module, ast.py, the grammar), as a .pyc does; both are compared on load, so
+# module, ast.py, record.py, the parser module), as a .pyc does; both are compared on load, so
 # a collision or new code is a miss, never a wrong tree. (Not a SHA-256:
 # importing hashlib loads OpenSSL, ~3 ms of a warm start.) Nothing else is
 # cached: probes, BTF and the checker run every time, against the kernel of
 # the moment. A file that does not load is parsed again and replaced.
 
-_TREE_CODE = (__file__, A.__file__, _GRAMMAR)
+_TREE_CODE = (__file__, A.__file__, sys.modules["pycore.record"].__file__,
+              os.path.join(os.path.dirname(os.path.abspath(__file__)), "lark_standalone.py"))
 _TREE_CACHE_FILES = 64   # newest kept; each holds one script's tree (a few KiB)
 
 
