@@ -16,7 +16,6 @@ key, a cast, a printf check).
 
 from __future__ import annotations
 
-
 from pycore.lang import ast as A
 from pycore.lang.errors import CheckError, close_matches
 from pycore.lang.probes import CtxField, Target

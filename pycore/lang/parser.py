@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import os
 import re
-import sys
 
+import pycore.record
 from pycore.lang import ast as A
 from pycore.lang.errors import ScriptError
 
@@ -174,13 +174,13 @@ def parse(text: str, filename: str = "<stdin>") -> A.Program:
 # The tree is a pickle in a 0700 cache directory of ours (_cache_dir). The
 # file is named by the CRC-32 and length of the script text, and holds the
 # text itself and the size and mtime of the code that shapes trees (this
-# module, ast.py, record.py, the parser module), as a .pyc does; both are compared on load, so
-# a collision or new code is a miss, never a wrong tree. (Not a SHA-256:
+# module, ast.py, record.py, lark_standalone.py), as a .pyc does; both are
+# compared on load, so a collision or new code is a miss, never a wrong tree. (Not a SHA-256:
 # importing hashlib loads OpenSSL, ~3 ms of a warm start.) Nothing else is
 # cached: probes, BTF and the checker run every time, against the kernel of
 # the moment. A file that does not load is parsed again and replaced.
 
-_TREE_CODE = (__file__, A.__file__, sys.modules["pycore.record"].__file__,
+_TREE_CODE = (__file__, A.__file__, pycore.record.__file__,
               os.path.join(os.path.dirname(os.path.abspath(__file__)), "lark_standalone.py"))
 _TREE_CACHE_FILES = 64   # newest kept; each holds one script's tree (a few KiB)
 

@@ -25,7 +25,6 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-
 _LAZY = {
     "Link": "pycore.link.base",
     "attach_target": "pycore.link.target",
