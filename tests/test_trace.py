@@ -285,6 +285,22 @@ def test_python_api_events_and_live_maps():
     assert s.script._closed
 
 
+def test_bswap_like_bpftrace(workload):
+    """bswap() reverses the bytes of its argument's own width (1, 2, 4 or 8) and gives an unsigned int."""
+    program = ('BEGIN { printf("%x %x %x %lx %d %u\\n", bswap((uint16)0x1234), bswap((uint32)0x12345678), '
+               'bswap(0x1122334455667788), bswap(0x1122334455667788), bswap((int8)-2), bswap((uint16)1)); '
+               '@[bswap((uint16)0x0100)] = count(); @v = bswap((int32)-1); print(bswap((uint32)1)); exit(); }')
+    for fmt in ("text", "json"):
+        ours, theirs = side_by_side(program, "-f", fmt)
+        assert ours == theirs, fmt
+    assert '{"type": "printf", "data": "3412 78563412 44332211 8877665544332211 254 256\\n"}' in ours
+    exe, data = workload
+    program = ('tracepoint:syscalls:sys_enter_openat /pid == cpid/ '
+               '{ @[bswap((uint32)args->flags), bswap((uint16)args->dfd), bswap(args->mode)] = count(); }')
+    ours, theirs = side_by_side(program, "-c", f"{exe} 0 {data}")
+    assert ours == theirs and ours.count("@[") >= 1
+
+
 # -- errors: one line (and a caret), exit 2, never a traceback ------------------------------------
 
 @pytest.mark.parametrize("program,message", [
@@ -294,6 +310,8 @@ def test_python_api_events_and_live_maps():
     ('BEGIN { printf("%d\\n", "x"); }', "%d specifier expects a value of type integer"),
     ('BEGIN { @x = 1 +; }', "expected an expression"),
     ('BEGIN { fo(); }', "unknown function fo()"),
+    ('BEGIN { @ = bswap(comm); }', "bswap() only supports integer arguments, not string[16]"),
+    ('BEGIN { @ = bswap(); }', "bswap() takes one integer"),
     ('BEGIN { $i = 0; while ($i < 1000000000) { $i++; } }', "a loop it cannot bound"),
     ('kfunc:vfs_read { @ = count(); }', "refuses fentry/fexit"),
     ('kfunc:zzz_no_such_fn* { @ = count(); }', "kfunc:zzz_no_such_fn*: matches no probe on this system"),

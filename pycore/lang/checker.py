@@ -641,6 +641,13 @@ class Checker:
             return UINT64
         if n == "reg":
             return self.reg(c, e)
+        if n == "bswap":
+            if len(args) != 1:
+                raise self.error(e, "bswap() takes one integer")
+            t = self.expr(c, args[0])
+            if not isinstance(t, Int):
+                raise self.error(args[0], f"bswap() only supports integer arguments, not {t}")
+            return Int(t.size, False)
         if n == "ntop":
             return self.ntop(c, e)
         if n in ("kstack", "ustack"):
@@ -676,11 +683,10 @@ class Checker:
                 raise self.error(args[0], why)
             return Void()
         near = close_matches(n, ["printf", "print", "str", "strncmp", "strcontains", "ksym", "usym",
-                                             "kaddr", "ntop", "reg", "time", "join", "exit", "delete", "clear",
-                                             "zero", *AGGREGATES], n=1)
+                                 "kaddr", "ntop", "reg", "bswap", "time", "join", "exit", "delete", "clear",
+                                 "zero", *AGGREGATES], n=1)
         hint = f" (did you mean {near[0]}()?)" if near else ""
         raise self.error(e, f"unknown function {n}(){hint}")
-
 
     def sizeof(self, c: Checked, e: A.Call) -> int:
         """sizeof(TYPE) or sizeof(expression): bytes, known when the script is checked."""

@@ -1099,6 +1099,13 @@ class _Gen:
         if n == "reg":
             e.ldx(8, 0, 9, REGS[node.args[0].value])
             return
+        if n == "bswap":   # a byte has no order to reverse: only the zero-extension
+            self.scalar(node.args[0])
+            if t.size == 1:
+                e.alu_imm("and", 0, 0xFF)
+            else:
+                e.bswap(0, 8 * t.size)
+            return
         if n in ("kstack", "ustack"):
             self.stack_id(n == "ustack", t.limit)
             return

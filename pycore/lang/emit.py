@@ -57,6 +57,10 @@ class Emitter(Assembler):
     def alu_reg(self, operation: str, dst: int, src: int) -> None:
         self.emit(B.alu64_reg(operation, dst, src))
 
+    def bswap(self, dst: int, bits: int) -> None:
+        """Reverse the low ``bits`` bits' bytes of ``dst``, zeroing the rest (to big endian: a swap on our hosts)."""
+        self.emit(B.bswap(dst, bits))
+
     def ld_imm64(self, dst: int, imm: int) -> None:
         self.emit(B.ld_imm64(dst, imm))
 
