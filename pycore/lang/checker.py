@@ -19,8 +19,8 @@ from __future__ import annotations
 from pycore.lang import ast as A
 from pycore.lang.errors import CheckError, close_matches
 from pycore.lang.probes import CtxField, Target
-from pycore.lang.types import (COMM, INT64, STRING_SIZE, UINT64, USYM, Array, Inet, Int, Ptr, Record, Stack, Str,
-                                Type, Void, from_btf, type_name, width)
+from pycore.lang.types import (COMM, INT64, STRING_SIZE, UINT64, USYM, Array, Inet, Int, Mac, Ptr, Record, Stack,
+                                Str, Type, Void, from_btf, type_name, width)
 from pycore.record import field, record
 
 TYPE_CHECKING = False
@@ -235,7 +235,7 @@ class Checker:
 
     def map_value(self, node: A.Node, m: MapInfo, kind: str, value: Type | None) -> None:
         if m.kind and m.kind != kind or (m.value is not None and value is not None
-                                          and isinstance(m.value, Inet) != isinstance(value, Inet)):
+                                          and _held(kind, m.value) != _held(kind, value)):
             raise self.error(node, f"{m.name} holds {_held(m.kind, m.value)} values elsewhere; "
                                    f"here {_held(kind, value)}")
         m.kind = kind
@@ -650,6 +650,15 @@ class Checker:
             return Int(t.size, False)
         if n == "ntop":
             return self.ntop(c, e)
+        if n == "macaddr":
+            if len(args) != 1:
+                raise self.error(e, "macaddr() takes one argument: 6 bytes, or a pointer to them")
+            t = self.expr(c, args[0])
+            if isinstance(t, (Str, Array)) and t.size != 6:
+                raise self.error(args[0], f"macaddr() argument must be 6 bytes in size, not {t.size}")
+            if not isinstance(t, (Array, Ptr)):
+                raise self.error(args[0], f"macaddr() only supports array or pointer arguments, not {t}")
+            return Mac()
         if n in ("kstack", "ustack"):
             limit, mode = 127, ""
             for i, a in enumerate(args):
@@ -683,7 +692,7 @@ class Checker:
                 raise self.error(args[0], why)
             return Void()
         near = close_matches(n, ["printf", "print", "str", "strncmp", "strcontains", "ksym", "usym",
-                                 "kaddr", "ntop", "reg", "bswap", "time", "join", "exit", "delete", "clear",
+                                 "kaddr", "ntop", "macaddr", "reg", "bswap", "time", "join", "exit", "delete", "clear",
                                  "zero", *AGGREGATES], n=1)
         hint = f" (did you mean {near[0]}()?)" if near else ""
         raise self.error(e, f"unknown function {n}(){hint}")
@@ -763,8 +772,8 @@ _KADDR: dict[str, int | None] = {}
 
 
 def _held(kind: str, value: Type | None) -> str:
-    """What a map holds, for messages: its kind, or inet (which shares the str kind's buffers)."""
-    return "inet" if isinstance(value, Inet) else kind
+    """What a map holds, for messages: its kind, or inet or mac (which share the str kind's buffers)."""
+    return str(value) if isinstance(value, Inet) else kind
 
 
 def _is_runtime(e: A.Expr) -> bool:

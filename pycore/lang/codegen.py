@@ -1172,10 +1172,20 @@ class _Gen:
         e.place(end)
 
     def inet_into(self, node: A.Expr, dst: int) -> None:
-        """scratch[dst:dst+24] = an inet value: the address family, then the address bytes (bpftrace's layout)."""
+        """scratch[dst:dst+24] = an inet value: the address family, then the address bytes (bpftrace's
+        layout); or a mac value (family 0, then six bytes)."""
         e = self.e
         for i in range(0, 24, 8):
             e.st(8, 8, dst + i, 0)
+        if isinstance(node, A.Call) and node.name == "macaddr":
+            arg = node.args[0]
+            at = self.t(arg)
+            if isinstance(at, Ptr):
+                self.scalar(arg)
+            else:
+                self.address(arg)
+            self.read_mem(dst + 8, 6, 0, getattr(at, "user", False) or self._user(arg))
+            return
         if isinstance(node, A.Call) and node.name == "ntop":
             arg = node.args[-1]
             at = self.t(arg)
@@ -1218,7 +1228,7 @@ class _Gen:
                 e.stx(8, 8, dst + i, 1)
             e.place(done)
             return
-        raise self.error(node, "an inet value comes from ntop()")
+        raise self.error(node, "an inet value comes from ntop(), a mac value from macaddr()")
 
     # strings
 

@@ -24,7 +24,7 @@ from pycore.lang.codegen import (SCRATCH_SIZE, TAG_CAT, TAG_CLEAR, TAG_EXIT, TAG
                                   generate)
 from pycore.lang.errors import ProbeError
 from pycore.lang.probes import PROG_RAW_TRACEPOINT, Resolver, Target
-from pycore.lang.types import Array, Inet, Int, Ptr, Record, Stack, Str, Type, width
+from pycore.lang.types import Array, Inet, Int, Mac, Ptr, Record, Stack, Str, Type, width
 from pycore.record import field, record
 
 TYPE_CHECKING = False
@@ -378,9 +378,9 @@ class Script:
         if isinstance(t, (Record, Array)):
             return data[pos:pos + t.size]
         if isinstance(t, Inet):
-            from pycore.lang.output import format_inet
+            from pycore.lang.output import format_inet, format_mac
 
-            return format_inet(data[pos:pos + 24])
+            return format_mac(data[pos + 8:pos + 14]) if isinstance(t, Mac) else format_inet(data[pos:pos + 24])
         (v,) = struct.unpack_from("<Q", data, pos)
         if isinstance(t, Int) and t.display == "usym":
             return self.usym(v, struct.unpack_from("<Q", data, pos + 8)[0] if len(data) >= pos + 16 else 0)

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from btf import Spec
     from btf import types as T
 
-__all__ = ["Type", "Int", "Str", "Ptr", "Record", "Array", "Stack", "Inet", "Void", "INT64", "UINT64",
+__all__ = ["Type", "Int", "Str", "Ptr", "Record", "Array", "Stack", "Inet", "Mac", "Void", "INT64", "UINT64",
            "STRING_SIZE", "COMM", "USYM", "from_btf", "type_name", "width", "is_buffer"]
 
 STRING_SIZE = 64   # bpftrace's default for str() and string map values
@@ -112,6 +112,15 @@ class Inet(Type):
 
     def __str__(self) -> str:
         return "inet"
+
+
+@record(frozen=True)
+class Mac(Inet):
+    """What ``macaddr()`` gives: six address bytes, kept in an inet's 24-byte layout (family 0, then
+    the bytes) so that variables, map keys and values, ternaries and printf treat both alike."""
+
+    def __str__(self) -> str:
+        return "mac"
 
 
 @record(frozen=True)

@@ -45,7 +45,7 @@ def specifiers(fmt: str) -> list[re.Match[str]]:
     return list(SPECIFIER_RE.finditer(fmt))
 
 
-_CATEGORY = {"Str": "string", "Stack": "string", "Inet": "string", "Ptr": "integer", "Record": "record", "Array": "array",
+_CATEGORY = {"Str": "string", "Stack": "string", "Inet": "string", "Mac": "string", "Ptr": "integer", "Record": "record", "Array": "array",
              "Tuple": "tuple", "Buffer": "buffer", "Void": "none"}
 
 

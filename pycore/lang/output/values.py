@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from btf import Spec
 
 __all__ = ["btf_layout", "format_btf", "format_value", "format_key", "format_fields", "stack_text",
-           "is_stack_type", "quoted", "format_inet"]
+           "is_stack_type", "quoted", "format_inet", "format_mac"]
 
 _M64 = (1 << 64) - 1
 TEXT, JSON, KEY = "text", "json", "key"
@@ -182,6 +182,11 @@ def format_btf(data: Any, spec: Spec, type_id: int, *, json: bool = False, key: 
 
 
 # -- values of the trace language ----------------------------------------------------------------
+
+def format_mac(raw: bytes) -> str:
+    """macaddr()'s value as bpftrace prints it: six bytes in upper-case hex, colon-separated."""
+    return ":".join(f"{b:02X}" for b in raw[:6])
+
 
 def format_inet(raw: bytes) -> str:
     """ntop()'s value (the address family as 8 bytes, then 16 address bytes) as bpftrace prints it:
