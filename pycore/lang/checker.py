@@ -19,8 +19,8 @@ from __future__ import annotations
 from pycore.lang import ast as A
 from pycore.lang.errors import CheckError, close_matches
 from pycore.lang.probes import CtxField, Target
-from pycore.lang.types import (COMM, INT64, STRING_SIZE, UINT64, USYM, Array, Inet, Int, Mac, Ptr, Record, Stack,
-                                Str, Type, Void, from_btf, type_name, width)
+from pycore.lang.types import (COMM, INT64, STRING_SIZE, UINT64, USYM, Array, Buffer, Inet, Int, Mac, Ptr, Record,
+                                Stack, Str, Type, Void, from_btf, type_name, width)
 from pycore.record import field, record
 
 TYPE_CHECKING = False
@@ -650,6 +650,8 @@ class Checker:
             return Int(t.size, False)
         if n == "ntop":
             return self.ntop(c, e)
+        if n == "buf":
+            return self.buf(c, e)
         if n == "macaddr":
             if len(args) != 1:
                 raise self.error(e, "macaddr() takes one argument: 6 bytes, or a pointer to them")
@@ -692,7 +694,7 @@ class Checker:
                 raise self.error(args[0], why)
             return Void()
         near = close_matches(n, ["printf", "print", "str", "strncmp", "strcontains", "ksym", "usym",
-                                 "kaddr", "ntop", "macaddr", "reg", "bswap", "time", "join", "exit", "delete", "clear",
+                                 "kaddr", "ntop", "macaddr", "buf", "reg", "bswap", "time", "join", "exit", "delete", "clear",
                                  "zero", *AGGREGATES], n=1)
         hint = f" (did you mean {near[0]}()?)" if near else ""
         raise self.error(e, f"unknown function {n}(){hint}")
@@ -730,6 +732,24 @@ class Checker:
             hint = f" (did you mean {near[0]!r}?)" if near else f" (registers: {', '.join(REGS)})"
             raise self.error(args[0], f"'{args[0].value}' is not a valid register on this architecture{hint}")
         return UINT64
+
+    def buf(self, c: Checked, e: A.Call) -> Type:
+        """buf(data[, length]): raw bytes (at most STRING_SIZE) from an array, a pointer or a string, for %r."""
+        args = e.args
+        if not 1 <= len(args) <= 2:
+            raise self.error(e, "buf(data[, length]) takes 1 or 2 arguments")
+        t = self.expr(c, args[0])
+        if len(args) == 1 and not isinstance(t, Array):
+            raise self.error(e, f"buf() expects a length argument for non-array type {t}")
+        if not isinstance(t, (Array, Ptr, Str)):
+            raise self.error(args[0], f"buf() expects an array, a pointer or a string, not {t}")
+        if len(args) == 2:
+            if not is_literal(args[1]):
+                if not isinstance(self.expr(c, args[1]), Int):
+                    raise self.error(args[1], "buf(): the length must be an integer")
+            elif self.constant(c, args[1]) < 0:
+                raise self.error(args[1], "buf(): the length cannot be negative")
+        return Buffer()
 
     def ntop(self, c: Checked, e: A.Call) -> Type:
         """ntop([af, ]addr): an IPv4 address from an integer, IPv4/IPv6 from 4 or 16 bytes in memory."""
@@ -778,6 +798,13 @@ def _held(kind: str, value: Type | None) -> str:
 
 def _is_runtime(e: A.Expr) -> bool:
     return not isinstance(e, (A.Int, A.Positional))
+
+
+def is_literal(e: A.Expr) -> bool:
+    """An integer written in the script: ``4``, ``$1``, ``-1`` (a length known when the script is checked)."""
+    if isinstance(e, A.Unary) and e.op == "-":
+        e = e.operand
+    return isinstance(e, (A.Int, A.Positional))
 
 
 def _fmt_kind(t: Type) -> str:

@@ -33,7 +33,7 @@ from __future__ import annotations
 import struct
 
 from pycore.lang import ast as A
-from pycore.lang.checker import AGGREGATES, Checked, MapInfo, member_offset
+from pycore.lang.checker import AGGREGATES, Checked, MapInfo, is_literal, member_offset
 from pycore.lang.errors import CheckError
 from pycore.lang.probes import PT_REGS, REGS, CtxField
 from pycore.lang.types import Array, Inet, Int, Ptr, Record, Stack, Str, Type, Void, from_btf, is_buffer, width
@@ -1173,10 +1173,14 @@ class _Gen:
 
     def inet_into(self, node: A.Expr, dst: int) -> None:
         """scratch[dst:dst+24] = an inet value: the address family, then the address bytes (bpftrace's
-        layout); or a mac value (family 0, then six bytes)."""
+        layout); or a mac value (family 0, then six bytes); or a buffer (its length, then its bytes)."""
         e = self.e
-        for i in range(0, 24, 8):
+        size = _align8(self.t(node).size)
+        for i in range(0, size, 8):
             e.st(8, 8, dst + i, 0)
+        if isinstance(node, A.Call) and node.name == "buf":
+            self.buf_call(node, dst)
+            return
         if isinstance(node, A.Call) and node.name == "macaddr":
             arg = node.args[0]
             at = self.t(arg)
@@ -1213,7 +1217,7 @@ class _Gen:
             return
         if isinstance(node, A.Var):
             home = self.vars_get(node)
-            for i in range(0, 24, 8):
+            for i in range(0, size, 8):
                 e.ldx(8, 1, 8, home + i)
                 e.stx(8, 8, dst + i, 1)
             return
@@ -1223,12 +1227,67 @@ class _Gen:
             self.map_lookup(m, key)
             done = e.label()
             e.jmp_imm("jeq", 0, 0, done)
-            for i in range(0, 24, 8):
+            for i in range(0, size, 8):
                 e.ldx(8, 1, 0, i)
                 e.stx(8, 8, dst + i, 1)
             e.place(done)
             return
-        raise self.error(node, "an inet value comes from ntop(), a mac value from macaddr()")
+        raise self.error(node, "an inet value comes from ntop(), a mac value from macaddr(), a buffer from buf()")
+
+    def buf_call(self, node: A.Call, dst: int) -> None:
+        """scratch[dst:] = buf(data[, length]): the length read (8 bytes), then that many bytes.
+
+        The length is the array's size, or the constant given, or the expression's value clamped to
+        0..STRING_SIZE (so the verifier can bound the read), and never more than a string's or an
+        array's own size; a string is read from where it is built."""
+        e = self.e
+        arg = node.args[0]
+        at = self.t(arg)
+        cap = self.t(node).size - 8
+        if isinstance(at, (Str, Array)):
+            cap = min(cap, at.size)    # never past the string or array (bpftrace 0.17 reads on)
+        if len(node.args) == 1:
+            length: int | None = cap
+        elif is_literal(node.args[1]):
+            length = min(self._const(node.args[1]), cap)
+        else:
+            length = None
+            self.scalar(node.args[1])
+            ok = e.label()
+            e.jmp_imm("jle", 0, cap, ok)     # unsigned: a negative length is cap too
+            e.mov_imm(0, cap)
+            e.place(ok)
+            e.stx(8, 8, dst, 0)
+        if length is not None:
+            e.st(8, 8, dst, length)
+        mark = self.f.mark()
+        user = False
+        if isinstance(at, Str):
+            tmp = self.f.region(at.size)
+            self.string_into(arg, tmp, at.size)
+            e.mov_reg(0, 8)
+            e.alu_imm("add", 0, tmp)
+        elif isinstance(at, Ptr):
+            self.scalar(arg)
+            user = at.user
+        else:
+            self.address(arg)
+            user = self._user(arg)
+        e.mov_reg(3, 0)
+        e.mov_reg(1, 8)
+        e.alu_imm("add", 1, dst + 8)
+        if length is None:
+            # the length stored above, clamped again: a value loaded from the scratch map is
+            # unbounded to the verifier, and the read's size must be bounded
+            e.ldx(8, 2, 8, dst)
+            ok = e.label()
+            e.jmp_imm("jle", 2, cap, ok)
+            e.mov_imm(2, cap)
+            e.place(ok)
+        else:
+            e.mov_imm(2, length)
+        e.call("probe_read_user" if user else "probe_read_kernel")
+        self.f.release(mark)
 
     # strings
 

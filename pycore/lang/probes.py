@@ -448,14 +448,24 @@ def _tracefs_field(f, user: bool, spec: Callable[[], Spec | None] = lambda: None
     return CtxField(f.name, Int(8, f.signed), f.offset, size, f.signed)
 
 
+# C's spellings of the integer types, as a tracepoint's format writes them, and the names BTF
+# gives them (GCC's): ``unsigned long args[6]`` is an array of BTF's ``long unsigned int``.
+_BTF_INT_NAMES = {
+    "unsigned": "unsigned int", "long": "long int", "unsigned long": "long unsigned int",
+    "long unsigned": "long unsigned int", "short": "short int", "unsigned short": "short unsigned int",
+    "long long": "long long int", "unsigned long long": "long long unsigned int", "signed char": "signed char",
+    "signed": "int", "signed int": "int", "signed long": "long int", "int unsigned": "unsigned int",
+}
+
+
 def _tracefs_array(spec: Spec, elem: str, size: int) -> Type | None:
     from btf.kinds import Kind
     from btf.layout import sizeof
 
     from pycore.lang.types import Array
 
-    elem = elem.replace("const ", "").strip()
-    ids = spec.ids_named(elem, (Kind.TYPEDEF, Kind.INT))
+    elem = " ".join(elem.replace("const ", "").split())
+    ids = spec.ids_named(_BTF_INT_NAMES.get(elem, elem), (Kind.TYPEDEF, Kind.INT))
     if not ids:
         return None
     esize = sizeof(spec.type(ids[0]))

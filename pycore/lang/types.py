@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from btf import Spec
     from btf import types as T
 
-__all__ = ["Type", "Int", "Str", "Ptr", "Record", "Array", "Stack", "Inet", "Mac", "Void", "INT64", "UINT64",
+__all__ = ["Type", "Int", "Str", "Ptr", "Record", "Array", "Stack", "Inet", "Mac", "Buffer", "Void", "INT64", "UINT64",
            "STRING_SIZE", "COMM", "USYM", "from_btf", "type_name", "width", "is_buffer"]
 
 STRING_SIZE = 64   # bpftrace's default for str() and string map values
@@ -121,6 +121,20 @@ class Mac(Inet):
 
     def __str__(self) -> str:
         return "mac"
+
+
+@record(frozen=True)
+class Buffer(Inet):
+    """What ``buf()`` gives: the length (8 bytes), then up to :data:`STRING_SIZE` bytes, zero-padded.
+
+    One size for every buffer, so that two of them in one variable, map key or
+    value always fit; only the length read differs. %r prints it.
+    """
+
+    size: int = 8 + STRING_SIZE
+
+    def __str__(self) -> str:
+        return "buffer"
 
 
 @record(frozen=True)
