@@ -323,6 +323,33 @@ def test_buf_like_bpftrace(tmp_path):
     assert ours == theirs and ours.startswith("hel\nhe\nhell\n")
 
 
+def test_address_spaces_like_bpftrace(tmp_path):
+    """A cast of a uprobe's argument reads user memory (it read kernel memory, and so zeros, before);
+    kptr() and uptr() say otherwise, as in bpftrace 0.17."""
+    src = tmp_path / "u.c"
+    src.write_text("#include <stdio.h>\nstruct pt { long x; long y; };\n"
+                   "__attribute__((noinline)) long use(struct pt *p) { asm volatile(\"\"); return p->x + p->y; }\n"
+                   "int main(void) { struct pt p = {7, 35}; printf(\"%ld\\n\", use(&p)); return 0; }\n")
+    exe = tmp_path / "u"
+    subprocess.run(["gcc", "-O1", "-o", str(exe), str(src)], check=True)
+    ts = "(struct timespec64 *)"
+    for program, want in [
+        (f'uprobe:{exe}:use {{ printf("%d %d\\n", ({ts}arg0)->tv_sec, ({ts}arg0)->tv_nsec); }}', "7 35\n"),
+        (f'uprobe:{exe}:use {{ $p = {ts}uptr(arg0); printf("%d\\n", $p->tv_nsec); }}', "35\n"),
+        (f'uprobe:{exe}:use {{ $p = {ts}kptr(arg0); printf("%d\\n", $p->tv_sec); }}', "0\n"),
+        # "42\n" written from user memory, read through an integer marked as a user address
+        (f'tracepoint:syscalls:sys_enter_write /pid == cpid/ {{ printf("%d\\n", '
+         f'({ts}uptr((uint64)args->buf))->tv_sec & 0xffff); }}', f"{0x3234}\n"),
+    ]:
+        ours = pycore("-c", str(exe), "-e", program)
+        assert ours.returncode == 0, ours.stderr
+        theirs = bpftrace("-c", str(exe), "-e", program)
+        assert theirs.returncode == 0, theirs.stderr
+        printed = [ln for ln in ours.stdout.splitlines(True) if ln not in ("42\n", "\n")]
+        assert printed == [want], (program, ours.stdout)
+        assert sorted(ours.stdout.splitlines()) == sorted(theirs.stdout.splitlines()), program
+
+
 @pytest.fixture
 def veth_ns():
     """A network namespace with a veth pair of known MAC addresses and a permanent neighbour,
@@ -380,6 +407,8 @@ def test_macaddr_like_bpftrace(veth_ns, tmp_path):
     ('BEGIN { @ = bswap(comm); }', "bswap() only supports integer arguments, not string[16]"),
     ('BEGIN { @ = bswap(); }', "bswap() takes one integer"),
     ('BEGIN { @ = macaddr(comm); }', "macaddr() argument must be 6 bytes in size, not 16"),
+    ('BEGIN { @ = uptr(comm); }', "uptr() expects an address or a pointer, not string[16]"),
+    ('BEGIN { @ = kptr(); }', "kptr() takes one argument"),
     ('BEGIN { @ = buf(1); }', "buf() expects a length argument for non-array type"),
     ('BEGIN { @ = buf(1, 2); }', "buf() expects an array, a pointer or a string"),
     ('BEGIN { @ = buf(comm, -1); }', "buf(): the length cannot be negative"),

@@ -400,7 +400,9 @@ class Checker:
             if name in ints:
                 return Int(*ints[name])
             raise self.error(e, f"cannot cast to {name} (cast to an integer type, or to a pointer: ({name} *))")
-        user = getattr(inner, "user", False)
+        # an address from a register or an integer field points where the probe's code runs, as in
+        # bpftrace: user memory in uprobes and USDT, kernel memory elsewhere (uptr()/kptr() say otherwise)
+        user = inner.user if isinstance(inner, Ptr) else c.target.kind in USER_PROBES
         target = self.btf_type(e, name)
         for _ in range(tn.pointer_depth - 1):
             target = self._pointer_to(target)
@@ -641,6 +643,14 @@ class Checker:
             return UINT64
         if n == "reg":
             return self.reg(c, e)
+        if n in ("uptr", "kptr"):
+            if len(args) != 1:
+                raise self.error(e, f"{n}() takes one argument: an address or a pointer")
+            t = self.expr(c, args[0])
+            if not isinstance(t, (Int, Ptr)):
+                raise self.error(args[0], f"{n}() expects an address or a pointer, not {t}")
+            user = n == "uptr"
+            return Ptr(t.target, user, t.spec) if isinstance(t, Ptr) else Ptr(0, user)
         if n == "bswap":
             if len(args) != 1:
                 raise self.error(e, "bswap() takes one integer")
@@ -694,7 +704,7 @@ class Checker:
                 raise self.error(args[0], why)
             return Void()
         near = close_matches(n, ["printf", "print", "str", "strncmp", "strcontains", "ksym", "usym",
-                                 "kaddr", "ntop", "macaddr", "buf", "reg", "bswap", "time", "join", "exit", "delete", "clear",
+                                 "kaddr", "uptr", "kptr", "ntop", "macaddr", "buf", "reg", "bswap", "time", "join", "exit", "delete", "clear",
                                  "zero", *AGGREGATES], n=1)
         hint = f" (did you mean {near[0]}()?)" if near else ""
         raise self.error(e, f"unknown function {n}(){hint}")
@@ -794,6 +804,9 @@ _KADDR: dict[str, int | None] = {}
 def _held(kind: str, value: Type | None) -> str:
     """What a map holds, for messages: its kind, or inet or mac (which share the str kind's buffers)."""
     return str(value) if isinstance(value, Inet) else kind
+
+
+USER_PROBES = frozenset({"uprobe", "uretprobe", "usdt"})
 
 
 def _is_runtime(e: A.Expr) -> bool:

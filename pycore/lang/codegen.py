@@ -1099,6 +1099,9 @@ class _Gen:
         if n == "reg":
             e.ldx(8, 0, 9, REGS[node.args[0].value])
             return
+        if n in ("uptr", "kptr"):   # the same address; only its type says where it points
+            self.scalar(node.args[0])
+            return
         if n == "bswap":   # a byte has no order to reverse: only the zero-extension
             self.scalar(node.args[0])
             if t.size == 1:
