@@ -20,7 +20,6 @@ import os
 import pty
 import re
 import select
-import signal
 import subprocess
 import sys
 import textwrap
@@ -28,7 +27,7 @@ import time
 
 import pytest
 
-from tests.conftest import require_root
+from tests.conftest import require_root, stop
 from tests.test_trace import BPFTRACE, PYCORE, bpftrace, pycore, side_by_side
 
 sys.path.insert(0, os.path.dirname(__file__))
@@ -101,9 +100,7 @@ class Live:
                     break
                 self.rest += chunk.decode()
         time.sleep(settle)
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGINT)
-        out, err = self.proc.communicate(timeout=60)
+        out, err = stop(self.proc, timeout=60)
         return _clean(self.rest + out), err
 
 
