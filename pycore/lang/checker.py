@@ -20,7 +20,7 @@ from pycore.lang import ast as A
 from pycore.lang.errors import CheckError, close_matches
 from pycore.lang.probes import CtxField, Target
 from pycore.lang.types import (COMM, INT64, STRING_SIZE, UINT64, USYM, Array, Buffer, Inet, Int, Mac, Ptr, Record,
-                                Stack, Str, Type, Void, from_btf, type_name, width)
+                                Stack, Str, Tuple, Type, Void, from_btf, tuple_type, type_name, width)
 from pycore.record import field, record
 
 TYPE_CHECKING = False
@@ -191,7 +191,8 @@ class Checker:
             if s.op != "=":
                 if old is None or not isinstance(old, Int) or not isinstance(vt, Int):
                     raise self.error(s, f"'{s.op}' needs an integer ${target.name}")
-            if old is not None and type(old) is not type(vt) and not (isinstance(old, Int) and isinstance(vt, Ptr)):
+            if old is not None and type(old) is not type(vt) and not (isinstance(old, Int) and isinstance(vt, Ptr)) \
+                    or isinstance(old, Tuple) and old != vt:
                 raise self.error(s, f"${target.name} holds {old}, cannot assign {vt}")
             if isinstance(vt, Str) and isinstance(old, Str) and old.size < vt.size:
                 vt = Str(vt.size)
@@ -210,6 +211,8 @@ class Checker:
                 t = Ptr(t.target, t.user, t.spec)   # printed in hex, as bpftrace prints pointer keys
             elif isinstance(t, Int):
                 t = Int(8, t.signed, t.display)
+            elif isinstance(t, Tuple):
+                raise self.error(k, f"a map key cannot be a tuple {t}: give its elements as the key, @m[a, b]")
             elif not isinstance(t, (Str, Stack, Inet)):
                 raise self.error(k, f"a map key cannot be {t}")
             out.append(t)
@@ -361,6 +364,12 @@ class Checker:
             return self.index(c, e)
         if isinstance(e, A.Call):
             return self.call(c, e, statement=False)
+        if isinstance(e, A.Tuple):
+            elems = tuple(self.expr(c, x) for x in e.elems)
+            for x, t in zip(e.elems, elems):
+                if isinstance(t, (Void, Record, Array)):
+                    raise self.error(x, f"a tuple cannot hold {t}" + ("" if isinstance(t, Void) else " (take a field)"))
+            return tuple_type(elems)
         raise self.error(e, f"unsupported expression {type(e).__name__}")
 
     def binary(self, c: Checked, e: A.Binary) -> Type:
@@ -448,6 +457,12 @@ class Checker:
         if isinstance(base, A.Builtin) and base.name == "args":
             return self.args_field(c, e)
         t = self.expr(c, base)
+        if isinstance(t, Tuple):
+            if e.arrow or not e.name.isdigit():
+                raise self.error(e, f"a tuple's elements are .0 to .{len(t.elems) - 1}, not {'->' if e.arrow else '.'}{e.name}")
+            if int(e.name) >= len(t.elems):
+                raise self.error(e, f"invalid tuple index: {e.name}; the tuple has {len(t.elems)} elements")
+            return t.elems[int(e.name)]
         if isinstance(t, Ptr):
             if not e.arrow:
                 # bpftrace lets '.' follow a pointer to a struct as '->' would
@@ -548,8 +563,9 @@ class Checker:
                 raise self.error(e, "printf() needs a format string first")
             types = [self.expr(c, a) for a in args[1:]]
             for a, t in zip(args[1:], types):
-                if isinstance(t, (Record, Array, Void)):
-                    raise self.error(a, f"printf cannot print {t}")
+                if isinstance(t, (Record, Array, Void, Tuple)):
+                    raise self.error(a, f"printf cannot print {t}" + (": print() it, or give its elements, $t.0"
+                                                                      if isinstance(t, Tuple) else ""))
             from pycore.lang.output import validate_format
 
             why = validate_format(args[0].value, types)

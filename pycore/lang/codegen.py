@@ -36,11 +36,13 @@ from pycore.lang import ast as A
 from pycore.lang.checker import AGGREGATES, Checked, MapInfo, is_literal, member_offset
 from pycore.lang.errors import CheckError
 from pycore.lang.probes import PT_REGS, REGS, CtxField
-from pycore.lang.types import Array, Inet, Int, Ptr, Record, Stack, Str, Type, Void, from_btf, is_buffer, width
+from pycore.lang.types import Array, Inet, Int, Ptr, Record, Stack, Str, Tuple, Type, Void, from_btf, is_buffer, width
 from pycore.record import field, record
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from pycore.lang.emit import Emitter
 
 __all__ = ["Layout", "Action", "generate", "SCRATCH_SIZE", "TAG_EXIT", "TAG_PRINT_MAP", "TAG_CLEAR",
@@ -603,7 +605,14 @@ class _Gen:
         """A ring-buffer record: u64 action index, then each argument (8 bytes, or its buffer)."""
         size = 8 + sum(width(t) for t in types)
         rec = self.f.region(size)
-        pos = rec + 8
+        self.values_into(args, types, rec + 8)
+        self.e.ld_imm64(0, idx)
+        self.e.stx(8, 8, rec, 0)
+        self.output(rec, size)
+
+    def values_into(self, args: Sequence[A.Expr], types: Sequence[Type], pos: int) -> None:
+        """scratch[pos:] = each value in turn, each :func:`width` bytes: an output record's arguments,
+        a tuple's elements."""
         for a, t in zip(args, types):
             if is_buffer(t):
                 self.string_into(a, pos, t.size)
@@ -615,9 +624,18 @@ class _Gen:
                 self.e.stx(8, 8, pos, 0)
                 self.usym_pid(t, pos)
             pos += width(t)
-        self.e.ld_imm64(0, idx)
-        self.e.stx(8, 8, rec, 0)
-        self.output(rec, size)
+
+    def tuple_element(self, node: A.Field) -> int:
+        """``$t.N``: the tuple built (or copied) into a region of its own; the element's scratch offset.
+        The caller releases the region (``self.f.mark()`` before, ``release`` after)."""
+        t = self.t(node.expr)
+        assert isinstance(t, Tuple)
+        tmp = self.f.region(_align8(t.size))
+        self.string_into(node.expr, tmp, t.size)
+        return tmp + t.offsets()[int(node.name)]
+
+    def _is_tuple_field(self, node: A.Expr) -> bool:
+        return isinstance(node, A.Field) and isinstance(self.t(node.expr), Tuple)
 
     def emit_join(self, idx: int, arr: A.Expr) -> None:
         """join(argv): up to 16 user strings of 64 bytes from a char ** (execve's argv)."""
@@ -1032,6 +1050,12 @@ class _Gen:
         e = self.e
         base = node.expr
         t = self.t(node)
+        if self._is_tuple_field(node):
+            mark = self.f.mark()
+            pos = self.tuple_element(node)
+            e.ldx(8, 0, 8, pos)
+            self.f.release(mark)
+            return
         if isinstance(base, A.Builtin) and base.name == "args":
             f = self.c.target.args[node.name]
             if f.data_loc:
@@ -1184,6 +1208,12 @@ class _Gen:
         if isinstance(node, A.Call) and node.name == "buf":
             self.buf_call(node, dst)
             return
+        if isinstance(node, A.Tuple):
+            self.values_into(node.elems, [self.t(x) for x in node.elems], dst)
+            return
+        if self._is_tuple_field(node):
+            self.copy_tuple_element(node, dst, size)
+            return
         if isinstance(node, A.Call) and node.name == "macaddr":
             arg = node.args[0]
             at = self.t(arg)
@@ -1235,7 +1265,18 @@ class _Gen:
                 e.stx(8, 8, dst + i, 1)
             e.place(done)
             return
-        raise self.error(node, "an inet value comes from ntop(), a mac value from macaddr(), a buffer from buf()")
+        raise self.error(node, "an inet value comes from ntop(), a mac value from macaddr(), a buffer from buf(), "
+                               "a tuple from (a, b, ...)")
+
+    def copy_tuple_element(self, node: A.Field, dst: int, size: int) -> None:
+        """scratch[dst:dst+size] = a string, inet or tuple element of a tuple."""
+        e = self.e
+        mark = self.f.mark()
+        pos = self.tuple_element(node)
+        for i in range(0, _align8(min(size, self.t(node).size)), 8):
+            e.ldx(8, 1, 8, pos + i)
+            e.stx(8, 8, dst + i, 1)
+        self.f.release(mark)
 
     def buf_call(self, node: A.Call, dst: int) -> None:
         """scratch[dst:] = buf(data[, length]): the length read (8 bytes), then that many bytes.
@@ -1303,6 +1344,11 @@ class _Gen:
             return
         for i in range(0, _align8(size), 8):
             e.st(8, 8, dst + i, 0)
+        if self._is_tuple_field(node):
+            self.copy_tuple_element(node, dst, size)
+            if size < _align8(t.size):
+                e.st(1, 8, dst + size - 1, 0)
+            return
         if isinstance(node, A.Str) or (isinstance(node, A.Positional)):
             if isinstance(node, A.Str):
                 data = node.value.encode()

@@ -24,7 +24,7 @@ from pycore.lang.codegen import (SCRATCH_SIZE, TAG_CAT, TAG_CLEAR, TAG_EXIT, TAG
                                   generate)
 from pycore.lang.errors import ProbeError
 from pycore.lang.probes import PROG_RAW_TRACEPOINT, Resolver, Target
-from pycore.lang.types import Array, Buffer, Inet, Int, Mac, Ptr, Record, Stack, Str, Type, width
+from pycore.lang.types import Array, Buffer, Inet, Int, Mac, Ptr, Record, Stack, Str, Tuple, Type, width
 from pycore.record import field, record
 
 TYPE_CHECKING = False
@@ -377,6 +377,8 @@ class Script:
             return _cstr(data[pos:pos + t.size])
         if isinstance(t, (Record, Array)):
             return data[pos:pos + t.size]
+        if isinstance(t, Tuple):
+            return tuple(self._decode(data, pos + off, et) for off, et in zip(t.offsets(), t.elems))
         if isinstance(t, Buffer):   # bytes: %r, print and map keys show them escaped (hex_buffer)
             (length,) = struct.unpack_from("<Q", data, pos)
             return bytes(data[pos + 8:pos + 8 + min(length, t.size - 8)])

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from btf import Spec
     from btf import types as T
 
-__all__ = ["Type", "Int", "Str", "Ptr", "Record", "Array", "Stack", "Inet", "Mac", "Buffer", "Void", "INT64", "UINT64",
+__all__ = ["Type", "Int", "Str", "Ptr", "Record", "Array", "Stack", "Inet", "Mac", "Buffer", "Tuple", "Void", "INT64", "UINT64",
            "STRING_SIZE", "COMM", "USYM", "from_btf", "type_name", "width", "is_buffer"]
 
 STRING_SIZE = 64   # bpftrace's default for str() and string map values
@@ -135,6 +135,31 @@ class Buffer(Inet):
 
     def __str__(self) -> str:
         return "buffer"
+
+
+@record(frozen=True)
+class Tuple(Inet):
+    """``(a, b, ...)``: each element at an 8-byte aligned offset, as wide as :func:`width` says.
+
+    Built in place like the other buffer values, so a variable, a map value
+    and print() take it whole; :func:`tuple_type` makes one from its elements.
+    """
+
+    elems: tuple = ()
+
+    def offsets(self) -> list[int]:
+        out, pos = [], 0
+        for t in self.elems:
+            out.append(pos)
+            pos += width(t)
+        return out
+
+    def __str__(self) -> str:
+        return "(" + ", ".join(str(t) for t in self.elems) + ")"
+
+
+def tuple_type(elems: tuple) -> Tuple:
+    return Tuple(size=sum(width(t) for t in elems), elems=elems)
 
 
 @record(frozen=True)

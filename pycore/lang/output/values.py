@@ -251,7 +251,8 @@ def _render(value: Any, t: Any, mode: str) -> str:
         s = hex_buffer(bytes(value))
         return quoted(s) if mode == JSON else s
     if isinstance(value, tuple):
-        elems = [_render(v, None, mode) for v in value]
+        types = getattr(t, "elems", None) or (None,) * len(value)
+        elems = [_render(v, et, mode) for v, et in zip(value, types)]
         return "[" + ",".join(elems) + "]" if mode == JSON else "(" + ", ".join(elems) + ")"
     if isinstance(value, list):
         return "[" + ",".join(_render(v, None, mode) for v in value) + "]"
