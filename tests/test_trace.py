@@ -352,6 +352,16 @@ def test_address_spaces_like_bpftrace(tmp_path):
         assert sorted(ours.stdout.splitlines()) == sorted(theirs.stdout.splitlines()), program
 
 
+def test_tracepoint_integer_array_spelled_in_c(workload):
+    """raw_syscalls' ``unsigned long args[6]``: C's spelling of the element type found in BTF
+    (``long unsigned int``), so args->args[N] is typed and read as bpftrace reads it."""
+    exe, data = workload
+    program = "tracepoint:raw_syscalls:sys_enter /pid == cpid && args->id == 0/ { @[args->args[2]] = count(); }"
+    ours, theirs = side_by_side(program, "-c", f"{exe} 0 {data}")
+    assert sorted(ours.splitlines()) == sorted(theirs.splitlines())
+    assert "@[65536]: 1\n" in ours and "@[16]: 1\n" in ours
+
+
 def test_tuples_like_bpftrace(workload):
     """Tuples: literals, nested, $t.N (scalars, strings, inner tuples), in variables and map values,
     print() and the maps at the end, text and json, as bpftrace 0.17 prints them; maps() gives tuples."""

@@ -626,10 +626,12 @@ class _Gen:
             pos += width(t)
 
     def tuple_element(self, node: A.Field) -> int:
-        """``$t.N``: the tuple built (or copied) into a region of its own; the element's scratch offset.
+        """``$t.N``: the element's scratch offset; a tuple not in a variable is built into a region first.
         The caller releases the region (``self.f.mark()`` before, ``release`` after)."""
         t = self.t(node.expr)
         assert isinstance(t, Tuple)
+        if isinstance(node.expr, A.Var):   # already in scratch: read it in place
+            return self.vars_get(node.expr) + t.offsets()[int(node.name)]
         tmp = self.f.region(_align8(t.size))
         self.string_into(node.expr, tmp, t.size)
         return tmp + t.offsets()[int(node.name)]
