@@ -18,11 +18,17 @@
 3. a wildcard of kernel functions, where the kernel allows fentry/fexit (the
    kernel VMs, not this project's host): ``kfunc:vfs_* { @[probe] = count(); }``
    (about 70 trampolines) start to attached and whole run, as in 1.
+4. the floor (``--only floor``): how close to bpftrace any Python program can
+   get on 1's start to attached. ``python -c pass``, then ``trace_floor.py``
+   (maps made, a two-instruction program loaded and attached to the same
+   tracepoint through pycore's native and link layers, ``ready`` printed:
+   no parsing, checking, code generation or output), plainly and with
+   ``-S -E``, against bpftrace and ``pycore trace`` in the same rounds.
 
 The commands alternate within each round, one warm-up round; medians.
 Measures, does not assert.
 
-    python bench/bench_trace.py [--runs N] [--events N] [--only startup|overhead|kfunc]
+    python bench/bench_trace.py [--runs N] [--events N] [--only startup|overhead|kfunc|floor] [--pycore PATH]
 """
 
 from __future__ import annotations
@@ -136,13 +142,15 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", type=int, default=7)
     ap.add_argument("--events", type=int, default=500000)
-    ap.add_argument("--only", choices=("startup", "overhead", "kfunc"), help="run one section")
+    ap.add_argument("--only", choices=("startup", "overhead", "kfunc", "floor"), help="run one section")
+    ap.add_argument("--pycore", metavar="PATH", help="the pycore command to measure, e.g. a wheel installed "
+                    "in a venv of its own (default: this checkout's .venv/bin/pycore, an editable install)")
     args = ap.parse_args()
     bpftrace = shutil.which("bpftrace")
     if not bpftrace:
         print("bpftrace not found (apt-get install bpftrace): nothing to compare with", file=sys.stderr)
         return 1
-    pycore = pycore_command()
+    pycore = [args.pycore] if args.pycore else pycore_command()
     # byte-compiled first, as an installed package is (pip compiles at install): with this machine's
     # PYTHONDONTWRITEBYTECODE an edited editable install compiles every module again at every
     # start, which read 69 ms and 46 MiB for a 29 ms, 17 MiB start
@@ -197,6 +205,8 @@ def main() -> int:
     shutil.rmtree(warm_cache, ignore_errors=True)
 
     # 2. per-event overhead
+    if args.only in (None, "floor"):
+        floor(bpftrace, pycore, args.runs)
     if args.only not in (None, "overhead"):
         return 0
     with tempfile.TemporaryDirectory() as d:
@@ -219,6 +229,36 @@ def main() -> int:
         print(f"  (pycore - bare) / (bpftrace - bare): {(m['pycore'] - m['bare']) / (m['bpftrace'] - m['bare']):.2f} "
               "(target <= 1.2)")
     return 0
+
+
+def floor(bpftrace: str, pycore: list[str], runs: int) -> None:
+    """4. What the interpreter and the kernel alone cost, against bpftrace's start to attached."""
+    import site
+
+    python = str(Path(pycore[0]).with_name("python")) if pycore[0].endswith("/pycore") else sys.executable
+    floor_py = str(ROOT / "bench" / "trace_floor.py")
+    paths = [str(ROOT)] + site.getsitepackages()
+    cache = tempfile.mkdtemp(prefix="bench-trace-floor-")
+    commands = {
+        "bpftrace": (to_ready, [bpftrace, "-B", "none", "-e", READY]),
+        "pycore trace": (to_ready, pycore + ["trace", "-e", READY]),
+        "python -c pass": (once, [python, "-c", "pass"]),
+        "floor": (to_ready, [python, floor_py]),
+        "floor, -S -E": (to_ready, [python, "-S", "-E", floor_py] + paths),
+        "python -S -E -c pass": (once, [python, "-S", "-E", "-c", "pass"]),
+    }
+    walls: dict[str, list[float]] = {n: [] for n in commands}
+    for i in range(runs + 1):
+        for name, (measure, argv) in commands.items():
+            wall, _ = measure(argv, {**os.environ, "XDG_CACHE_HOME": cache})
+            if i:
+                walls[name].append(wall)
+    shutil.rmtree(cache, ignore_errors=True)
+    med = {n: statistics.median(w) for n, w in walls.items()}
+    print(f"floor: start to attached, {READY!r} ({runs} runs each, alternating)")
+    for name, m in med.items():
+        print(f"  {name:<22} {m * 1000:6.1f} ms   {m / med['bpftrace']:5.2f}x bpftrace")
+    print(f"  0.25x bpftrace is {med['bpftrace'] * 250:.1f} ms")
 
 
 if __name__ == "__main__":
