@@ -433,6 +433,21 @@ def test_macaddr_like_bpftrace(veth_ns, tmp_path):
                .replace('"@v": "02:11:22:33:44:55"', '"@v": 02:11:22:33:44:55') == theirs
 
 
+NANOSLEEP = ("import ctypes\n"
+             "class timespec(ctypes.Structure): _fields_ = [('s', ctypes.c_long), ('ns', ctypes.c_long)]\n"
+             "for t in ((0, 250000), (0, 1000), (1, 5000)): ctypes.CDLL(None).syscall(35, ctypes.byref(timespec(*t)), None)\n")
+
+
+def test_tracepoint_struct_pointer_field(tmp_path):
+    """A syscall tracepoint's ``struct __kernel_timespec *`` field typed from BTF and read from user
+    memory (naptime.bt's args->rqtp->tv_sec), as bpftrace."""
+    work = tmp_path / "nap.py"
+    work.write_text(NANOSLEEP)
+    same_as_bpftrace('tracepoint:syscalls:sys_enter_nanosleep /pid == cpid/ '
+                     '{ printf("%d.%06d\\n", args->rqtp->tv_sec, args->rqtp->tv_nsec); @[args->rqtp->tv_sec] = count(); }',
+                     "-c", f"{sys.executable} {work}")
+
+
 # -- errors: one line (and a caret), exit 2, never a traceback ------------------------------------
 
 @pytest.mark.parametrize("program,message", [

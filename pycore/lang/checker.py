@@ -496,6 +496,13 @@ class Checker:
             near = close_matches(e.name, known, n=1)
             hint = f" (did you mean {near[0]!r}?)" if near else f" (it has: {', '.join(known) or 'none'})"
             raise self.error(e, f"{c.target.probe} has no argument {e.name!r}{hint}")
+        if f.pointee and isinstance(f.type, Ptr) and not f.type.target:
+            word, _, rest = f.pointee.partition(" ")
+            from btf.kinds import Kind
+
+            ids = self.spec.ids_named(rest, (Kind.STRUCT,) if word == "struct" else (Kind.UNION,))
+            if ids:
+                return Ptr(ids[0], f.type.user, self.spec)
         return f.type
 
     def index(self, c: Checked, e: A.Index) -> Type:

@@ -1043,10 +1043,14 @@ class _Gen:
             self.extend(0, size, t.signed)
 
     def _user(self, node: A.Expr) -> bool:
+        """Whether the memory ``node`` names is user memory: as the nearest pointer, record or
+        array it is reached through says (``args->rqtp->tv_sec``: the syscall's user pointer)."""
         while isinstance(node, (A.Field, A.Index, A.Unary)):
             node = node.expr if not isinstance(node, A.Unary) else node.operand
-        t = self.c.types.get(id(node))
-        return bool(getattr(t, "user", False))
+            t = self.c.types.get(id(node))
+            if hasattr(t, "user"):
+                return bool(t.user)  # type: ignore[union-attr]
+        return False
 
     def field(self, node: A.Field) -> None:
         e = self.e

@@ -63,6 +63,8 @@ class CtxField:
     size: int = 8
     signed: bool = False
     data_loc: bool = False
+    pointee: str = ""       # a tracepoint's ``struct X *`` field: the C name the checker types it by
+
 
 
 @record
@@ -443,7 +445,10 @@ def _tracefs_field(f, user: bool, spec: Callable[[], Spec | None] = lambda: None
         if arr is not None:
             return CtxField(f.name, arr, f.offset, f.size, False)
     if "*" in decl:
-        return CtxField(f.name, Ptr(0, user), f.offset, 8, False)
+        # ``struct __kernel_timespec * rqtp``: typed from BTF by the checker when the field is used
+        words = decl.split("*")[0].replace("const ", " ").replace("volatile ", " ").split()
+        pointee = " ".join(words) if decl.count("*") == 1 and words[:1] in (["struct"], ["union"]) else ""
+        return CtxField(f.name, Ptr(0, user), f.offset, 8, False, pointee=pointee)
     size = f.size if f.size in (1, 2, 4, 8) else 8
     return CtxField(f.name, Int(8, f.signed), f.offset, size, f.signed)
 
