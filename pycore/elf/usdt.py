@@ -257,7 +257,8 @@ class UsdtAttacher:
 
 
 def resolve_path(path: str, pid: int = -1) -> str:
-    """A bare name (``libc.so.6``) is looked up in the process's mappings, or PATH."""
+    """A bare name is looked up in the process's mappings (``libc.so.6``, ``libc``), or PATH
+    (``bash``), or the dynamic linker's cache (``libc``, ``libssl``), as bpftrace does."""
     if "/" in path:
         return path
     if pid is not None and pid >= 0:
@@ -268,7 +269,13 @@ def resolve_path(path: str, pid: int = -1) -> str:
         cand = os.path.join(d, path)
         if os.path.isfile(cand):
             return cand
-    raise UsdtError(f"{path}: not found" + (f" in process {pid}" if pid is not None and pid >= 0 else " on PATH"))
+    from pycore.elf.ldcache import find_library
+
+    lib = find_library(path)
+    if lib is not None:
+        return lib
+    raise UsdtError(f"{path}: not found" + (f" in process {pid}" if pid is not None and pid >= 0 else
+                                            " on PATH nor in the dynamic linker's cache"))
 
 
 def mapped_objects(pid: int) -> list[str]:
