@@ -253,6 +253,31 @@ class Spec:
         found.extend(self._ids_with_names(self.strings.offsets_of(name), kinds))
         return found
 
+    def enumerator(self, name: str) -> tuple[int, int] | None:
+        """(enum type id, value) of the first enum constant called ``name`` (C's
+        ``TCP_CLOSE``), or None.  A name that is no string of this BTF is refused by
+        one search of the string section; otherwise each enum's value records are
+        read in place, without decoding the types."""
+        if self.base is not None:
+            found = self.base.enumerator(name)
+            if found is not None:
+                return found
+        wanted = set(self.strings.offsets_of(name))
+        if not wanted:
+            return None
+        w, offsets, first = self._words, self._offsets, self._first_id
+        for i, info in enumerate(self.info_column()):
+            kind = (info >> 24) & 0x1F
+            if kind != Kind.ENUM and kind != Kind.ENUM64:
+                continue
+            step = 2 if kind == Kind.ENUM else 3
+            p = offsets[i] + 3
+            for q in range(p, p + step * (info & 0xFFFF), step):
+                if w[q] in wanted:
+                    v = w[q + 1] if kind == Kind.ENUM else w[q + 1] | (w[q + 2] << 32)
+                    return first + i, _to_signed(v, 32 * (step - 1)) if info >> 31 else v
+        return None
+
     def ids_matching(self, pattern: bytes, kinds: Iterable[Kind] | None = None) -> list[int]:
         """Ids of the types whose whole name matches a bytes regular expression.
 

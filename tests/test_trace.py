@@ -448,6 +448,56 @@ def test_tracepoint_struct_pointer_field(tmp_path):
                      "-c", f"{sys.executable} {work}")
 
 
+def test_enum_values_from_btf():
+    """C enum constants read from the kernel's BTF (tcplife.bt's TCP_FIN_WAIT1, tcpdrop.bt's drop
+    reasons), with no #include, as bpftrace; also where a constant is needed (lhist's bounds)."""
+    same_as_bpftrace('BEGIN { printf("%d %d %d\\n", TCP_CLOSE, TCP_FIN_WAIT1, SKB_DROP_REASON_NOT_SPECIFIED); '
+                     '@[TCP_CLOSE] = count(); if (TCP_CLOSE == 7) { printf("seven\\n"); } exit(); }')
+    r = pycore("-e", "BEGIN { @ = lhist(TCP_CLOSE, 0, TCP_CLOSE + 3, 1); exit(); }")
+    assert r.returncode == 0, r.stderr
+    assert "[7, 8)                 1 |@@@@" in r.stdout
+
+
+MACROS = """\
+#include <sys/socket.h>
+#include <fcntl.h>
+#ifdef BPFTRACE_HAVE_BTF
+#define V 1
+#else
+#define V 2
+#endif
+#define N 3
+#define M (N << 2 | 1)
+BEGIN { printf("%d %d %d %d %d %d\\n", AF_INET, AF_INET6, O_CREAT, N, M, V); @[AF_INET6] = lhist(M, 0, 20, 1); exit(); }
+"""
+
+
+def test_macros_of_defines_and_headers(tmp_path):
+    """Integer macros of the script's #define lines and of system headers it includes (tcpconnect.bt's
+    AF_INET), with BPFTRACE_HAVE_BTF defined, as bpftrace's clang reads them."""
+    script = tmp_path / "macros.bt"
+    script.write_text(MACROS)
+    for fmt in ("text", "json"):
+        ours, theirs = pycore("-f", fmt, str(script)), bpftrace("-f", fmt, str(script))
+        assert ours.returncode == 0 and theirs.returncode == 0, (ours.stderr, theirs.stderr)
+        assert ours.stdout == theirs.stdout, fmt
+    assert '{"type": "printf", "data": "2 10 64 3 13 1\\n"}' in ours.stdout.splitlines()
+
+
+@pytest.mark.parametrize("head,name,message", [
+    ('#define S "x"', "S", "macro S expands to '\"x\"', not an integer constant"),
+    ("#define E", "E", "macro E expands to '', not an integer constant"),
+    ("#include <no/such/header.h>", "NOPE", "nor a macro of the script's #define and #include lines "
+                                           "(not found here: no/such/header.h)"),
+])
+def test_macro_errors(head, name, message):
+    r = pycore("-e", f"{head}\nBEGIN {{ printf(\"%d\\n\", {name}); }}")
+    assert r.returncode == 2, r
+    first, line, caret = r.stderr.splitlines()[:3]
+    assert first.startswith("stdin:2:24: error: ") and message in first, r.stderr
+    assert caret == " " * 23 + "^"
+
+
 # -- errors: one line (and a caret), exit 2, never a traceback ------------------------------------
 
 @pytest.mark.parametrize("program,message", [
@@ -457,6 +507,9 @@ def test_tracepoint_struct_pointer_field(tmp_path):
     ('BEGIN { printf("%d\\n", "x"); }', "%d specifier expects a value of type integer"),
     ('BEGIN { @x = 1 +; }', "expected an expression"),
     ('BEGIN { fo(); }', "unknown function fo()"),
+    ('BEGIN { @ = comn; }', "unknown identifier 'comn': not a builtin, nor an enum value in this kernel's BTF "
+                            "(did you mean 'comm'?)"),
+    ('BEGIN { @ = TCP_CLOZE; }', "unknown identifier 'TCP_CLOZE'"),
     ('BEGIN { @ = bswap(comm); }', "bswap() only supports integer arguments, not string[16]"),
     ('BEGIN { @ = bswap(); }', "bswap() takes one integer"),
     ('BEGIN { @ = macaddr(comm); }', "macaddr() argument must be 6 bytes in size, not 16"),

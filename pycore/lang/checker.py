@@ -27,6 +27,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from btf import Spec
 
+    from pycore.lang.macros import Macros
+
 __all__ = ["MapInfo", "Checked", "Checker", "AGGREGATES", "kernel_address"]
 
 # value kinds of maps filled by aggregation functions
@@ -36,6 +38,7 @@ _BUILTIN_TYPES: dict[str, Type] = {
     "pid": UINT64, "tid": UINT64, "uid": UINT64, "gid": UINT64, "nsecs": UINT64, "elapsed": UINT64,
     "cpu": UINT64, "comm": COMM, "cgroup": UINT64, "rand": UINT64, "jiffies": UINT64,
 }
+_OTHER_BUILTINS = ("func", "probe", "curtask", "retval", "args", "kstack", "ustack", "cpid")
 _NO_VALUE_CALLS = {"printf", "print", "exit", "delete", "clear", "zero", "time", "join", "system", "signal", "cat"}
 
 
@@ -76,8 +79,12 @@ class Checker:
     """Types a whole program; one instance per script run."""
 
     def __init__(self, spec_loader, params: tuple[str, ...] = (), *, unsafe: bool = False,  # noqa: ANN001
-                 filename: str = "", source: str = "") -> None:
+                 filename: str = "", source: str = "", program: A.Program | None = None) -> None:
         self._spec_loader = spec_loader
+        # the script's '#' lines, read for macros only when a name needs them (pycore.lang.macros)
+        self.has_head = program is not None and bool(program.includes or program.directives)
+        self.program = program
+        self._macros: Macros | None = None
         self._spec: Spec | None = None
         self.params = params
         self.unsafe = unsafe
@@ -277,6 +284,13 @@ class Checker:
         if isinstance(e, A.Positional):
             v = self.positional(e)
             if isinstance(v, int):
+                return v
+        if isinstance(e, A.Builtin) and e.name not in _BUILTIN_TYPES:
+            v = c.consts.get(id(e))   # known already: the code generator asks again, without BTF
+            if v is None:
+                v = self.named_constant(e, e.name)
+            if v is not None:
+                c.consts[id(e)] = v
                 return v
         if isinstance(e, A.Unary) and e.op == "-":
             return -self.constant(c, e.operand)
@@ -552,7 +566,37 @@ class Checker:
             if i >= len(tgt.argn):
                 raise self.error(e, f"{tgt.probe} has {len(tgt.argn)} argument(s): no {name}")
             return tgt.argn[i].type
-        raise self.error(e, f"unknown builtin {name!r}")
+        value = self.named_constant(e, name)
+        if value is not None:
+            c.consts[id(e)] = value
+            return INT64
+        near = close_matches(name, [*_BUILTIN_TYPES, *_OTHER_BUILTINS], n=1)
+        hint = f" (did you mean {near[0]!r}?)" if near else ""
+        where = "nor an enum value in this kernel's BTF"
+        if self.has_head:
+            missing = self._macros.missing if self._macros is not None else []
+            where = ("an enum value in this kernel's BTF, nor a macro of the script's #define and #include lines"
+                     + (f" (not found here: {', '.join(missing)})" if missing else ""))
+        raise self.error(e, f"unknown identifier {name!r}: not a builtin, {where}{hint}")
+
+    def named_constant(self, node: A.Node, name: str) -> int | None:
+        """A C enum constant of the kernel's BTF (``TCP_CLOSE``), else an integer macro of the script's
+        head (``AF_INET``), as bpftrace reads them; None if neither."""
+        if not name.isidentifier():
+            return None
+        found = self.spec.enumerator(name)
+        if found is not None:
+            return found[1]
+        if not self.has_head:
+            return None
+        from pycore.lang.macros import MacroError, Macros, head_of
+
+        if self._macros is None:
+            self._macros = Macros(head_of(self.program), self.filename or "<stdin>")
+        try:
+            return self._macros.value(name)
+        except MacroError as err:
+            raise self.error(node, str(err)) from None
 
     # -- calls -----------------------------------------------------------------------------
 

@@ -858,6 +858,9 @@ class _Gen:
         e = self.e
         n = node.name
         tgt = self.c.target
+        if id(node) in self.c.consts:   # an enum value from BTF (TCP_CLOSE)
+            e.mov_imm(0, self.c.consts[id(node)])
+            return
         if n in ("pid", "tid"):
             e.call("get_current_pid_tgid")
             if n == "pid":

@@ -86,7 +86,7 @@ class Script:
         self.program = parse_cached(text, filename)
         self.resolver = Resolver(pid=pid)
         self.checker = Checker(lambda: self.resolver.spec, self.params, unsafe=unsafe, filename=filename,
-                               source=text)
+                               source=text, program=self.program)
         self.compiled: list[Compiled] = []
         self.layout: Layout | None = None
         self._maps: dict[str, Any] = {}
