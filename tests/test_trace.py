@@ -498,6 +498,23 @@ def test_macro_errors(head, name, message):
     assert caret == " " * 23 + "^"
 
 
+def test_strftime():
+    """strftime(fmt, ns since boot): the wall clock time, local, formatted when printed, in printf, map keys
+    and values, as bpftrace; in json pycore quotes the text (bpftrace 0.17 writes it bare, not JSON)."""
+    program = ('BEGIN { printf("%s|\\n", strftime("%Y-%m-%d %H:%M:%S", 0)); @[strftime("%Y", nsecs), 5] = count(); '
+               '@v = strftime("%m", nsecs); $t = strftime("%d", 0); printf("%s\\n", $t); exit(); }')
+    ours, theirs = side_by_side(program)
+    assert ours == theirs
+    boot = time.time() - time.clock_gettime(time.CLOCK_BOOTTIME)
+    assert ours.splitlines()[0] in {time.strftime("%Y-%m-%d %H:%M:%S|", time.localtime(boot + d)) for d in (-1, 0, 1)}
+    ours, theirs = side_by_side(program, "-f", "json")
+    assert ours == re.sub(r'("@v": )(\d+)', r'\1"\2"', theirs)
+    # %f: the microseconds of the wall clock time
+    r = pycore("-e", 'BEGIN { printf("%s %s\\n", strftime("%f", 0), strftime("%f", 1000)); exit(); }')
+    a, b = (int(x) for x in r.stdout.split())
+    assert (b - a) % 1_000_000 == 1, r.stdout
+
+
 # -- errors: one line (and a caret), exit 2, never a traceback ------------------------------------
 
 @pytest.mark.parametrize("program,message", [
@@ -507,6 +524,10 @@ def test_macro_errors(head, name, message):
     ('BEGIN { printf("%d\\n", "x"); }', "%d specifier expects a value of type integer"),
     ('BEGIN { @x = 1 +; }', "expected an expression"),
     ('BEGIN { fo(); }', "unknown function fo()"),
+    ('BEGIN { $f = "%Y"; printf("%s", strftime($f, 0)); }', "strftime() expects a string literal"),
+    ('BEGIN { printf("%s", strftime("%Y", comm)); }', "strftime() only supports integer arguments (string[16] provided)"),
+    ('BEGIN { $x = strftime("%Y", 0) + 1; }', "Type mismatch for '+': comparing 'timestamp' with 'int64'"),
+    ('BEGIN { printf("%d", strftime("%Y", 0)); }', "%d specifier expects a value of type integer (string supplied)"),
     ('BEGIN { @ = comn; }', "unknown identifier 'comn': not a builtin, nor an enum value in this kernel's BTF "
                             "(did you mean 'comm'?)"),
     ('BEGIN { @ = TCP_CLOZE; }', "unknown identifier 'TCP_CLOZE'"),

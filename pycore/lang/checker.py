@@ -20,7 +20,7 @@ from pycore.lang import ast as A
 from pycore.lang.errors import CheckError, close_matches
 from pycore.lang.probes import CtxField, Target
 from pycore.lang.types import (COMM, INT64, STRING_SIZE, UINT64, USYM, Array, Buffer, Inet, Int, Mac, Ptr, Record,
-                                Stack, Str, Tuple, Type, Void, from_btf, tuple_type, type_name, width)
+                                Stack, Str, Timestamp, Tuple, Type, Void, from_btf, tuple_type, type_name, width)
 from pycore.record import field, record
 
 TYPE_CHECKING = False
@@ -217,7 +217,7 @@ class Checker:
             if isinstance(t, Ptr):
                 t = Ptr(t.target, t.user, t.spec)   # printed in hex, as bpftrace prints pointer keys
             elif isinstance(t, Int):
-                t = Int(8, t.signed, t.display)
+                t = t if isinstance(t, Timestamp) else Int(8, t.signed, t.display)
             elif isinstance(t, Tuple):
                 raise self.error(k, f"a map key cannot be a tuple {t}: give its elements as the key, @m[a, b]")
             elif not isinstance(t, (Str, Stack, Inet)):
@@ -393,6 +393,8 @@ class Checker:
             return INT64
         if op in ("&&", "||"):
             return INT64
+        if isinstance(a, Timestamp) or isinstance(b, Timestamp):
+            raise self.error(e, f"Type mismatch for '{op}': comparing '{a}' with '{b}'")
         for side, t in ((e.left, a), (e.right, b)):
             if not isinstance(t, (Int, Ptr)):
                 raise self.error(side, f"'{op}' needs integers, not {t}" +
@@ -694,6 +696,15 @@ class Checker:
                 raise self.error(e, f"strcontains(): a {hay.size}-byte haystack and a {needle.size}-byte needle "
                                     "are too long to search; shorten them with str(x, n)")
             return INT64
+        if n == "strftime":
+            if len(args) != 2:
+                raise self.error(e, f"strftime() requires 2 arguments ({len(args)} provided)")
+            if not isinstance(args[0], A.Str):
+                raise self.error(args[0], f"strftime() expects a string literal ({self.expr(c, args[0])} provided)")
+            t = self.expr(c, args[1])
+            if not isinstance(t, Int) or isinstance(t, Timestamp):
+                raise self.error(args[1], f"strftime() only supports integer arguments ({t} provided)")
+            return Timestamp(fmt=args[0].value)
         if n in ("ksym", "usym"):
             if len(args) != 1:
                 raise self.error(e, f"{n}(address)")
@@ -770,7 +781,7 @@ class Checker:
             if why:
                 raise self.error(args[0], why)
             return Void()
-        near = close_matches(n, ["printf", "print", "str", "strncmp", "strcontains", "ksym", "usym",
+        near = close_matches(n, ["printf", "print", "str", "strncmp", "strcontains", "strftime", "ksym", "usym",
                                  "kaddr", "uptr", "kptr", "ntop", "macaddr", "buf", "reg", "bswap", "time", "join", "exit", "delete", "clear",
                                  "zero", *AGGREGATES], n=1)
         hint = f" (did you mean {near[0]}()?)" if near else ""

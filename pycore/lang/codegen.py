@@ -1111,6 +1111,9 @@ class _Gen:
         e = self.e
         n = node.name
         t = self.t(node)
+        if n == "strftime":      # the nanoseconds; the format is the type's, applied when printed
+            self.scalar(node.args[1])
+            return
         if n in ("ksym", "usym"):
             self.scalar(node.args[0])
             if n == "usym":

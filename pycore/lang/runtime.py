@@ -24,7 +24,7 @@ from pycore.lang.codegen import (SCRATCH_SIZE, TAG_CAT, TAG_CLEAR, TAG_EXIT, TAG
                                   generate)
 from pycore.lang.errors import ProbeError
 from pycore.lang.probes import PROG_RAW_TRACEPOINT, Resolver, Target
-from pycore.lang.types import Array, Buffer, Inet, Int, Mac, Ptr, Record, Stack, Str, Tuple, Type, width
+from pycore.lang.types import Array, Buffer, Inet, Int, Mac, Ptr, Record, Stack, Str, Timestamp, Tuple, Type, width
 from pycore.record import field, record
 
 TYPE_CHECKING = False
@@ -99,6 +99,7 @@ class Script:
         self.exited = False
         self._ending = False           # END is running: its output counts again
         self.lost = 0
+        self._boot_ns: int | None = None   # the wall clock time at boot, for strftime()
 
     # -- stages ----------------------------------------------------------------------------------
 
@@ -397,10 +398,25 @@ class Script:
                 v -= 1 << 64
             if t.display == "ksym":
                 return self.ksym(v)
+            if isinstance(t, Timestamp):
+                return self.strftime(t.fmt, v)
             return v
         if isinstance(t, Stack):
             return self.stack(v, t)
         return v
+
+    def strftime(self, fmt: str, since_boot_ns: int) -> str:
+        """strftime(fmt, ns): the wall clock time ``ns`` after boot, local time, ``%f`` its microseconds,
+        as bpftrace (boot's wall clock time is read once, as the difference of the two clocks)."""
+        if self._boot_ns is None:
+            self._boot_ns = time.clock_gettime_ns(time.CLOCK_REALTIME) - time.clock_gettime_ns(time.CLOCK_BOOTTIME)
+        wall = self._boot_ns + since_boot_ns
+        if "%f" in fmt:
+            fmt = fmt.replace("%f", f"{wall % 1_000_000_000 // 1000:06d}")
+        try:
+            return time.strftime(fmt, time.localtime(wall // 1_000_000_000))
+        except (ValueError, OverflowError, OSError):
+            return f"(strftime: {since_boot_ns} ns out of range)"
 
     # symbols and stacks
 

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from btf import Spec
     from btf import types as T
 
-__all__ = ["Type", "Int", "Str", "Ptr", "Record", "Array", "Stack", "Inet", "Mac", "Buffer", "Tuple", "Void", "INT64", "UINT64",
+__all__ = ["Type", "Int", "Timestamp", "Str", "Ptr", "Record", "Array", "Stack", "Inet", "Mac", "Buffer", "Tuple", "Void", "INT64", "UINT64",
            "STRING_SIZE", "COMM", "USYM", "from_btf", "type_name", "width", "is_buffer"]
 
 STRING_SIZE = 64   # bpftrace's default for str() and string map values
@@ -36,6 +36,20 @@ class Int(Type):
 
     def __str__(self) -> str:
         return f"{'' if self.signed else 'u'}int{self.size * 8}"
+
+
+@record(frozen=True)
+class Timestamp(Int):
+    """What ``strftime(fmt, ns)`` gives: nanoseconds since boot, printed as ``fmt`` formats the wall
+    clock time (``%f``: microseconds), as bpftrace's timestamp type."""
+
+    size: int = 8
+    signed: bool = False
+    display: str = "strftime"
+    fmt: str = ""
+
+    def __str__(self) -> str:
+        return "timestamp"
 
 
 @record(frozen=True)

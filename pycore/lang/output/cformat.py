@@ -60,6 +60,8 @@ def arg_category(t: Any) -> str:
     name = type(t).__name__
     if name == "Int":
         return "string" if getattr(t, "display", "") in ("ksym", "usym") else "integer"
+    if name == "Timestamp":
+        return "string"
     return _CATEGORY.get(name, "none")
 
 
