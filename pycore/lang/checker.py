@@ -20,7 +20,7 @@ from pycore.lang import ast as A
 from pycore.lang.errors import CheckError, close_matches
 from pycore.lang.probes import CtxField, Target
 from pycore.lang.types import (COMM, INT64, STRING_SIZE, UINT64, USYM, Array, Buffer, Inet, Int, Mac, Ptr, Record,
-                                Stack, Str, Timestamp, Tuple, Type, Void, from_btf, tuple_type, type_name, width)
+                                Stack, Str, Timestamp, CgroupPath, Tuple, Type, Void, from_btf, tuple_type, type_name, width)
 from pycore.record import field, record
 
 TYPE_CHECKING = False
@@ -36,8 +36,9 @@ AGGREGATES = ("count", "sum", "min", "max", "avg", "stats", "hist", "lhist")
 
 _BUILTIN_TYPES: dict[str, Type] = {
     "pid": UINT64, "tid": UINT64, "uid": UINT64, "gid": UINT64, "nsecs": UINT64, "elapsed": UINT64,
-    "cpu": UINT64, "comm": COMM, "cgroup": UINT64, "rand": UINT64, "jiffies": UINT64,
+    "cpu": UINT64, "comm": COMM, "cgroup": UINT64, "rand": UINT64, "jiffies": UINT64, "numaid": UINT64,
 }
+_BPFTRACE_INTS = {f"{u}int{b}": f"{'u' if u else 's'}{b}" for u in ("", "u") for b in (8, 16, 32, 64)}
 _OTHER_BUILTINS = ("func", "probe", "curtask", "retval", "args", "kstack", "ustack", "cpid")
 _NO_VALUE_CALLS = {"printf", "print", "exit", "delete", "clear", "zero", "time", "join", "system", "signal", "cat"}
 
@@ -217,7 +218,7 @@ class Checker:
             if isinstance(t, Ptr):
                 t = Ptr(t.target, t.user, t.spec)   # printed in hex, as bpftrace prints pointer keys
             elif isinstance(t, Int):
-                t = t if isinstance(t, Timestamp) else Int(8, t.signed, t.display)
+                t = t if isinstance(t, (Timestamp, CgroupPath)) else Int(8, t.signed, t.display)
             elif isinstance(t, Tuple):
                 raise self.error(k, f"a map key cannot be a tuple {t}: give its elements as the key, @m[a, b]")
             elif not isinstance(t, (Str, Stack, Inet)):
@@ -350,6 +351,8 @@ class Checker:
         if isinstance(e, A.Unary):
             t = self.expr(c, e.operand)
             if e.op == "*":
+                if isinstance(t, Int) and not t.display:
+                    return INT64    # as bpftrace: the int64 at that address (loads.bt's *kaddr("avenrun"))
                 if not isinstance(t, Ptr):
                     raise self.error(e, f"cannot dereference {t}")
                 return self.pointee(e, t)
@@ -393,7 +396,7 @@ class Checker:
             return INT64
         if op in ("&&", "||"):
             return INT64
-        if isinstance(a, Timestamp) or isinstance(b, Timestamp):
+        if isinstance(a, (Timestamp, CgroupPath)) or isinstance(b, (Timestamp, CgroupPath)):
             raise self.error(e, f"Type mismatch for '{op}': comparing '{a}' with '{b}'")
         for side, t in ((e.left, a), (e.right, b)):
             if not isinstance(t, (Int, Ptr)):
@@ -447,6 +450,7 @@ class Checker:
 
         if name == "void":
             return 0
+        name = _BPFTRACE_INTS.get(name, name)   # (uint64 *)p: the kernel's own names for bpftrace's
         kinds = {"struct": (Kind.STRUCT,), "union": (Kind.UNION,), "enum": (Kind.ENUM, Kind.ENUM64)}
         word, _, rest = name.partition(" ")
         if word in kinds and rest:
@@ -702,9 +706,30 @@ class Checker:
             if not isinstance(args[0], A.Str):
                 raise self.error(args[0], f"strftime() expects a string literal ({self.expr(c, args[0])} provided)")
             t = self.expr(c, args[1])
-            if not isinstance(t, Int) or isinstance(t, Timestamp):
+            if not isinstance(t, Int) or isinstance(t, (Timestamp, CgroupPath)):
                 raise self.error(args[1], f"strftime() only supports integer arguments ({t} provided)")
             return Timestamp(fmt=args[0].value)
+        if n == "cgroupid":
+            if len(args) != 1 or not isinstance(args[0], A.Str):
+                raise self.error(e, 'cgroupid("/sys/fs/cgroup/PATH")')
+            from pycore.kernel.cgroup import cgroup_id
+
+            try:
+                c.consts[id(e)] = cgroup_id(args[0].value)
+            except ValueError as err:
+                raise self.error(args[0], f"cgroupid: {err}") from None
+            except OSError as err:
+                raise self.error(args[0], f"cgroupid: {args[0].value}: {err.strerror}") from None
+            return UINT64
+        if n == "cgroup_path":
+            if not 1 <= len(args) <= 2:
+                raise self.error(e, f"cgroup_path() requires 1 or 2 arguments ({len(args)} provided)")
+            t = self.expr(c, args[0])
+            if not isinstance(t, Int) or isinstance(t, (Timestamp, CgroupPath)):
+                raise self.error(args[0], f"cgroup_path() only supports integer arguments ({t} provided)")
+            if len(args) == 2 and not isinstance(args[1], A.Str):
+                raise self.error(args[1], "cgroup_path(): the filter must be a string literal")
+            return CgroupPath(filter=args[1].value if len(args) == 2 else "*")
         if n in ("ksym", "usym"):
             if len(args) != 1:
                 raise self.error(e, f"{n}(address)")
@@ -781,7 +806,7 @@ class Checker:
             if why:
                 raise self.error(args[0], why)
             return Void()
-        near = close_matches(n, ["printf", "print", "str", "strncmp", "strcontains", "strftime", "ksym", "usym",
+        near = close_matches(n, ["printf", "print", "str", "strncmp", "strcontains", "strftime", "cgroupid", "cgroup_path", "ksym", "usym",
                                  "kaddr", "uptr", "kptr", "ntop", "macaddr", "buf", "reg", "bswap", "time", "join", "exit", "delete", "clear",
                                  "zero", *AGGREGATES], n=1)
         hint = f" (did you mean {near[0]}()?)" if near else ""

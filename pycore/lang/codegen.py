@@ -729,6 +729,13 @@ class _Gen:
             self.binary(node)
         elif isinstance(node, A.Unary):
             if node.op == "*":
+                if isinstance(self.t(node.operand), Int):   # an address as an integer: where the probe runs
+                    self.scalar(node.operand)
+                    tmp = self.f.region(8)
+                    e.st(8, 8, tmp, 0)
+                    self.read_mem(tmp, 8, 0, self.c.target.kind in ("uprobe", "uretprobe", "usdt"))
+                    e.ldx(8, 0, 8, tmp)
+                    return
                 self.load_typed(node.operand, 0, t, deref=True)
                 return
             self.scalar(node.operand)
@@ -900,6 +907,8 @@ class _Gen:
             e.call("get_prandom_u32")
         elif n == "cgroup":
             e.call("get_current_cgroup_id")
+        elif n == "numaid":
+            e.call("get_numa_node_id")
         elif n == "jiffies":
             e.call("jiffies64")
         elif n == "retval":
@@ -1113,6 +1122,12 @@ class _Gen:
         t = self.t(node)
         if n == "strftime":      # the nanoseconds; the format is the type's, applied when printed
             self.scalar(node.args[1])
+            return
+        if n == "cgroup_path":   # the id; its paths are found when printed
+            self.scalar(node.args[0])
+            return
+        if n == "cgroupid":      # known when checked
+            e.mov_imm(0, self.c.consts[id(node)])
             return
         if n in ("ksym", "usym"):
             self.scalar(node.args[0])

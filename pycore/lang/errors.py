@@ -55,3 +55,7 @@ class CheckError(ScriptError):
 
 class ProbeError(PycoreError):
     """A probe that does not resolve on this system (no such function, tracepoint, binary, probe)."""
+
+
+class NoMatch(ProbeError):
+    """A probe that resolved to nothing: a wildcard that matches no function, tracepoint or probe here."""

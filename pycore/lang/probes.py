@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 
-from pycore.lang.errors import ProbeError, close_matches
+from pycore.lang.errors import NoMatch, ProbeError, close_matches
 from pycore.lang.types import INT64, UINT64, Int, Ptr, Str, Type, from_btf
 from pycore.record import field, record
 
@@ -154,7 +154,9 @@ class Resolver:
             raise ProbeError(f"{text}: unknown probe type {kind!r}")
         targets = method(target, parts, offset, text)
         if not targets:
-            raise ProbeError(f"{text}: matches no probe on this system")
+            err = NoMatch(f"{text}: matches no probe on this system")
+            err.kind = kind  # type: ignore[attr-defined]
+            raise err
         return targets
 
     def _begin(self, target, parts, offset, text) -> list[Target]:

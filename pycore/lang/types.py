@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from btf import Spec
     from btf import types as T
 
-__all__ = ["Type", "Int", "Timestamp", "Str", "Ptr", "Record", "Array", "Stack", "Inet", "Mac", "Buffer", "Tuple", "Void", "INT64", "UINT64",
+__all__ = ["Type", "Int", "Timestamp", "CgroupPath", "Str", "Ptr", "Record", "Array", "Stack", "Inet", "Mac", "Buffer", "Tuple", "Void", "INT64", "UINT64",
            "STRING_SIZE", "COMM", "USYM", "from_btf", "type_name", "width", "is_buffer"]
 
 STRING_SIZE = 64   # bpftrace's default for str() and string map values
@@ -50,6 +50,20 @@ class Timestamp(Int):
 
     def __str__(self) -> str:
         return "timestamp"
+
+
+@record(frozen=True)
+class CgroupPath(Int):
+    """What ``cgroup_path(id[, filter])`` gives: the cgroup id, printed as its paths in the mounted
+    hierarchies whose names match ``filter`` when printed (:mod:`pycore.kernel.cgroup`)."""
+
+    size: int = 8
+    signed: bool = False
+    display: str = "cgroup_path"
+    filter: str = "*"
+
+    def __str__(self) -> str:
+        return "cgroup_path"
 
 
 @record(frozen=True)

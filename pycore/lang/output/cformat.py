@@ -60,7 +60,7 @@ def arg_category(t: Any) -> str:
     name = type(t).__name__
     if name == "Int":
         return "string" if getattr(t, "display", "") in ("ksym", "usym") else "integer"
-    if name == "Timestamp":
+    if name in ("Timestamp", "CgroupPath"):
         return "string"
     return _CATEGORY.get(name, "none")
 
