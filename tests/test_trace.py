@@ -568,6 +568,17 @@ def test_function_wildcard_matching_nothing_is_left_out():
     assert r.returncode == 2 and "uprobe:/bin/bash:zzz_no_such*: matches no probe on this system" in r.stderr
 
 
+def test_control_flow_like_bpftrace():
+    """break and continue in while; what follows exit(), return, break or continue is not run (nor
+    emitted: the verifier refuses code that cannot run); a variable assigned on one path only, or only
+    after an exit(), reads 0 on the others."""
+    same_as_bpftrace(
+        'BEGIN { $i = 0; while ($i < 9) { $i++; if ($i == 2) { continue; } if ($i == 5) { break; } '
+        'printf("%d\\n", $i); } if (pid == 0) { $y = 1; $s = "abc"; } printf("%d %d %s|\\n", $i, $y, $s); '
+        'unroll(3) { @u = count(); if (1) { exit(); } else { exit(); } printf("never\\n"); } exit(); '
+        'printf("never\\n"); }')
+
+
 # -- errors: one line (and a caret), exit 2, never a traceback ------------------------------------
 
 @pytest.mark.parametrize("program,message", [
@@ -586,6 +597,12 @@ def test_function_wildcard_matching_nothing_is_left_out():
     ('BEGIN { printf("%s", cgroup_path(1, comm)); }', "cgroup_path(): the filter must be a string literal"),
     ('tracepoint:syscalls:sys_enter_getpid, tracepoint:syscalls:sys_enter_zzz* { }',
      "tracepoint:syscalls:sys_enter_zzz*: matches no probe on this system"),
+    ('BEGIN { break; }', "break used outside of a loop"),
+    ('BEGIN { join("str"); }', "join() only supports int or pointer arguments (string[4] provided)"),
+    ('BEGIN { unroll(2) { continue; } }', "continue used outside of a loop"),
+    ('BEGIN { if ("s") { exit(); } }', "Invalid condition in if(): string[2]"),
+    ('BEGIN { $x = comm ? 1 : 2; }', "Invalid condition in ternary: string[16]"),
+    ('BEGIN /comm/ { }', "Invalid condition in predicate: string[16]"),
     ('BEGIN { @ = comn; }', "unknown identifier 'comn': not a builtin, nor an enum value in this kernel's BTF "
                             "(did you mean 'comm'?)"),
     ('BEGIN { @ = TCP_CLOZE; }', "unknown identifier 'TCP_CLOZE'"),

@@ -93,6 +93,7 @@ class Checker:
         self.source = source
         self.maps: dict[str, MapInfo] = {}
         self.cpid = 0   # the -c command's pid, set by the runtime before checking
+        self._loops = 0  # while loops around the statement being checked (break, continue)
 
     @property
     def spec(self) -> Spec:
@@ -109,7 +110,8 @@ class Checker:
     def check(self, block: A.ProbeBlock, target: Target) -> Checked:
         c = Checked(block, target)
         if block.predicate is not None:
-            self.expr(c, block.predicate)
+            self.condition(c, block.predicate, "predicate")
+        self._loops = 0
         self.stmts(c, block.body)
         return c
 
@@ -131,13 +133,15 @@ class Checker:
         elif isinstance(s, A.IncDec):
             self.incdec(c, s)
         elif isinstance(s, A.If):
-            self.expr(c, s.cond)
+            self.condition(c, s.cond, "if()")
             self.stmts(c, s.then)
             if s.else_:
                 self.stmts(c, s.else_)
         elif isinstance(s, A.While):
-            self.expr(c, s.cond)
+            self.condition(c, s.cond, "while()")
+            self._loops += 1
             self.stmts(c, s.body)
+            self._loops -= 1
         elif isinstance(s, A.Unroll):
             n = self.constant(c, s.count)
             if not 1 <= n <= 100:
@@ -147,8 +151,17 @@ class Checker:
             self.stmts(c, s.body)
         elif isinstance(s, A.Return):
             pass
+        elif isinstance(s, (A.Break, A.Continue)):
+            if not self._loops:
+                raise self.error(s, f"{type(s).__name__.lower()} used outside of a loop")
         else:
             raise self.error(s, f"unsupported statement {type(s).__name__}")
+
+    def condition(self, c: Checked, e: A.Expr, where: str) -> None:
+        """A predicate's, if's, while's or ternary's condition: an integer or a pointer, as in bpftrace."""
+        t = self.expr(c, e)
+        if not isinstance(t, (Int, Ptr)) or isinstance(t, (Timestamp, CgroupPath)):
+            raise self.error(e, f"Invalid condition in {where}: {t}")
 
     def incdec(self, c: Checked, s: A.IncDec) -> None:
         target = s.target
@@ -366,7 +379,7 @@ class Checker:
                 raise self.error(e, "'&' (address of) is not supported")
             raise self.error(e, f"unknown operator {e.op}")
         if isinstance(e, A.Ternary):
-            self.expr(c, e.cond)
+            self.condition(c, e.cond, "ternary")
             a, b = self.expr(c, e.then), self.expr(c, e.else_)
             if type(a) is not type(b) and not (isinstance(a, (Int, Ptr)) and isinstance(b, (Int, Ptr))):
                 raise self.error(e, f"the two sides of ?: differ: {a} and {b}")
@@ -787,7 +800,9 @@ class Checker:
         if n == "join":
             if not args:
                 raise self.error(e, "join(array[, separator])")
-            self.expr(c, args[0])
+            t = self.expr(c, args[0])
+            if not isinstance(t, (Int, Ptr)) or (isinstance(t, Int) and t.display):
+                raise self.error(args[0], f"join() only supports int or pointer arguments ({t} provided)")
             return Void()
         if n in ("system", "signal"):
             for a in args:

@@ -132,6 +132,7 @@ class _Gen:
         self.f = _Frame(self)
         self.vars: dict[str, int] = {}   # $x -> stack slot (ints) or scratch region (strings)
         self.exit_label = emit.label()
+        self._loops: list[tuple[Any, Any]] = []   # (top, end) labels of the while loops around a statement
 
     def error(self, node: A.Node | None, message: str) -> CheckError:
         pos = node.pos if node is not None else self.c.block.pos
@@ -154,6 +155,15 @@ class _Gen:
         e.call("map_lookup_elem")
         e.jmp_imm("jeq", 0, 0, self.exit_label)
         e.mov_reg(8, 0)
+        # every variable starts at zero, as in bpftrace: one assigned on one path only, or only
+        # after an exit(), reads 0 elsewhere (not what an earlier expression left in its slot)
+        for name, t in self.c.variables.items():
+            home = self.var_home(name, t)
+            if is_buffer(t):
+                for off in range(0, _align8(t.size), 8):
+                    e.st(8, 8, home + off, 0)
+            else:
+                e.st(8, 10, home, 0)
         block = self.c.block
         if block.predicate is not None:
             e.mark(block.predicate)
@@ -166,24 +176,31 @@ class _Gen:
 
     # -- statements ------------------------------------------------------------------------------
 
-    def stmts(self, body: list[A.Stmt]) -> None:
+    def stmts(self, body: list[A.Stmt]) -> bool:
+        """Emit a body; False when no path falls through its end (exit(), return, break, continue on
+        every path). What follows such a statement never runs, and the verifier refuses code that
+        cannot run, so it is not emitted."""
         for s in body:
             mark = self.f.mark()
-            self.stmt(s)
+            falls_through = self.stmt(s)
             # keep what variables took; hand back the rest
             self.f.release((max(mark[0], self._var_stack), max(mark[1], self._var_scratch)))
+            if not falls_through:
+                return False
+        return True
 
     _var_stack = 8
     _var_scratch = 8
 
-    def stmt(self, s: A.Stmt) -> None:
+    def stmt(self, s: A.Stmt) -> bool:
+        """Emit one statement; False when control never comes out of its end."""
         e = self.e
         e.mark(s)
         if isinstance(s, A.ExprStmt):
             if isinstance(s.expr, A.Call):
                 self.call_stmt(s.expr)
-            else:
-                self.scalar_or_string(s.expr)
+                return s.expr.name != "exit"
+            self.scalar_or_string(s.expr)
         elif isinstance(s, A.Assign):
             self.assign(s)
         elif isinstance(s, A.IncDec):
@@ -192,31 +209,44 @@ class _Gen:
             else_l, end_l = e.label(), e.label()
             self.scalar(s.cond)
             e.jmp_imm("jeq", 0, 0, else_l)
-            self.stmts(s.then)
-            if s.else_:
+            then_falls = self.stmts(s.then)
+            if s.else_ and then_falls:
                 e.ja(end_l)
             e.place(else_l)
-            if s.else_:
-                self.stmts(s.else_)
-                e.place(end_l)
+            if not s.else_:
+                return True
+            else_falls = self.stmts(s.else_)
+            e.place(end_l)
+            return then_falls or else_falls
         elif isinstance(s, A.While):
             top, end = e.label(), e.label()
             e.place(top)
             self.scalar(s.cond)
             e.jmp_imm("jeq", 0, 0, end)
-            self.stmts(s.body)
-            e.ja(top)
+            self._loops.append((top, end))
+            if self.stmts(s.body):
+                e.ja(top)
+            self._loops.pop()
             e.place(end)
         elif isinstance(s, A.Unroll):
             n = self._const(s.count)
             for _ in range(n):
-                self.stmts(s.body)
+                if not self.stmts(s.body):
+                    return False
         elif isinstance(s, A.Block):
-            self.stmts(s.body)
+            return self.stmts(s.body)
         elif isinstance(s, A.Return):
             e.ja(self.exit_label)
+            return False
+        elif isinstance(s, A.Break):
+            e.ja(self._loops[-1][1])
+            return False
+        elif isinstance(s, A.Continue):
+            e.ja(self._loops[-1][0])
+            return False
         else:
             raise self.error(s, f"unsupported statement {type(s).__name__}")
+        return True
 
     def _const(self, node: A.Expr) -> int:
         from pycore.lang.checker import Checker
