@@ -579,6 +579,28 @@ def test_control_flow_like_bpftrace():
         'printf("never\\n"); }')
 
 
+def test_bpftrace_options_q_o_b_and_map_keys(tmp_path):
+    """-q (no Attaching line, in text and json), -o FILE, -B, and BPFTRACE_MAP_KEYS_MAX (the fourth key
+    of a two-key map is not stored), as bpftrace 0.17."""
+    program = 'BEGIN { printf("x\\n"); @[1] = 1; @[2] = 2; @[3] = 3; exit(); }'
+    env = {**os.environ, "BPFTRACE_MAP_KEYS_MAX": "2"}
+    ours = subprocess.run([*PYCORE, "-q", "-e", program], capture_output=True, text=True, env=env, timeout=60)
+    theirs = subprocess.run([BPFTRACE, "-q", "-e", program], capture_output=True, text=True, env=env, timeout=60)
+    assert ours.returncode == 0 and "Attaching" not in ours.stderr, ours.stderr
+    assert ours.stdout == theirs.stdout == "x\n\n\n@[1]: 1\n@[2]: 2\n"
+    ours = pycore("-q", "-f", "json", "-e", program)
+    assert ours.stdout.splitlines()[0] == '{"type": "printf", "data": "x\\n"}'
+    out = tmp_path / "out.txt"
+    r = pycore("-o", str(out), "-B", "full", "-e", program)
+    assert r.returncode == 0 and r.stdout == "" and "Attaching 1 probe..." in r.stderr
+    assert out.read_text() == "x\n\n\n@[1]: 1\n@[2]: 2\n@[3]: 3\n"
+    r = pycore("-o", str(tmp_path / "no" / "such" / "dir"), "-e", program)
+    assert r.returncode == 2 and r.stderr.strip().endswith("No such file or directory") and "\n" not in r.stderr.strip()
+    r = subprocess.run([*PYCORE, "-e", program], capture_output=True, text=True, timeout=60,
+                       env={**os.environ, "BPFTRACE_MAP_KEYS_MAX": "lots"})
+    assert r.returncode == 2 and r.stderr == "pycore trace: BPFTRACE_MAP_KEYS_MAX='lots': give a number of keys, at least 1\n"
+
+
 # -- errors: one line (and a caret), exit 2, never a traceback ------------------------------------
 
 @pytest.mark.parametrize("program,message", [

@@ -37,6 +37,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="parse, resolve against BTF, print the plan; attach nothing")
     parser.add_argument("--unsafe", action="store_true", help="allow system() and signal()")
     parser.add_argument("-d", "--duration", type=float, metavar="SECONDS", help="stop after SECONDS")
+    parser.add_argument("-o", dest="output", metavar="FILE", help="write the output to FILE (as bpftrace -o)")
+    parser.add_argument("-q", dest="quiet", action="store_true", help="no 'Attaching N probes...' (as bpftrace -q)")
+    parser.add_argument("-B", dest="buffering", choices=("none", "line", "full"), default="line",
+                        help="output buffering: line (the default) and none write each event at once; full "
+                             "when the buffer fills")
 
 
 def quick_args(argv: list[str]):  # noqa: ANN201 (a namespace, or None)
@@ -56,7 +61,8 @@ def quick_args(argv: list[str]):  # noqa: ANN201 (a namespace, or None)
     from types import SimpleNamespace
 
     return SimpleNamespace(program=program, file=file, params=params, pid=None, cmd=None, format="text",
-                           folded=False, verbose=False, dry_run=False, unsafe=False, duration=None)
+                           folded=False, verbose=False, dry_run=False, unsafe=False, duration=None, output=None,
+                           quiet=False, buffering="line")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -82,10 +88,25 @@ def run(args: argparse.Namespace) -> int:
 
     from pycore.lang.session import TraceRunner
 
+    import os
+
+    raw = os.environ.get("BPFTRACE_MAP_KEYS_MAX")   # bpftrace's setting of the maps' size
+    map_keys = int(raw) if raw is not None and raw.strip().isdigit() else None
+    if raw is not None and not map_keys:
+        print(f"pycore trace: BPFTRACE_MAP_KEYS_MAX={raw!r}: give a number of keys, at least 1", file=sys.stderr)
+        return 2
+    out = None
+    if args.output:
+        try:
+            out = open(args.output, "w", encoding="utf-8")  # noqa: SIM115 - closed in finally
+        except OSError as e:
+            print(f"pycore trace: -o {args.output}: {e.strerror}", file=sys.stderr)
+            return 2
     try:
         runner = TraceRunner(text, filename=filename, params=tuple(params), pid=args.pid, cmd=args.cmd,
                              unsafe=args.unsafe, verbose=args.verbose, json=args.format == "json",
-                             folded=args.folded, duration=args.duration)
+                             folded=args.folded, duration=args.duration, out=out, quiet=args.quiet,
+                             flush=args.buffering != "full", map_keys=map_keys)
         if args.dry_run:
             print(runner.script.plan())
             return 0
@@ -105,3 +126,6 @@ def run(args: argparse.Namespace) -> int:
         return 130
     finally:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+        if out is not None:
+            out.close()
+

@@ -145,8 +145,14 @@ class TraceRunner:
 
     def __init__(self, text: str, *, filename: str, params: tuple[str, ...], pid: int | None, cmd: str | None,
                  unsafe: bool, verbose: bool, json: bool, folded: bool, duration: float | None,
-                 out: TextIO | None = None, err: TextIO | None = None) -> None:
-        self.script = Script(text, filename=filename, params=params, pid=pid, unsafe=unsafe)
+                 out: TextIO | None = None, err: TextIO | None = None, quiet: bool = False, flush: bool = True,
+                 map_keys: int | None = None) -> None:
+        from pycore.lang.runtime import DEFAULT_MAP_KEYS
+
+        self.script = Script(text, filename=filename, params=params, pid=pid, unsafe=unsafe,
+                             map_keys=map_keys or DEFAULT_MAP_KEYS)
+        self.quiet = quiet
+        self.flush = flush
         self.pid = pid
         self.cmd = cmd
         self.verbose = verbose
@@ -181,7 +187,8 @@ class TraceRunner:
             self.out.write(O.folded(self.script.map_entries(ev.name)))
         else:
             self.out.write(ev.text)
-        self.out.flush()
+        if self.flush:
+            self.out.flush()
 
     def run(self) -> int:
         from pycore.kernel.process import PidWatch, TargetError, check_pid, poll_until, spawn_held, stop_child
@@ -216,7 +223,9 @@ class TraceRunner:
 
             n = script.attach()
 
-            if self.json:
+            if self.quiet:
+                pass
+            elif self.json:
                 self.out.write(O.attached_json(n))
             else:
                 print(O.attached_text(n).rstrip("\n"), file=self.err)
