@@ -601,6 +601,27 @@ def test_bpftrace_options_q_o_b_and_map_keys(tmp_path):
     assert r.returncode == 2 and r.stderr == "pycore trace: BPFTRACE_MAP_KEYS_MAX='lots': give a number of keys, at least 1\n"
 
 
+STACK_ARGS_C = r"""
+#include <stdio.h>
+__attribute__((noinline)) long f(long a, long b, long c, long d, long e, long g, long h, long i) {
+    return a + b + c + d + e + g + h + i;
+}
+int main(void) { printf("%ld\n", f(1, 2, 3, 4, 5, 6, -7, 8000000000L)); return 0; }
+"""
+
+
+def test_stack_arguments(tmp_path):
+    """sarg0, sarg1: a function's 7th and 8th arguments, on the stack (x86-64), read in a uprobe, as bpftrace."""
+    (tmp_path / "s.c").write_text(STACK_ARGS_C)
+    subprocess.run(["gcc", "-O1", "-o", str(tmp_path / "s"), str(tmp_path / "s.c")], check=True)
+    exe = tmp_path / "s"
+    program = f'uprobe:{exe}:f {{ printf("%d %d %d\\n", sarg0, sarg1, arg5); @[sarg0, sarg1] = count(); }}'
+    ours, theirs = side_by_side(program, "-c", str(exe))
+    assert "@[-7, 8000000000]: 1" in ours.splitlines(), ours
+    trace = [ln for ln in ours.splitlines() if ln != "8000000014"]      # the program's own line races ours
+    assert trace == [ln for ln in theirs.splitlines() if ln != "8000000014"]
+
+
 # -- errors: one line (and a caret), exit 2, never a traceback ------------------------------------
 
 @pytest.mark.parametrize("program,message", [
@@ -620,6 +641,8 @@ def test_bpftrace_options_q_o_b_and_map_keys(tmp_path):
     ('tracepoint:syscalls:sys_enter_getpid, tracepoint:syscalls:sys_enter_zzz* { }',
      "tracepoint:syscalls:sys_enter_zzz*: matches no probe on this system"),
     ('BEGIN { break; }', "break used outside of a loop"),
+    ('tracepoint:syscalls:sys_enter_read { print(sarg0); }',
+     "The sarg0 builtin can only be used with 'kprobes' and 'uprobes' probes"),
     ('BEGIN { join("str"); }', "join() only supports int or pointer arguments (string[4] provided)"),
     ('BEGIN { unroll(2) { continue; } }', "continue used outside of a loop"),
     ('BEGIN { if ("s") { exit(); } }', "Invalid condition in if(): string[2]"),

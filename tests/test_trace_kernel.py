@@ -274,6 +274,36 @@ def test_ntop_reg_kaddr_tcp_connect(tmp_path):
     assert ours == ok(bpftrace("-c", cmd, "-e", TCP_CONNECT_KFUNC))
 
 
+# -- 8. path() and override(): bpf_d_path in fentry, bpf_override_return in a kprobe ---------------
+
+@kernel
+def test_path_of_opened_files():
+    """path(): the full path of each file cat opens, from the kernel's d_path (in security_file_open, one
+    of the functions the kernel allows it in), as bpftrace."""
+    script = 'kfunc:security_file_open /pid == cpid/ { printf("opened %s\\n", path(args->file->f_path)); }'
+    ours = ok(pycore("-c", "/usr/bin/cat /etc/hostname", "-e", script))
+    assert "opened /etc/hostname" in ours.splitlines(), ours
+    theirs = bpftrace("-c", "/usr/bin/cat /etc/hostname", "-e", script)
+    if "BPF_FUNC_d_path not available for your kernel version" in theirs.stderr:
+        return   # bpftrace 0.17's probe for the helper fails on 6.12 (6.1 passes it): ours alone
+    assert lines_of(ours, "opened /") == lines_of(ok(theirs), "opened /")
+
+
+@kernel
+def test_override_without_kernel_support_says_so():
+    """override(rc) in a kprobe (--unsafe) needs CONFIG_BPF_KPROBE_OVERRIDE, which Debian's kernels lack:
+    one line that says so (bpftrace 0.17 fails to load too), and without --unsafe a refusal first."""
+    script = "kprobe:__x64_sys_getuid /pid == cpid/ { override(4194304); }"
+    r = pycore("--unsafe", "-c", "/usr/bin/id -u", "-e", script)
+    assert r.returncode == 2, r.stdout
+    assert r.stderr.splitlines()[0] == ("stdin:1:41: error: the kernel refused the program for kprobe:__x64_sys_getuid: "
+                                        "this kernel cannot override a function's return: it is built without "
+                                        "CONFIG_BPF_KPROBE_OVERRIDE (Debian's kernels are)"), r.stderr
+    assert bpftrace("--unsafe", "-c", "/usr/bin/id -u", "-e", script).returncode != 0
+    r = pycore("-c", "/usr/bin/id -u", "-e", script)
+    assert r.returncode == 2 and "override() is unsafe: run with --unsafe" in r.stderr
+
+
 # -- the host: fentry refused -------------------------------------------------------------------------
 
 def test_kfunc_refused_on_this_kernel_says_so():

@@ -108,6 +108,8 @@ def run(args: argparse.Namespace) -> int:
                              folded=args.folded, duration=args.duration, out=out, quiet=args.quiet,
                              flush=args.buffering != "full", map_keys=map_keys)
         if args.dry_run:
+            if args.cmd:
+                runner.script.checker.cpid = -1     # the command's pid, not known until it runs
             print(runner.script.plan())
             return 0
         from pycore.kernel.privileges import missing_privileges

@@ -40,7 +40,8 @@ _BUILTIN_TYPES: dict[str, Type] = {
 }
 _BPFTRACE_INTS = {f"{u}int{b}": f"{'u' if u else 's'}{b}" for u in ("", "u") for b in (8, 16, 32, 64)}
 _OTHER_BUILTINS = ("func", "probe", "curtask", "retval", "args", "kstack", "ustack", "cpid")
-_NO_VALUE_CALLS = {"printf", "print", "exit", "delete", "clear", "zero", "time", "join", "system", "signal", "cat"}
+_NO_VALUE_CALLS = {"printf", "print", "exit", "delete", "clear", "zero", "time", "join", "system", "signal", "cat",
+                   "override"}
 
 
 @record
@@ -577,6 +578,10 @@ class Checker:
             return Void()
         if name in ("kstack", "ustack"):
             return Stack(name == "ustack")
+        if name.startswith("sarg") and name[4:].isdigit():
+            if tgt.kind not in ("kprobe", "kretprobe", "uprobe", "uretprobe"):
+                raise self.error(e, f"The {name} builtin can only be used with 'kprobes' and 'uprobes' probes")
+            return INT64
         if name.startswith("arg") and name[3:].isdigit():
             i = int(name[3:])
             if tgt.kind in ("kfunc", "kretfunc", "tracepoint"):
@@ -808,6 +813,22 @@ class Checker:
             for a in args:
                 self.expr(c, a)
             return Void()
+        if n == "override":
+            if c.target.kind != "kprobe":
+                raise self.error(e, f"override() can only be used in kprobes, not in {c.target.probe}")
+            if len(args) != 1 or not isinstance(self.expr(c, args[0]), Int):
+                raise self.error(e, "override(integer): the value the probed function returns instead")
+            return Void()
+        if n == "path":
+            if c.target.kind not in ("kfunc", "kretfunc"):
+                raise self.error(e, "path() can only be used in kfunc and kretfunc probes (the kernel's bpf_d_path "
+                                    f"helper), not in {c.target.probe}")
+            t = self.expr(c, args[0]) if len(args) == 1 else None
+            spec = getattr(t, "spec", None)
+            named = type_name(spec, t.target if isinstance(t, Ptr) else getattr(t, "btf_id", 0)) if spec else ""
+            if not isinstance(t, (Ptr, Record)) or named != "struct path":
+                raise self.error(e, f"path() expects a struct path or a pointer to one, not {t}")
+            return Str(STRING_SIZE)
         if n == "sizeof":
             c.consts[id(e)] = self.sizeof(c, e)
             return UINT64
@@ -821,7 +842,7 @@ class Checker:
             if why:
                 raise self.error(args[0], why)
             return Void()
-        near = close_matches(n, ["printf", "print", "str", "strncmp", "strcontains", "strftime", "cgroupid", "cgroup_path", "ksym", "usym",
+        near = close_matches(n, ["printf", "print", "str", "strncmp", "strcontains", "strftime", "cgroupid", "cgroup_path", "path", "override", "ksym", "usym",
                                  "kaddr", "uptr", "kptr", "ntop", "macaddr", "buf", "reg", "bswap", "time", "join", "exit", "delete", "clear",
                                  "zero", *AGGREGATES], n=1)
         hint = f" (did you mean {near[0]}()?)" if near else ""

@@ -597,6 +597,11 @@ class _Gen:
             types = [self.t(a) for a in call.args[1:]]
             idx = self.layout.action(Action(TAG_SYSTEM if n == "system" else TAG_CAT, call.args[0].value, types))
             self.emit_record(idx, call.args[1:], types)
+        elif n == "override":     # the probed function returns this instead of running (kprobe, --unsafe)
+            self.scalar(call.args[0])
+            e.mov_reg(2, 0)
+            e.mov_reg(1, 9)
+            e.call("override_return")
         elif n == "signal":
             a = call.args[0]
             sig = _SIGNALS.get(a.value, 0) if isinstance(a, A.Str) else self._const(a)
@@ -943,6 +948,14 @@ class _Gen:
             e.call("jiffies64")
         elif n == "retval":
             self.ctx_load(tgt.retval)
+        elif n.startswith("sarg") and n[4:].isdigit():
+            # a stack argument (x86-64: above the return address at sp), read where the probe runs
+            e.ldx(8, 0, 9, REGS["sp"])
+            e.alu_imm("add", 0, 8 * (int(n[4:]) + 1))
+            tmp = self.f.region(8)
+            e.st(8, 8, tmp, 0)
+            self.read_mem(tmp, 8, 0, tgt.kind in ("uprobe", "uretprobe"))
+            e.ldx(8, 0, 8, tmp)
         elif n.startswith("arg") and n[3:].isdigit():
             i = int(n[3:])
             if tgt.usdt_args:
@@ -1465,6 +1478,19 @@ class _Gen:
             return
         if isinstance(node, A.Call) and node.name == "str":
             self.str_call(node, dst, size)
+            return
+        if isinstance(node, A.Call) and node.name == "path":
+            # bpf_d_path(path, buf, size): the kernel writes the path, NUL-terminated
+            arg = node.args[0]
+            if isinstance(self.t(arg), Ptr):
+                self.scalar(arg)
+            else:
+                self.address(arg)
+            e.mov_reg(1, 0)
+            e.mov_reg(2, 8)
+            e.alu_imm("add", 2, dst)
+            e.mov_imm(3, size)
+            e.call("d_path")
             return
         if isinstance(node, A.Field) and isinstance(node.expr, A.Builtin) and node.expr.name == "args":
             f = self.c.target.args[node.name]

@@ -225,6 +225,9 @@ class Script:
         if m and int(m.group(1)) >= int(m.group(2)) or "too large" in log or "too complex" in log:
             reason = (f"the verifier gave up after {int(m.group(2)):,} instructions: a loop it cannot bound "
                       "(bound while loops by a constant, e.g. while ($i < 100))")
+        if re.search(r"(unknown func|cannot use helper) bpf_override_return", log):   # 6.1, 6.12
+            reason = ("this kernel cannot override a function's return: it is built without "
+                      "CONFIG_BPF_KPROBE_OVERRIDE (Debian's kernels are)")
         if getattr(exc, "errno", 0) == 1 and c.target.kind in ("kfunc", "kretfunc"):
             reason = ("this kernel refuses fentry/fexit (BPF trampolines); use kprobe:/kretprobe: where the "
                       "kernel has kprobes, or a tracepoint")
