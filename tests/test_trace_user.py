@@ -258,6 +258,61 @@ def test_symbols_of_an_exited_process_stay_named(cxx_target):
     assert re.search(r"@\[\n    shapes::leaf\(long\)\+0\n    three\(\)\+\d+\n\]: 3\n", out), out
 
 
+JIT_SOURCE = r"""
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+/* A JIT in miniature: getpid(2) from code written at run time into anonymous memory, named in
+   /tmp/perf-PID.map as perf's JIT interface asks (START SIZE NAME, hex; the name may hold spaces). */
+int main(void) {
+    static const unsigned char code[] = {0xb8, 0x27, 0, 0, 0, 0x0f, 0x05, 0xc3};  /* mov eax,39; syscall; ret */
+    unsigned char *page = mmap(NULL, 4096, PROT_READ | PROT_WRITE | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    char path[64];
+    FILE *f;
+    if (page == MAP_FAILED) return 1;
+    memcpy(page + 16, code, sizeof code);
+    snprintf(path, sizeof path, "/tmp/perf-%d.map", getpid());
+    if (!(f = fopen(path, "w"))) return 1;
+    fprintf(f, "%lx %zx jitted::answer [JIT] tier1\n", (unsigned long)(page + 16), sizeof code);
+    fclose(f);
+    long (*fn)(void) = (long (*)(void))(page + 16);
+    if (getchar() != 'g') return 1;       /* the tracers are attached */
+    for (int i = 0; i < 3; i++) fn();
+    puts("called");
+    fflush(stdout);
+    getchar();                            /* they name the frames while this process lives */
+    unlink(path);
+    return 0;
+}
+"""
+
+
+def test_jit_frames_named_from_the_perf_map(tmp_path):
+    """Code in anonymous executable memory is named from /tmp/perf-PID.map, as bpftrace (bcc) names it."""
+    (tmp_path / "jit.c").write_text(JIT_SOURCE)
+    subprocess.run(["gcc", "-O1", "-fno-omit-frame-pointer", "-o", str(tmp_path / "jit"), str(tmp_path / "jit.c")],
+                   check=True)
+    target = subprocess.Popen([str(tmp_path / "jit")], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        program = (f"tracepoint:syscalls:sys_enter_getpid /pid == {target.pid}/ "
+                   "{ @[ustack(perf, 2)] = count(); @u[ustack(1)] = count(); }")
+        tracers = [Live(tool, program, "-p", str(target.pid)) for tool in ("pycore", "bpftrace")]
+        for t in tracers:
+            t.ready()
+        target.stdin.write("g")     # one character: the next getchar() waits for the next one
+        target.stdin.flush()
+        assert target.stdout.readline() == "called\n"
+        outs = [t.stop(expect="") for t in tracers]     # the maps are printed while the target still runs
+    finally:
+        target.communicate("q", timeout=30)
+    ours, theirs = outs[0][0], outs[1][0]
+    assert f" jitted::answer [JIT] tier1+7 (/tmp/perf-{target.pid}.map)\n" in ours, ours
+    assert "@u[\n    jitted::answer [JIT] tier1+7\n]: 3\n" in ours, ours
+    assert ours == theirs
+    assert not os.path.exists(f"/tmp/perf-{target.pid}.map")
+
+
 def test_nested_and_sized_symbols_found_as_bcc_finds_them():
     """bcc's walk back from the nearest symbol: nested ones skipped, a symbol's size bounds it."""
     from pycore.lang.usyms import _Table

@@ -14,7 +14,11 @@ rules, where they decide what is printed:
   aliases at one address the same one wins (``__getpid``, not ``getpid``);
 * the symbol found is the nearest one below that contains the address,
   stepping back over nested symbols as bcc does;
-* names that look like C++ (``_Z``) are demangled with ``__cxa_demangle``.
+* names that look like C++ (``_Z``) are demangled with ``__cxa_demangle``;
+* code a JIT wrote into anonymous executable memory is named from its
+  ``/tmp/perf-PID.map`` (perf's JIT interface: ``START SIZE NAME`` per line,
+  hex), the module printed as that file, as bcc does (PID as the process
+  knows itself, in its own pid namespace and root).
 
 Where bcc reads a process's maps afresh for every address, the modules of
 each process are kept here once read (and read again after an exec, or for
@@ -216,7 +220,12 @@ class _Module:
     @property
     def table(self) -> _Table:
         if self._tab is None:
-            self._tab = _vdso_table() if self.name == "[vdso]" else _file_table(self.path)
+            if self.name == "[vdso]":
+                self._tab = _vdso_table()
+            elif self.name.startswith("/tmp/perf-") and self.name.endswith(".map"):
+                self._tab = _perf_map_table(self.path)
+            else:
+                self._tab = _file_table(self.path)
         return self._tab
 
     def offset(self, addr: int) -> int | None:
@@ -237,20 +246,59 @@ def _modules(pid: int) -> list[_Module] | None:
     except OSError:
         return None
     mods: dict[str, _Module] = {}
+    anon: list[tuple[int, int, int]] = []      # executable memory of no file: a JIT's, maybe
     for line in lines:
         parts = line.split(None, 5)
-        if len(parts) < 6 or parts[1][2:3] != "x":
+        if len(parts) < 5 or parts[1][2:3] != "x":
             continue
-        name = parts[5].strip()
-        if not name or name.startswith(_NOT_FILE_BACKED) or name.endswith(" (deleted)"):
-            continue
+        name = parts[5].strip() if len(parts) == 6 else ""
         lo, hi = (int(x, 16) for x in parts[0].split("-"))
+        if not name or name.startswith(("//anon", "[anon")):
+            anon.append((lo, hi, 0))
+            continue
+        if name.startswith(_NOT_FILE_BACKED) or name.endswith(" (deleted)"):
+            continue
         mod = mods.get(name)
         if mod is None:
             root = f"/proc/{pid}/root{name}"
             mod = mods[name] = _Module(name, root if os.path.exists(root) else name)
         mod.ranges.append((lo, hi, int(parts[2], 16)))
+    if anon:
+        nspid = _namespace_pid(pid)
+        perf_map = f"/proc/{pid}/root/tmp/perf-{nspid}.map"
+        if os.path.exists(perf_map):
+            mods[f"/tmp/perf-{nspid}.map"] = _Module(f"/tmp/perf-{nspid}.map", perf_map, anon)
     return list(mods.values())
+
+
+def _namespace_pid(pid: int) -> int:
+    """``pid`` as the process sees itself (the last NSpid of its status): the name of its perf map."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("NSpid:"):
+                    return int(line.split()[-1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return pid
+
+
+def _perf_map_table(path: str) -> _Table:
+    """A JIT's perf map: ``START SIZE NAME`` lines (hex; the name may hold spaces), absolute addresses."""
+    syms = []
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            for line in f:
+                parts = line.rstrip("\n").split(" ", 2)
+                if len(parts) == 3:
+                    try:
+                        syms.append((int(parts[0], 16), int(parts[1], 16), parts[2]))
+                    except ValueError:
+                        continue
+    except OSError:
+        return _Table()
+    syms.sort(key=lambda s: s[0])
+    return _Table([s[0] for s in syms], [s[1] for s in syms], [s[2] for s in syms], "exec")
 
 
 class UserSymbols:
