@@ -48,6 +48,13 @@ def test_bpftrace_have_btf_is_defined():
     assert m.missing == []          # the other branch's include is not read
 
 
+def test_devices_are_not_headers():
+    """#include of a device or a huge file is passed over (listed as missing), not read forever."""
+    m = Macros('#include "/dev/zero"\n#include </dev/stdin>\n#define A 1\n')
+    assert m.value("A") == 1
+    assert m.missing == ["/dev/zero", "/dev/stdin"]
+
+
 def test_not_defined_and_not_integers():
     m = Macros('#define S "x"\n#define F(x) (x)\n#define E\n#define Z (1/0)\n#define SELF SELF\n')
     assert m.value("UNDEFINED") is None

@@ -62,6 +62,7 @@ _ARCH = {"x86_64": ("__x86_64__ 1", "__x86_64 1", "__amd64__ 1"), "aarch64": ("_
 
 
 _OPERATOR_CHARS = set("()+-*/%<>=&|^~!?:")
+_MAX_HEADER = 4 << 20     # bytes: the largest header read (glibc's and the kernel's are far smaller)
 
 
 class Macros:
@@ -127,6 +128,15 @@ def _run(head: str, filename: str, missing: list[str]) -> Any:
 
         def on_error(self, file: str, line: int, msg: str) -> None:
             self.return_code += 1
+
+        def on_file_open(self, is_system_include: bool, includepath: str) -> Any:
+            """Regular files of a sane size only: ``#include "/dev/zero"`` must not read forever."""
+            import stat
+
+            st = os.stat(includepath)
+            if not stat.S_ISREG(st.st_mode) or st.st_size > _MAX_HEADER:
+                raise OSError(f"{includepath}: not a header")
+            return super().on_file_open(is_system_include, includepath)
 
         def on_include_not_found(self, is_malformed: bool, is_system_include: bool, curdir: str,
                                  includepath: str) -> None:
