@@ -35,7 +35,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="say what attached where and how; show the verifier's log on rejection")
     parser.add_argument("--dry-run", action="store_true",
                         help="parse, resolve against BTF, print the plan; attach nothing")
-    parser.add_argument("--unsafe", action="store_true", help="allow system() and signal()")
+    parser.add_argument("--unsafe", action="store_true", help="allow system(), signal() and override()")
     parser.add_argument("-d", "--duration", type=float, metavar="SECONDS", help="stop after SECONDS")
     parser.add_argument("-o", dest="output", metavar="FILE", help="write the output to FILE (as bpftrace -o)")
     parser.add_argument("-q", dest="quiet", action="store_true", help="no 'Attaching N probes...' (as bpftrace -q)")
