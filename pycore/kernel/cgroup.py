@@ -53,6 +53,20 @@ def hierarchies(mounts: str = "/proc/self/mounts") -> list[tuple[str, str]]:
     return out
 
 
+_MOUNTS_TTL = 10.0    # seconds a reading of the mount table serves cgroup_paths(), which runs per printed value
+_mounts: tuple[float, list[tuple[str, str]]] | None = None
+
+
+def _mounted() -> list[tuple[str, str]]:
+    global _mounts
+    import time
+
+    now = time.monotonic()
+    if _mounts is None or now - _mounts[0] > _MOUNTS_TTL:
+        _mounts = (now, hierarchies())
+    return _mounts[1]
+
+
 def _path_in(cgid: int, root: str) -> str:
     cached = _paths.get((cgid, root))
     if cached is not None:
@@ -84,7 +98,7 @@ def cgroup_paths(cgid: int, pattern: str = "*") -> str:
     wildcards), unified first, then by name, joined by commas; "" where it is in none."""
     from fnmatch import fnmatchcase
 
-    found = [(name, _path_in(cgid, root)) for name, root in hierarchies() if fnmatchcase(name, pattern)]
+    found = [(name, _path_in(cgid, root)) for name, root in _mounted() if fnmatchcase(name, pattern)]
     found = [(name, path) for name, path in found if path]
     found.sort(key=lambda np: (np[0] != "unified", np[0]))
     return ",".join(f"{name}:{path}" for name, path in found)

@@ -20,7 +20,7 @@ from pycore.lang import ast as A
 from pycore.lang.errors import CheckError, close_matches
 from pycore.lang.probes import CtxField, Target
 from pycore.lang.types import (COMM, INT64, STRING_SIZE, UINT64, USYM, Array, Buffer, Inet, Int, Mac, Ptr, Record,
-                                Stack, Str, Timestamp, CgroupPath, Tuple, Type, Void, from_btf, tuple_type, type_name, width)
+                                Stack, Str, TextInt, Timestamp, CgroupPath, Tuple, Type, Void, from_btf, tuple_type, type_name, width)
 from pycore.record import field, record
 
 TYPE_CHECKING = False
@@ -87,6 +87,7 @@ class Checker:
         self.has_head = program is not None and bool(program.includes or program.directives)
         self.program = program
         self._macros: Macros | None = None
+        self._named: dict[str, int | None] = {}   # name -> its enum or macro value: each looked up once
         self._spec: Spec | None = None
         self.params = params
         self.unsafe = unsafe
@@ -161,7 +162,7 @@ class Checker:
     def condition(self, c: Checked, e: A.Expr, where: str) -> None:
         """A predicate's, if's, while's or ternary's condition: an integer or a pointer, as in bpftrace."""
         t = self.expr(c, e)
-        if not isinstance(t, (Int, Ptr)) or isinstance(t, (Timestamp, CgroupPath)):
+        if not isinstance(t, (Int, Ptr)) or isinstance(t, TextInt):
             raise self.error(e, f"Invalid condition in {where}: {t}")
 
     def incdec(self, c: Checked, s: A.IncDec) -> None:
@@ -232,7 +233,7 @@ class Checker:
             if isinstance(t, Ptr):
                 t = Ptr(t.target, t.user, t.spec)   # printed in hex, as bpftrace prints pointer keys
             elif isinstance(t, Int):
-                t = t if isinstance(t, (Timestamp, CgroupPath)) else Int(8, t.signed, t.display)
+                t = t if isinstance(t, TextInt) else Int(8, t.signed, t.display)
             elif isinstance(t, Tuple):
                 raise self.error(k, f"a map key cannot be a tuple {t}: give its elements as the key, @m[a, b]")
             elif not isinstance(t, (Str, Stack, Inet)):
@@ -410,7 +411,7 @@ class Checker:
             return INT64
         if op in ("&&", "||"):
             return INT64
-        if isinstance(a, (Timestamp, CgroupPath)) or isinstance(b, (Timestamp, CgroupPath)):
+        if isinstance(a, TextInt) or isinstance(b, TextInt):
             raise self.error(e, f"Type mismatch for '{op}': comparing '{a}' with '{b}'")
         for side, t in ((e.left, a), (e.right, b)):
             if not isinstance(t, (Int, Ptr)):
@@ -606,9 +607,15 @@ class Checker:
     def named_constant(self, node: A.Node, name: str) -> int | None:
         """A C enum constant of the kernel's BTF (``TCP_CLOSE``), else an integer macro of the script's
         head (``AF_INET``), as bpftrace reads them; None if neither."""
+        if name in self._named:      # a wildcard's every target checks the block again
+            return self._named[name]
+        value = self._named[name] = self._named_constant(node, name)
+        return value
+
+    def _named_constant(self, node: A.Node, name: str) -> int | None:
         if not name.isidentifier():
             return None
-        found = self.spec.enumerator(name)
+        found = self.spec.enumerator(name)      # a scan of BTF's enums: 3-25 ms
         if found is not None:
             return found[1]
         if not self.has_head:
@@ -724,7 +731,7 @@ class Checker:
             if not isinstance(args[0], A.Str):
                 raise self.error(args[0], f"strftime() expects a string literal ({self.expr(c, args[0])} provided)")
             t = self.expr(c, args[1])
-            if not isinstance(t, Int) or isinstance(t, (Timestamp, CgroupPath)):
+            if not _integer(t):
                 raise self.error(args[1], f"strftime() only supports integer arguments ({t} provided)")
             return Timestamp(fmt=args[0].value)
         if n == "cgroupid":
@@ -743,7 +750,7 @@ class Checker:
             if not 1 <= len(args) <= 2:
                 raise self.error(e, f"cgroup_path() requires 1 or 2 arguments ({len(args)} provided)")
             t = self.expr(c, args[0])
-            if not isinstance(t, Int) or isinstance(t, (Timestamp, CgroupPath)):
+            if not _integer(t):
                 raise self.error(args[0], f"cgroup_path() only supports integer arguments ({t} provided)")
             if len(args) == 2 and not isinstance(args[1], A.Str):
                 raise self.error(args[1], "cgroup_path(): the filter must be a string literal")
@@ -946,6 +953,11 @@ def _held(kind: str, value: Type | None) -> str:
 
 
 USER_PROBES = frozenset({"uprobe", "uretprobe", "usdt"})
+
+
+def _integer(t: Type) -> bool:
+    """An integer that arithmetic takes: not one printed as text (a strftime() timestamp, a cgroup path)."""
+    return isinstance(t, Int) and not isinstance(t, TextInt)
 
 
 def _is_runtime(e: A.Expr) -> bool:

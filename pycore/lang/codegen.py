@@ -33,7 +33,7 @@ from __future__ import annotations
 import struct
 
 from pycore.lang import ast as A
-from pycore.lang.checker import AGGREGATES, Checked, MapInfo, is_literal, member_offset
+from pycore.lang.checker import AGGREGATES, USER_PROBES, Checked, MapInfo, is_literal, member_offset
 from pycore.lang.errors import CheckError
 from pycore.lang.probes import PT_REGS, REGS, CtxField
 from pycore.lang.types import Array, Inet, Int, Ptr, Record, Stack, Str, Tuple, Type, Void, from_btf, is_buffer, width
@@ -745,7 +745,9 @@ class _Gen:
         """r0 = the value of an integer or pointer expression."""
         e = self.e
         t = self.t(node)
-        if isinstance(node, A.Int):
+        if id(node) in self.c.consts:    # known when checked: an enum value, a macro, cgroupid(), sizeof()
+            e.mov_imm(0, self.c.consts[id(node)])
+        elif isinstance(node, A.Int):
             e.ld_imm64(0, node.value) if not -2**31 <= node.value < 2**31 else e.mov_imm(0, node.value)
         elif isinstance(node, A.Positional):
             from pycore.lang.checker import Checker
@@ -766,10 +768,7 @@ class _Gen:
             if node.op == "*":
                 if isinstance(self.t(node.operand), Int):   # an address as an integer: where the probe runs
                     self.scalar(node.operand)
-                    tmp = self.f.region(8)
-                    e.st(8, 8, tmp, 0)
-                    self.read_mem(tmp, 8, 0, self.c.target.kind in ("uprobe", "uretprobe", "usdt"))
-                    e.ldx(8, 0, 8, tmp)
+                    self.read_at_r0(8, self.c.target.kind in USER_PROBES)
                     return
                 self.load_typed(node.operand, 0, t, deref=True)
                 return
@@ -900,9 +899,6 @@ class _Gen:
         e = self.e
         n = node.name
         tgt = self.c.target
-        if id(node) in self.c.consts:   # an enum value from BTF (TCP_CLOSE)
-            e.mov_imm(0, self.c.consts[id(node)])
-            return
         if n in ("pid", "tid"):
             e.call("get_current_pid_tgid")
             if n == "pid":
@@ -952,10 +948,7 @@ class _Gen:
             # a stack argument (x86-64: above the return address at sp), read where the probe runs
             e.ldx(8, 0, 9, REGS["sp"])
             e.alu_imm("add", 0, 8 * (int(n[4:]) + 1))
-            tmp = self.f.region(8)
-            e.st(8, 8, tmp, 0)
-            self.read_mem(tmp, 8, 0, tgt.kind in ("uprobe", "uretprobe"))
-            e.ldx(8, 0, 8, tmp)
+            self.read_at_r0(8, tgt.kind in USER_PROBES)
         elif n.startswith("arg") and n[3:].isdigit():
             i = int(n[3:])
             if tgt.usdt_args:
@@ -1090,12 +1083,16 @@ class _Gen:
         else:
             self.address(node)
         size = t.size if isinstance(t, Int) else 8
-        tmp = self.f.region(8)
-        self.e.st(8, 8, tmp, 0)
-        self.read_mem(tmp, size, 0, getattr(t, "user", False) or self._user(node))
-        self.e.ldx(size if size in (1, 2, 4, 8) else 8, 0, 8, tmp)
+        self.read_at_r0(size, getattr(t, "user", False) or self._user(node))
         if isinstance(t, Int):
             self.extend(0, size, t.signed)
+
+    def read_at_r0(self, size: int, user: bool) -> None:
+        """r0 = the ``size`` bytes at address r0, through a zeroed scratch word (bpf_probe_read_*)."""
+        tmp = self.f.region(8)
+        self.e.st(8, 8, tmp, 0)
+        self.read_mem(tmp, size, 0, user)
+        self.e.ldx(size if size in (1, 2, 4, 8) else 8, 0, 8, tmp)
 
     def _user(self, node: A.Expr) -> bool:
         """Whether the memory ``node`` names is user memory: as the nearest pointer, record or
@@ -1169,9 +1166,6 @@ class _Gen:
         if n == "cgroup_path":   # the id; its paths are found when printed
             self.scalar(node.args[0])
             return
-        if n == "cgroupid":      # known when checked
-            e.mov_imm(0, self.c.consts[id(node)])
-            return
         if n in ("ksym", "usym"):
             self.scalar(node.args[0])
             if n == "usym":
@@ -1211,9 +1205,6 @@ class _Gen:
             return
         if n == "strcontains":
             self.strcontains(node.args[0], node.args[1])
-            return
-        if n == "sizeof":
-            e.mov_imm(0, self.c.consts[id(node)])
             return
         if isinstance(t, Str):
             raise self.error(node, f"{n}() is a string here")

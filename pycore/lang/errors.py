@@ -58,4 +58,9 @@ class ProbeError(PycoreError):
 
 
 class NoMatch(ProbeError):
-    """A probe that resolved to nothing: a wildcard that matches no function, tracepoint or probe here."""
+    """A probe that resolved to nothing: a wildcard that matches no function, tracepoint or probe here.
+    ``kind`` is the probe's kind (``kprobe``, ``tracepoint``...)."""
+
+    def __init__(self, message: str, kind: str) -> None:
+        super().__init__(message)
+        self.kind = kind

@@ -154,9 +154,7 @@ class Resolver:
             raise ProbeError(f"{text}: unknown probe type {kind!r}")
         targets = method(target, parts, offset, text)
         if not targets:
-            err = NoMatch(f"{text}: matches no probe on this system")
-            err.kind = kind  # type: ignore[attr-defined]
-            raise err
+            raise NoMatch(f"{text}: matches no probe on this system", kind)
         return targets
 
     def _begin(self, target, parts, offset, text) -> list[Target]:

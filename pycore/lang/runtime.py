@@ -120,7 +120,7 @@ class Script:
                     # as bpftrace 0.17: a function wildcard, one of several attach points, that matches
                     # nothing here is left out (dcsnoop.bt's kprobe:lookup_fast.constprop.* on a kernel
                     # that made no such clone); a tracepoint wildcard is an error, there as here
-                    if getattr(e, "kind", "") not in _FUNCTION_KINDS or len(block.probes) == 1:
+                    if e.kind not in _FUNCTION_KINDS or len(block.probes) == 1:
                         raise self.checker.error(spec, str(e)) from None
                     unmatched.append(self.checker.error(spec, str(e)))
                 except ProbeError as e:

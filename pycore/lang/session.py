@@ -223,11 +223,9 @@ class TraceRunner:
 
             n = script.attach()
 
-            if self.quiet:
-                pass
-            elif self.json:
+            if self.json and not self.quiet:
                 self.out.write(O.attached_json(n))
-            else:
+            elif not self.quiet:
                 print(O.attached_text(n).rstrip("\n"), file=self.err)
             if script.resolver.skipped:
                 skipped = script.resolver.skipped

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from btf import Spec
     from btf import types as T
 
-__all__ = ["Type", "Int", "Timestamp", "CgroupPath", "Str", "Ptr", "Record", "Array", "Stack", "Inet", "Mac", "Buffer", "Tuple", "Void", "INT64", "UINT64",
+__all__ = ["Type", "Int", "TextInt", "Timestamp", "CgroupPath", "Str", "Ptr", "Record", "Array", "Stack", "Inet", "Mac", "Buffer", "Tuple", "Void", "INT64", "UINT64",
            "STRING_SIZE", "COMM", "USYM", "from_btf", "type_name", "width", "is_buffer"]
 
 STRING_SIZE = 64   # bpftrace's default for str() and string map values
@@ -32,19 +32,26 @@ class Type:
 class Int(Type):
     size: int = 8
     signed: bool = True
-    display: str = ""       # "", "ksym", "usym", "hex": how print/printf show it when asked
+    display: str = ""       # "", "ksym", "usym" (and TextInt's kinds): printed as text, not a number
 
     def __str__(self) -> str:
         return f"{'' if self.signed else 'u'}int{self.size * 8}"
 
 
 @record(frozen=True)
-class Timestamp(Int):
-    """What ``strftime(fmt, ns)`` gives: nanoseconds since boot, printed as ``fmt`` formats the wall
-    clock time (``%f``: microseconds), as bpftrace's timestamp type."""
+class TextInt(Int):
+    """An integer the probe keeps and user space turns into text when it prints it (printf's ``%s``, map
+    keys and values); no arithmetic, no condition. ``display`` names the kind."""
 
     size: int = 8
     signed: bool = False
+
+
+@record(frozen=True)
+class Timestamp(TextInt):
+    """What ``strftime(fmt, ns)`` gives: nanoseconds since boot, printed as ``fmt`` formats the wall
+    clock time (``%f``: microseconds), as bpftrace's timestamp type."""
+
     display: str = "strftime"
     fmt: str = ""
 
@@ -53,12 +60,10 @@ class Timestamp(Int):
 
 
 @record(frozen=True)
-class CgroupPath(Int):
+class CgroupPath(TextInt):
     """What ``cgroup_path(id[, filter])`` gives: the cgroup id, printed as its paths in the mounted
-    hierarchies whose names match ``filter`` when printed (:mod:`pycore.kernel.cgroup`)."""
+    hierarchies whose names match ``filter`` (:mod:`pycore.kernel.cgroup`)."""
 
-    size: int = 8
-    signed: bool = False
     display: str = "cgroup_path"
     filter: str = "*"
 

@@ -57,12 +57,10 @@ def arg_category(t: Any) -> str:
     """
     if isinstance(t, str):
         return t
-    name = type(t).__name__
-    if name == "Int":
-        return "string" if getattr(t, "display", "") in ("ksym", "usym") else "integer"
-    if name in ("Timestamp", "CgroupPath"):
+    if getattr(t, "display", ""):      # ksym/usym, strftime(), cgroup_path(): printed as text
         return "string"
-    return _CATEGORY.get(name, "none")
+    name = type(t).__name__
+    return "integer" if name == "Int" else _CATEGORY.get(name, "none")
 
 
 def validate_format(fmt: str, arg_types: Sequence[Any], func: str = "printf") -> str | None:
