@@ -79,6 +79,9 @@ class Spec:
         """Parse ``data``; with ``cache``, pass one's result is kept on disk
         (see :mod:`btf.indexcache`) for blobs big enough to be worth it."""
         self.base = base
+        # split BTF of declared types (btf.writer): look-ups by name find this
+        # blob's own types before the base's, as a declaration hides the kernel's
+        self.shadows = False
         self._first_id = len(base) if base is not None else 1
         self._cache: dict[int, T.Type] = {}
         self._names: Sequence[int] | None = None
@@ -250,21 +253,21 @@ class Spec:
         """Ids of every type called ``name`` (optionally of the given kinds)."""
         found = self.base.ids_named(name, kinds) if self.base is not None else []
         # Not local=True: split BTF names its types with the base's strings too.
-        found.extend(self._ids_with_names(self.strings.offsets_of(name), kinds))
-        return found
+        own = self._ids_with_names(self.strings.offsets_of(name), kinds)
+        return own + found if self.shadows else found + own
 
     def enumerator(self, name: str) -> tuple[int, int] | None:
         """(enum type id, value) of the first enum constant called ``name`` (C's
         ``TCP_CLOSE``), or None.  A name that is no string of this BTF is refused by
         one search of the string section; otherwise each enum's value records are
         read in place, without decoding the types."""
-        if self.base is not None:
+        if self.base is not None and not self.shadows:
             found = self.base.enumerator(name)
             if found is not None:
                 return found
         wanted = set(self.strings.offsets_of(name))
         if not wanted:
-            return None
+            return self.base.enumerator(name) if self.base is not None and self.shadows else None
         w, offsets, first = self._words, self._offsets, self._first_id
         for i, info in enumerate(self.info_column()):
             kind = (info >> 24) & 0x1F
@@ -276,7 +279,7 @@ class Spec:
                 if w[q] in wanted:
                     v = w[q + 1] if kind == Kind.ENUM else w[q + 1] | (w[q + 2] << 32)
                     return first + i, _to_signed(v, 32 * (step - 1)) if info >> 31 else v
-        return None
+        return self.base.enumerator(name) if self.base is not None and self.shadows else None
 
     def ids_matching(self, pattern: bytes, kinds: Iterable[Kind] | None = None) -> list[int]:
         """Ids of the types whose whole name matches a bytes regular expression.
@@ -285,8 +288,8 @@ class Spec:
         :func:`glob_pattern` translates shell wildcards).
         """
         found = self.base.ids_matching(pattern, kinds) if self.base is not None else []
-        found.extend(self._ids_with_names(self.strings.offsets_matching(pattern), kinds))
-        return found
+        own = self._ids_with_names(self.strings.offsets_matching(pattern), kinds)
+        return own + found if self.shadows else found + own
 
     def _ids_with_names(self, wanted: list[int], kinds: Iterable[Kind] | None) -> list[int]:
         """This spec's own ids whose name_off is in ``wanted``."""

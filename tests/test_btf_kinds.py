@@ -476,3 +476,32 @@ def test_read_file_grows_for_files_without_a_size(tmp_path):
     big = tmp_path / "big"
     big.write_bytes(bytes(range(256)) * 4000)
     assert read_file(big) == bytes(range(256)) * 4000
+
+
+def test_split_writer_on_kernel_spec_shadows_names():
+    """btf.writer.Writer.split: declared types on top of a parsed spec; with shadows a
+    declared name hides the base's (a script's 'struct task_struct { int x; }')."""
+    from btf.kinds import Kind
+    from btf.layout import sizeof
+    from btf.spec import Spec
+    from btf.writer import Writer
+
+    b = Builder()
+    i = b.int("int", 4, signed=True)
+    b.struct("task_struct", 64, [("pid", i, 0)])
+    b.enum("E", [("ONE", 1)])
+    base = Spec(b.build())
+    w = Writer.split(base)
+    j = w.int("int", 4, signed=True)
+    mine = w.struct("task_struct", 4, [("x", j, 0)])
+    w.struct("Req", 16, [("t", w.ptr(2), 0), ("id", j, 64)])
+    w.enum("E2", [("ONE", 7)])
+    shadowing = w.spec(base)
+    assert shadowing.ids_named("task_struct", (Kind.STRUCT,)) == [mine, 2]
+    assert sizeof(shadowing.type(mine)) == 4
+    req = shadowing.type(shadowing.ids_named("Req")[0])
+    assert req.members[0].type.type.name == "task_struct" and req.members[0].type.type.id == 2
+    assert shadowing.enumerator("ONE")[1] == 7
+    plain = w.spec(base, shadows=False)
+    assert plain.ids_named("task_struct", (Kind.STRUCT,)) == [2, mine]
+    assert plain.enumerator("ONE")[1] == 1
