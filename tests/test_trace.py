@@ -777,3 +777,23 @@ def test_nothing_stays_attached(how):
             break
         time.sleep(0.1)
     assert _our_progs() <= before
+
+
+def test_pointer_arithmetic_and_increments_like_bpftrace():
+    """Pointer arithmetic steps by the pointee's size ((uint32 *)p + 1 is 4 bytes on, n + p too,
+    struct pointers by sizeof, ++/--/+=/-= on pointer variables), and ++x/x++/--x/x-- are
+    expressions with bpftrace's values for variables and maps. Before: $p + 1 was right but
+    $p++ was refused, 2 + $p was 2 bytes on, and x++ as a value was 'unsupported expression'."""
+    program = (
+        'BEGIN { $p = (uint32 *)1000; printf("%d %d %d\\n", (uint64)($p + 1), (uint64)(2 + $p), (uint64)($p - 1)); '
+        '$q = (struct task_struct *)0; printf("%d\\n", (uint64)($q + 1)); '
+        '$p++; printf("%d\\n", (uint64)$p); --$p; $p--; printf("%d\\n", (uint64)$p); '
+        '$x = 5; printf("%d %d %d %d %d\\n", $x++, $x, ++$x, $x--, --$x); '
+        '@m = 1; printf("%d %d\\n", @m++, ++@m); '
+        '@n[1] = 10; @n[1]--; printf("%d %d\\n", @n[1]--, --@n[1]); '
+        '$h = (uint16 *)100; $h += 1; printf("%d\\n", (uint64)$h); $h -= 3; printf("%d\\n", (uint64)$h); '
+        '$y = $x++ + ++$x; printf("%d %d\\n", $y, $x); exit(); }')
+    ours = same_as_bpftrace(program)
+    assert '"1004 1008 996\\n"' in ours and '"1 3\\n"' in ours and '"9 7\\n"' in ours
+    bad = pycore("-e", "BEGIN { $a = (uint64 *)8; $b = (uint64 *)0; printf(\"%d\\n\", $a - $b); }")
+    assert bad.returncode == 2 and bad.stderr.count("\n") <= 3 and "two pointers" in bad.stderr

@@ -165,22 +165,25 @@ class Checker:
         if not isinstance(t, (Int, Ptr)) or isinstance(t, TextInt):
             raise self.error(e, f"Invalid condition in {where}: {t}")
 
-    def incdec(self, c: Checked, s: A.IncDec) -> None:
+    def incdec(self, c: Checked, s: A.IncDec) -> Type:
+        """``x++``, ``--@m[k]``: a statement, or an expression whose value is the old (postfix) or
+        new (prefix) value, as in bpftrace; a pointer variable steps by its pointee's size, as in C."""
         target = s.target
         if isinstance(target, A.Var):
             t = c.variables.get(target.name)
             if t is None:
                 c.variables[target.name] = INT64
-            elif not isinstance(t, Int):
-                raise self.error(s, f"${target.name} is {t}: {s.op} needs an integer")
+            elif not isinstance(t, (Int, Ptr)) or isinstance(t, TextInt):
+                raise self.error(s, f"${target.name} is {t}: {s.op} needs an integer or a pointer")
             c.types[id(target)] = c.variables[target.name]
-        elif isinstance(target, A.MapRef):
+            return c.variables[target.name]
+        if isinstance(target, A.MapRef):
             keys = self.map_keys(c, target)
             m = self.map_use(target, keys)
             self.map_value(target, m, "int", INT64)
             c.types[id(target)] = m.value or INT64
-        else:
-            raise self.error(s, f"{s.op} needs a $variable or a @map")
+            return INT64
+        raise self.error(s, f"{s.op} needs a $variable or a @map")
 
     def assign(self, c: Checked, s: A.Assign) -> None:
         target, value = s.target, s.value
@@ -212,8 +215,11 @@ class Checker:
                 raise self.error(value, f"${target.name} cannot hold {vt} (take a field, or print it)")
             old = c.variables.get(target.name)
             if s.op != "=":
-                if old is None or not isinstance(old, Int) or not isinstance(vt, Int):
+                stepped = isinstance(old, Ptr) and s.op in ("+=", "-=")   # C's pointer arithmetic
+                if old is None or not isinstance(old, Int) and not stepped or not isinstance(vt, Int):
                     raise self.error(s, f"'{s.op}' needs an integer ${target.name}")
+                if stepped:
+                    vt = old
             if old is not None and type(old) is not type(vt) and not (isinstance(old, Int) and isinstance(vt, Ptr)) \
                     or isinstance(old, Tuple) and old != vt:
                 raise self.error(s, f"${target.name} holds {old}, cannot assign {vt}")
@@ -396,6 +402,8 @@ class Checker:
             return self.index(c, e)
         if isinstance(e, A.Call):
             return self.call(c, e, statement=False)
+        if isinstance(e, A.IncDec):
+            return self.incdec(c, e)
         if isinstance(e, A.Tuple):
             elems = tuple(self.expr(c, x) for x in e.elems)
             for x, t in zip(e.elems, elems):
@@ -420,7 +428,11 @@ class Checker:
         if op in ("==", "!=", "<", "<=", ">", ">="):
             return INT64
         if isinstance(a, Ptr) and op in ("+", "-") and isinstance(b, Int):
-            return a   # pointer arithmetic in bytes of the pointee, as C does
+            return a   # pointer arithmetic in steps of the pointee's size, as C does
+        if isinstance(b, Ptr) and op == "+" and isinstance(a, Int):
+            return b
+        if isinstance(a, Ptr) and isinstance(b, Ptr) and op not in ("&", "|", "^"):
+            raise self.error(e, f"'{op}' cannot be used on two pointers ({a} and {b})")
         signed = getattr(a, "signed", False) and getattr(b, "signed", False)
         return Int(8, signed)
 

@@ -204,7 +204,7 @@ class _Gen:
         elif isinstance(s, A.Assign):
             self.assign(s)
         elif isinstance(s, A.IncDec):
-            self.incdec(s.target, 1 if s.op == "++" else -1)
+            self.incdec(s.target, 1 if s.op == "++" else -1)   # alone: its value is not needed
         elif isinstance(s, A.If):
             else_l, end_l = e.label(), e.label()
             self.scalar(s.cond)
@@ -279,6 +279,7 @@ class _Gen:
             self.scalar(value)
             if s.op != "=":
                 e.mov_reg(1, 0)
+                self.scale(1, self.step(t))    # $p += n: n steps of the pointee
                 e.ldx(8, 0, 10, home)
                 self.alu(s.op[:-1], 0, 1, signed=getattr(t, "signed", True))
             e.stx(8, 10, home, 0)
@@ -311,17 +312,46 @@ class _Gen:
         self.scalar(value)
         self.map_write_reg(target, m)
 
-    def incdec(self, target: A.Expr, delta: int) -> None:
+    def incdec(self, target: A.Expr, delta: int, value: str = "") -> None:
+        """``x++``/``--x``; ``value`` "old" or "new" leaves that value in r0 (the expression forms).
+
+        A pointer variable steps by its pointee's size. A map's statement form adds atomically;
+        its expression form reads, adds and writes, as bpftrace does."""
         e = self.e
         if isinstance(target, A.Var):
-            home = self.var_home(target.name, self.c.variables[target.name])
+            t = self.c.variables[target.name]
+            home = self.var_home(target.name, t)
             e.ldx(8, 0, 10, home)
-            e.alu_imm("add", 0, delta)
+            if value == "old":
+                e.mov_reg(1, 0)
+            e.alu_imm("add", 0, delta * self.step(t))
             e.stx(8, 10, home, 0)
+            if value == "old":
+                e.mov_reg(0, 1)
             return
         m = self.layout.maps["@" + target.name]
-        e.mov_imm(0, delta)
-        self.map_add(target, m, from_reg=True)
+        if not value:
+            e.mov_imm(0, delta)
+            self.map_add(target, m, from_reg=True)
+            return
+        old = self.f.slot()
+        self.map_read(target, m)
+        e.stx(8, 10, old, 0)
+        e.alu_imm("add", 0, delta)
+        self.map_write_reg(target, m)
+        e.ldx(8, 0, 10, old)
+        if value == "new":
+            e.alu_imm("add", 0, delta)
+
+    @staticmethod
+    def step(t: Type) -> int:
+        """What one step of ``t`` is in bytes: the pointee's size for a typed pointer (C's rule,
+        bpftrace's too: ``(uint32 *)p + 1`` is 4 bytes on), else 1."""
+        if isinstance(t, Ptr) and t.target and t.spec is not None:
+            from btf.layout import sizeof
+
+            return sizeof(t.spec.type(t.target)) or 1
+        return 1
 
     # -- maps ------------------------------------------------------------------------------------
 
@@ -804,6 +834,8 @@ class _Gen:
             self.index(node)
         elif isinstance(node, A.Call):
             self.call_value(node)
+        elif isinstance(node, A.IncDec):
+            self.incdec(node.target, 1 if node.op == "++" else -1, "new" if node.prefix else "old")
         else:
             raise self.error(node, f"cannot compute {type(node).__name__} here")
 
@@ -860,15 +892,15 @@ class _Gen:
             e.mov_imm(0, 1)
             e.place(done)
             return
-        if isinstance(lt, Ptr) and op in ("+", "-") and lt.target and lt.spec is not None:
-            from btf.layout import sizeof
-
-            scale = sizeof(lt.spec.type(lt.target)) or 1
-            if scale != 1:
-                e.mov_reg(2, 1)
-                e.mov_imm(1, scale)
-                e.alu_reg("mul", 1, 2)
+        if isinstance(lt, Ptr) and op in ("+", "-") and isinstance(rt, Int):
+            self.scale(1, self.step(lt))
+        elif isinstance(rt, Ptr) and op == "+" and isinstance(lt, Int):
+            self.scale(0, self.step(rt))
         self.alu(op, 0, 1, signed)
+
+    def scale(self, reg: int, by: int) -> None:
+        if by != 1:
+            self.e.alu_imm("mul", reg, by)
 
     def string_compare(self, left: A.Expr, right: A.Expr, negate: bool, limit: int | None = None) -> None:
         """r0 = (left == right) over their bytes up to the first NUL (or ``limit``)."""
