@@ -797,3 +797,20 @@ def test_pointer_arithmetic_and_increments_like_bpftrace():
     assert '"1004 1008 996\\n"' in ours and '"1 3\\n"' in ours and '"9 7\\n"' in ours
     bad = pycore("-e", "BEGIN { $a = (uint64 *)8; $b = (uint64 *)0; printf(\"%d\\n\", $a - $b); }")
     assert bad.returncode == 2 and bad.stderr.count("\n") <= 3 and "two pointers" in bad.stderr
+
+
+def test_username_and_ctx_like_bpftrace(tmp_path):
+    """username (the uid, named when printed: printf, map keys and values, print) and ctx (a uprobe's
+    struct pt_regs *, read as a pointer or cast), side by side with bpftrace in text and json."""
+    same_as_bpftrace('BEGIN { printf("%s\\n", username); @u[username] = count(); @v = username; '
+                     'print(username); exit(); }')
+    src = tmp_path / "regs.c"
+    src.write_text("#include <unistd.h>\n__attribute__((noinline)) long work(long a, long b) { return a * 3 + b; }\n"
+                   "int main(void) { long s = 0; for (int i = 0; i < 3; i++) s += work(i, 7); return (int)(s & 1); }\n")
+    exe = tmp_path / "regs"
+    subprocess.run(["gcc", "-O1", "-o", str(exe), str(src)], check=True)
+    ours = same_as_bpftrace(f'uprobe:{exe}:work {{ printf("%d %d %d\\n", ctx->di, ctx->si, '
+                            '((struct pt_regs *)ctx)->di + 1); @[ctx->di] = sum(ctx->di + 1); }', "-c", str(exe))
+    assert '"0 7 1\\n"' in ours and '"2 7 3\\n"' in ours
+    bad = pycore("-e", "tracepoint:syscalls:sys_enter_openat { printf(\"%p\\n\", ctx); }")
+    assert bad.returncode == 2 and "Use args instead of ctx in tracepoint" in bad.stderr

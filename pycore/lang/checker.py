@@ -20,7 +20,7 @@ from pycore.lang import ast as A
 from pycore.lang.errors import CheckError, close_matches
 from pycore.lang.probes import CtxField, Target
 from pycore.lang.types import (COMM, INT64, STRING_SIZE, UINT64, USYM, Array, Buffer, Inet, Int, Mac, Ptr, Record,
-                                Stack, Str, TextInt, Timestamp, CgroupPath, Tuple, Type, Void, from_btf, tuple_type, type_name, width)
+                                Stack, Str, TextInt, Timestamp, CgroupPath, Username, Tuple, Type, Void, from_btf, tuple_type, type_name, width)
 from pycore.record import field, record
 
 TYPE_CHECKING = False
@@ -37,9 +37,10 @@ AGGREGATES = ("count", "sum", "min", "max", "avg", "stats", "hist", "lhist")
 _BUILTIN_TYPES: dict[str, Type] = {
     "pid": UINT64, "tid": UINT64, "uid": UINT64, "gid": UINT64, "nsecs": UINT64, "elapsed": UINT64,
     "cpu": UINT64, "comm": COMM, "cgroup": UINT64, "rand": UINT64, "jiffies": UINT64, "numaid": UINT64,
+    "username": Username(),
 }
 _BPFTRACE_INTS = {f"{u}int{b}": f"{'u' if u else 's'}{b}" for u in ("", "u") for b in (8, 16, 32, 64)}
-_OTHER_BUILTINS = ("func", "probe", "curtask", "retval", "args", "kstack", "ustack", "cpid")
+_OTHER_BUILTINS = ("func", "probe", "curtask", "retval", "args", "kstack", "ustack", "cpid", "ctx")
 _NO_VALUE_CALLS = {"printf", "print", "exit", "delete", "clear", "zero", "time", "join", "system", "signal", "cat",
                    "override"}
 
@@ -581,6 +582,8 @@ class Checker:
 
             ids = self.spec.ids_named("task_struct", (Kind.STRUCT,))
             return Ptr(ids[0] if ids else 0, False, self.spec)
+        if name == "ctx":
+            return self.ctx(e, tgt)
         if name == "retval":
             if tgt.retval is None:
                 raise self.error(e, f"retval is only known in return probes (kretfunc, kretprobe, uretprobe), not in {tgt.probe}")
@@ -615,6 +618,19 @@ class Checker:
             where = ("an enum value in this kernel's BTF, nor a macro of the script's #define and #include lines"
                      + (f" (not found here: {', '.join(missing)})" if missing else ""))
         raise self.error(e, f"unknown identifier {name!r}: not a builtin, {where}{hint}")
+
+    def ctx(self, e: A.Builtin, tgt: Target) -> Type:
+        """``ctx``: the probe's context, a ``struct pt_regs *`` in the probes that have registers, as in
+        bpftrace 0.17 (which refuses it in tracepoints: their fields are ``args``)."""
+        from btf.kinds import Kind
+
+        if tgt.kind == "tracepoint":
+            raise self.error(e, "Use args instead of ctx in tracepoint")
+        if tgt.kind not in ("kprobe", "kretprobe", "uprobe", "uretprobe", "usdt"):
+            raise self.error(e, f"ctx is the registers of kprobe, uprobe and usdt probes; {tgt.kind} probes have none "
+                                "(use args)")
+        ids = self.spec.ids_named("pt_regs", (Kind.STRUCT,))
+        return Ptr(ids[0] if ids else 0, False, self.spec)
 
     def named_constant(self, node: A.Node, name: str) -> int | None:
         """A C enum constant of the kernel's BTF (``TCP_CLOSE``), else an integer macro of the script's

@@ -937,7 +937,7 @@ class _Gen:
                 e.alu_imm("rsh", 0, 32)
             else:
                 self.extend(0, 4, False)
-        elif n in ("uid", "gid"):
+        elif n in ("uid", "gid", "username"):   # username: the uid, named when printed
             e.call("get_current_uid_gid")
             if n == "gid":
                 e.alu_imm("rsh", 0, 32)
@@ -989,6 +989,8 @@ class _Gen:
                 self.ctx_load(tgt.argn[i])
         elif n in ("kstack", "ustack"):
             self.stack_id(n == "ustack", 127)
+        elif n == "ctx":
+            e.mov_reg(0, 9)
         elif n in ("func", "probe"):
             raise self.error(node, f"{n} is a string here: print it, or compare it with ==")
         else:

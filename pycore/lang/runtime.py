@@ -24,7 +24,7 @@ from pycore.lang.codegen import (SCRATCH_SIZE, TAG_CAT, TAG_CLEAR, TAG_EXIT, TAG
                                   generate)
 from pycore.lang.errors import NoMatch, ProbeError
 from pycore.lang.probes import PROG_RAW_TRACEPOINT, Resolver, Target
-from pycore.lang.types import Array, Buffer, Inet, Int, Mac, Ptr, Record, Stack, Str, Timestamp, CgroupPath, Tuple, Type, width
+from pycore.lang.types import Array, Buffer, Inet, Int, Mac, Ptr, Record, Stack, Str, Timestamp, CgroupPath, Username, Tuple, Type, width
 from pycore.record import field, record
 
 TYPE_CHECKING = False
@@ -103,6 +103,7 @@ class Script:
         self._ending = False           # END is running: its output counts again
         self.lost = 0
         self._boot_ns: int | None = None   # the wall clock time at boot, for strftime()
+        self._usernames: dict[int, str] = {}
 
     # -- stages ----------------------------------------------------------------------------------
 
@@ -420,10 +421,25 @@ class Script:
                 from pycore.kernel.cgroup import cgroup_paths
 
                 return cgroup_paths(v, t.filter)
+            if isinstance(t, Username):
+                return self.username(v)
             return v
         if isinstance(t, Stack):
             return self.stack(v, t)
         return v
+
+    def username(self, uid: int) -> str:
+        """A uid's user name from the passwd database (the uid itself when it has none), as bpftrace."""
+        name = self._usernames.get(uid)
+        if name is None:
+            import pwd
+
+            try:
+                name = pwd.getpwuid(uid).pw_name
+            except (KeyError, OverflowError):
+                name = str(uid)
+            self._usernames[uid] = name
+        return name
 
     def strftime(self, fmt: str, since_boot_ns: int) -> str:
         """strftime(fmt, ns): the wall clock time ``ns`` after boot, local time, ``%f`` its microseconds,

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from btf import Spec
     from btf import types as T
 
-__all__ = ["Type", "Int", "TextInt", "Timestamp", "CgroupPath", "Str", "Ptr", "Record", "Array", "Stack", "Inet", "Mac", "Buffer", "Tuple", "Void", "INT64", "UINT64",
+__all__ = ["Type", "Int", "TextInt", "Timestamp", "CgroupPath", "Username", "Str", "Ptr", "Record", "Array", "Stack", "Inet", "Mac", "Buffer", "Tuple", "Void", "INT64", "UINT64",
            "STRING_SIZE", "COMM", "USYM", "from_btf", "type_name", "width", "is_buffer"]
 
 STRING_SIZE = 64   # bpftrace's default for str() and string map values
@@ -69,6 +69,16 @@ class CgroupPath(TextInt):
 
     def __str__(self) -> str:
         return "cgroup_path"
+
+
+@record(frozen=True)
+class Username(TextInt):
+    """What ``username`` gives: the uid, printed as its user's name (the uid when it has none), as bpftrace."""
+
+    display: str = "username"
+
+    def __str__(self) -> str:
+        return "username"
 
 
 @record(frozen=True)
