@@ -814,3 +814,30 @@ def test_username_and_ctx_like_bpftrace(tmp_path):
     assert '"0 7 1\\n"' in ours and '"2 7 3\\n"' in ours
     bad = pycore("-e", "tracepoint:syscalls:sys_enter_openat { printf(\"%p\\n\", ctx); }")
     assert bad.returncode == 2 and "Use args instead of ctx in tracepoint" in bad.stderr
+
+
+def test_uaddr_like_bpftrace_and_in_pie(tmp_path):
+    """uaddr("sym") points at a symbol of the probed binary, typed by its size: side by side with
+    bpftrace on a non-PIE program. In a PIE bpftrace 0.17 reads the link-time address (zeros);
+    pycore adds the load base (the probe's ip less the probed address) and reads the same values."""
+    src = tmp_path / "g.c"
+    src.write_text('int counter = 41; long big = 1234567890123; short sh = -5; char name[16] = "hello";\n'
+                   "__attribute__((noinline)) long work(long a) { counter++; return a + counter; }\n"
+                   "int main(void) { long s = 0; for (int i = 0; i < 3; i++) s += work(i); return (int)(s & 1); }\n")
+    outs = []
+    for pie in ("-no-pie", "-pie"):
+        exe = tmp_path / f"g{pie}"
+        subprocess.run(["gcc", "-O1", pie, "-o", str(exe), str(src)], check=True)
+        program = (f'uprobe:{exe}:work {{ printf("%d %ld %d %s\\n", *uaddr("counter"), *uaddr("big"), *uaddr("sh"), '
+                   'str(uaddr("name"))); @[*uaddr("counter")] = sum(*uaddr("counter")); }')
+        if pie == "-no-pie":
+            outs.append(same_as_bpftrace(program, "-c", str(exe)))
+        else:
+            r = pycore("-f", "json", "-e", program, "-c", str(exe))
+            assert r.returncode == 0, r.stderr
+            outs.append(r.stdout)
+    assert outs[0] == outs[1] and '"41 1234567890123 -5 hello\\n"' in outs[0]
+    bad = pycore("-e", f'uretprobe:{tmp_path / "g-pie"}:work {{ printf("%d\\n", *uaddr("counter")); }}')
+    assert bad.returncode == 2 and "position independent" in bad.stderr
+    bad = pycore("-e", f'uprobe:{tmp_path / "g-pie"}:work {{ printf("%d\\n", *uaddr("nope")); }}')
+    assert bad.returncode == 2 and "no symbol 'nope'" in bad.stderr

@@ -252,3 +252,28 @@ def attach_uprobe(program, path: str, spec: str, pid: int = -1, retprobe: bool =
         raise ElfError(f"{spec!r}: a uretprobe takes a function, not function+offset")
     name, off = resolve(path, spec)
     return program.attach_uprobe(path, symbol=name or None, offset=off, pid=pid, retprobe=retprobe)
+
+
+@dataclass(frozen=True)
+class DataSymbol:
+    """A symbol of any type by name: its link-time ``address`` and ``size``; ``relocated`` when the file
+    is position independent (ET_DYN: a PIE or a library), so that the address moves by the load base."""
+
+    name: str
+    address: int
+    size: int
+    relocated: bool
+
+
+def data_symbol(path: str, name: str) -> DataSymbol | None:
+    """The defined symbol ``name`` of ``path`` (``.symtab`` first, then ``.dynsym``), None if it has none."""
+    with ElfFile(path) as f, elf_errors(path):
+        relocated = f.elf["e_type"] == "ET_DYN"
+        for secname in (".symtab", ".dynsym"):
+            sec = f.elf.get_section_by_name(secname)
+            if sec is None or not hasattr(sec, "get_symbol_by_name"):
+                continue
+            for sym in sec.get_symbol_by_name(name) or ():
+                if sym["st_shndx"] != "SHN_UNDEF" and sym["st_value"]:
+                    return DataSymbol(name, sym["st_value"], sym["st_size"], relocated)
+    return None

@@ -72,6 +72,7 @@ class Checked:
     target: Target
     types: dict[int, Type] = field(default_factory=dict)       # id(expr node) -> its type
     consts: dict[int, int] = field(default_factory=dict)       # id(node) -> value known when checked (sizeof)
+    ip_relative: dict[int, int] = field(default_factory=dict)  # id(node) -> its distance from the probe's ip (uaddr)
     variables: dict[str, Type] = field(default_factory=dict)   # $x -> type
 
     def type_of(self, node: A.Expr) -> Type:
@@ -799,6 +800,8 @@ class Checker:
             return UINT64
         if n == "reg":
             return self.reg(c, e)
+        if n == "uaddr":
+            return self.uaddr(c, e)
         if n in ("uptr", "kptr"):
             if len(args) != 1:
                 raise self.error(e, f"{n}() takes one argument: an address or a pointer")
@@ -900,6 +903,39 @@ class Checker:
         if isinstance(t, Void):
             raise self.error(a, "sizeof() of a value with no size")
         return t.size
+
+    def uaddr(self, c: Checked, e: A.Call) -> Type:
+        """``uaddr("sym")``: a pointer to a symbol of the probed binary, typed by the symbol's size.
+
+        In a position-independent binary (a PIE, a library) the symbol moves with the load base,
+        which bpftrace 0.17 ignores (it reads the link-time address: zeros). Here the probe knows
+        where it runs: the address is the probe's instruction pointer plus the symbol's distance
+        from the probed instruction, so it is right in every process. A uretprobe's instruction
+        pointer is in the caller, so there it needs a binary that is not relocated."""
+        from pycore.elf.symbols import data_symbol
+        from pycore.errors import ElfError
+
+        tgt = c.target
+        if len(e.args) != 1 or not isinstance(e.args[0], A.Str):
+            raise self.error(e, 'uaddr("symbol") takes one string literal')
+        if tgt.kind not in USER_PROBES:
+            raise self.error(e, f"uaddr can only be used with uprobes and usdt probes, not {tgt.kind}")
+        name, path = e.args[0].value, tgt.attach[1]
+        try:
+            sym = data_symbol(path, name)
+        except ElfError as err:
+            raise self.error(e.args[0], f"uaddr: {err}") from None
+        if sym is None:
+            raise self.error(e.args[0], f"uaddr: no symbol {name!r} in {path}")
+        if not sym.relocated:
+            c.consts[id(e)] = sym.address
+        elif tgt.kind == "uretprobe" or not tgt.vaddr:
+            raise self.error(e, f"uaddr({name!r}): {path} is position independent and a {tgt.kind}'s instruction "
+                                "pointer does not say where it is loaded; read it in a uprobe")
+        else:
+            c.ip_relative[id(e)] = sym.address - tgt.vaddr
+        ctype = {1: "int8", 2: "int16", 4: "int32", 8: "int64"}.get(sym.size, "uint8")
+        return Ptr(self.btf_type(e, ctype), True, self.spec)
 
     def reg(self, c: Checked, e: A.Call) -> Type:
         """reg("ip"): a register of the probed context, where the context is a ``pt_regs``."""

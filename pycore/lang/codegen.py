@@ -776,7 +776,11 @@ class _Gen:
         e = self.e
         t = self.t(node)
         if id(node) in self.c.consts:    # known when checked: an enum value, a macro, cgroupid(), sizeof()
-            e.mov_imm(0, self.c.consts[id(node)])
+            e.ld_imm64(0, self.c.consts[id(node)]) if not -2**31 <= self.c.consts[id(node)] < 2**31 \
+                else e.mov_imm(0, self.c.consts[id(node)])
+        elif id(node) in self.c.ip_relative:    # uaddr() in a relocated binary: where the probe runs, plus
+            e.ldx(8, 0, 9, PT_REGS["rip"])    # the symbol's distance from the probed instruction
+            e.alu_imm("add", 0, self.c.ip_relative[id(node)])
         elif isinstance(node, A.Int):
             e.ld_imm64(0, node.value) if not -2**31 <= node.value < 2**31 else e.mov_imm(0, node.value)
         elif isinstance(node, A.Positional):
@@ -1117,7 +1121,9 @@ class _Gen:
         else:
             self.address(node)
         size = t.size if isinstance(t, Int) else 8
-        self.read_at_r0(size, getattr(t, "user", False) or self._user(node))
+        via = self.c.types.get(id(node)) if deref else None     # *p: where the pointer itself points
+        user = bool(via.user) if isinstance(via, Ptr) else getattr(t, "user", False) or self._user(node)
+        self.read_at_r0(size, user)
         if isinstance(t, Int):
             self.extend(0, size, t.signed)
 

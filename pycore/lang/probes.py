@@ -84,6 +84,7 @@ class Target:
     attach: tuple = ()                                        # what pycore.link needs (see Runtime)
     args_record: tuple[str, int] | None = None                # (struct name, size) when ``args`` prints whole
     user: bool = False                                        # pointers it gives point into user memory
+    vaddr: int = 0                                            # uprobe/usdt: the probed instruction's link-time address
 
     @property
     def is_return(self) -> bool:
@@ -375,7 +376,7 @@ class Resolver:
             # the probe is named by the symbol as the file has it (bpftrace's probe builtin prints
             # the mangled C++ name), func by its demangled name
             t = Target(f"{kind}:{path}:{f.name}" + (f"+{offset}" if offset else ""), kind, func=f.demangled,
-                       prog_type=PROG_KPROBE, user=True,
+                       prog_type=PROG_KPROBE, user=True, vaddr=f.address + (offset or 0),
                        attach=("uprobe", path, file_offset(path, f.address) + (offset or 0), ret, 0))
             t.argn = [CtxField(f"arg{i}", UINT64, PT_REGS[r]) for i, r in enumerate(ARG_REGS)]
             if ret:
@@ -410,7 +411,7 @@ class Resolver:
                 for p in chosen:
                     for loc in p.locations:
                         t = Target(f"usdt:{path}:{p.provider}:{p.name}", "usdt", func=f"{p.provider}:{p.name}",
-                                   prog_type=PROG_KPROBE, user=True, usdt_args=loc.args,
+                                   prog_type=PROG_KPROBE, user=True, usdt_args=loc.args, vaddr=loc.address,
                                    attach=("uprobe", path, loc.file_offset, False, p.semaphore_offset))
                         t.argn = [CtxField(f"arg{i}", INT64 if a.signed else UINT64, i, a.size, a.signed)
                                   for i, a in enumerate(loc.args)]
