@@ -841,3 +841,23 @@ def test_uaddr_like_bpftrace_and_in_pie(tmp_path):
     assert bad.returncode == 2 and "position independent" in bad.stderr
     bad = pycore("-e", f'uprobe:{tmp_path / "g-pie"}:work {{ printf("%d\\n", *uaddr("nope")); }}')
     assert bad.returncode == 2 and "no symbol 'nope'" in bad.stderr
+
+
+def test_positional_parameters_as_bpftrace_reads_them(tmp_path):
+    """$N is a number in C's spellings (0x10, 077 octal, ' 12') unless str($N) asks for its text, which is
+    the text as given ("0x10"); a parameter that is no number used as one is bpftrace's error; $N works
+    inside attach points (interval:ms:$1, uprobe:$1:FUNC)."""
+    program = 'BEGIN { printf("%d %d %s|%s| %d %s\\n", $1, $2, str($1), str($4), $3, str($2, 2)); @[str($1)] = count(); exit(); }'
+    ours = same_as_bpftrace(program, "0x10", "077", " 12")
+    assert '"16 63 0x10|| 12 07\\n"' in ours
+    for bad in ("1_000", "1e3", "hello", "99999999999999999999"):
+        r = pycore("-e", 'BEGIN { printf("%d\\n", $1); exit(); }', bad)
+        assert r.returncode == 2 and f'$1 used numerically but given "{bad}". Try using str($1).' in r.stderr
+    assert '{"type": "printf", "data": "tick\\n"}' in same_as_bpftrace('interval:ms:$1 { printf("tick\\n"); exit(); }', "20")
+    src = tmp_path / "w.c"
+    src.write_text("__attribute__((noinline)) long work(long a) { return a + 1; }\n"
+                   "int main(void) { long s = 0; for (int i = 0; i < 3; i++) s += work(i); return (int)(s & 1); }\n")
+    exe = tmp_path / "w"
+    subprocess.run(["gcc", "-O1", "-o", str(exe), str(src)], check=True)
+    ours = same_as_bpftrace('uprobe:$1:work { printf("w %d\\n", arg0); }', "-c", str(exe), str(exe))
+    assert ours.count('"w ') == 3

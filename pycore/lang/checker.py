@@ -327,12 +327,16 @@ class Checker:
         if e.index == 0:
             return len(self.params)
         if e.index > len(self.params):
-            return 0 if True else ""  # bpftrace: a missing positional parameter reads as 0 / ""
+            return 0
         text = self.params[e.index - 1]
-        try:
-            return int(text, 0)
-        except ValueError:
-            return text
+        n = c_integer(text)
+        return text if n is None else n
+
+    def positional_text(self, e: A.Positional) -> str:
+        """``str($N)``: the parameter as given ("0x10" stays "0x10"), "" when missing."""
+        if e.index == 0:
+            return str(len(self.params))
+        return self.params[e.index - 1] if e.index <= len(self.params) else ""
 
     def expr(self, c: Checked, e: A.Expr) -> Type:
         t = self._expr(c, e)
@@ -346,7 +350,9 @@ class Checker:
             return Str(len(e.value.encode()) + 1)
         if isinstance(e, A.Positional):
             v = self.positional(e)
-            return INT64 if isinstance(v, int) else Str(len(v.encode()) + 1)
+            if not isinstance(v, int):   # bpftrace: $N is a number unless str($N) says otherwise
+                raise self.error(e, f'${e.index} used numerically but given "{v}". Try using str(${e.index}).')
+            return INT64
         if isinstance(e, A.Builtin):
             return self.builtin(c, e)
         if isinstance(e, A.Var):
@@ -372,6 +378,8 @@ class Checker:
         if isinstance(e, A.Binary):
             return self.binary(c, e)
         if isinstance(e, A.Unary):
+        """``$N`` as a number when its text is one (C's spelling: 16, 0x10, 020, -5), else its text;
+        ``$#`` the count. A missing parameter reads as 0 (and "" in str()), as in bpftrace."""
             t = self.expr(c, e.operand)
             if e.op == "*":
                 if isinstance(t, Int) and not t.display:
@@ -783,6 +791,9 @@ class Checker:
                 raise self.error(args[0], f"cgroup_path() only supports integer arguments ({t} provided)")
             if len(args) == 2 and not isinstance(args[1], A.Str):
                 raise self.error(args[1], "cgroup_path(): the filter must be a string literal")
+            if isinstance(args[0], A.Positional):     # str($1): the parameter's text, whatever it holds
+                t = c.types[id(args[0])] = Str(len(self.positional_text(args[0]).encode()) + 1)
+                return t if len(args) == 1 else Str(min(t.size, self.constant(c, args[1]) + 1))
             return CgroupPath(filter=args[1].value if len(args) == 2 else "*")
         if n in ("ksym", "usym"):
             if len(args) != 1:
@@ -1059,6 +1070,20 @@ def _find_member(spec, t, name: str, bit_base: int):  # noqa: ANN001, ANN202
             found = _find_member(spec, m.type, name, bit_base + m.bit_offset)
             if found is not None:
                 return found
+def c_integer(text: str) -> int | None:
+    """A positional parameter's number as bpftrace 0.17 reads one (C's strtoll, base 0, the whole
+    text, within int64): "16", "0x10", "020" (octal), " -5"; None for "1e3", "1_000", "12abc"."""
+    import re
+
+    m = re.fullmatch(r"\s*([+-]?)(0[xX][0-9a-fA-F]+|0[0-7]*|[1-9][0-9]*)", text)
+    if m is None:
+        return None
+    digits = m.group(2)
+    value = int(digits, 16 if digits[:2].lower() == "0x" else 8 if digits.startswith("0") else 10)
+    value = -value if m.group(1) == "-" else value
+    return value if -2**63 <= value < 2**63 else None
+
+
     return None
 
 

@@ -1456,7 +1456,7 @@ class _Gen:
             else:
                 from pycore.lang.checker import Checker
 
-                data = str(Checker(lambda: None, self.params).positional(node)).encode()
+                data = Checker(lambda: None, self.params).positional_text(node).encode()
             data = data[: size - 1]
             for i in range(0, len(data), 8):
                 chunk = data[i:i + 8].ljust(8, b"\0")

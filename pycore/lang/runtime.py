@@ -109,6 +109,20 @@ class Script:
 
     def resolve(self) -> list[tuple[A.ProbeBlock, list[Target]]]:
         """Every probe block with its targets on this system."""
+    def expand_positionals(self, spec: A.ProbeSpec) -> A.ProbeSpec:
+        """``interval:ms:$1``, ``uprobe:$1:main``: the parameters' text in the attach point, as bpftrace
+        puts it there ("" for a missing one), then the probe parsed again."""
+        import re
+
+        from pycore.lang.errors import ScriptError
+        from pycore.lang.parser import parse_probe
+
+        text = re.sub(r"\$(\d+)", lambda m: self.checker.positional_text(A.Positional(int(m.group(1)))), spec.text)
+        try:
+            return parse_probe(text, spec.pos.line, spec.pos.col)
+        except ScriptError as e:
+            raise self.checker.error(spec, f"{spec.text} is {text!r} with its parameters, and {e.message}") from None
+
         out = []
         for block in self.program.probes:
             targets: list[Target] = []
@@ -116,6 +130,8 @@ class Script:
             for spec in block.probes:
                 try:
                     targets.extend(self.resolver.resolve(spec.kind, spec.target, tuple(spec.parts),
+                if "$" in spec.text:
+                    spec = self.expand_positionals(spec)
                                                          spec.offset, spec.text))
                 except NoMatch as e:
                     # as bpftrace 0.17: a function wildcard, one of several attach points, that matches
