@@ -861,3 +861,20 @@ def test_positional_parameters_as_bpftrace_reads_them(tmp_path):
     subprocess.run(["gcc", "-O1", "-o", str(exe), str(src)], check=True)
     ours = same_as_bpftrace('uprobe:$1:work { printf("w %d\\n", arg0); }', "-c", str(exe), str(exe))
     assert ours.count('"w ') == 3
+
+
+def test_script_from_stdin_and_listing_like_bpftrace():
+    """pycore trace - reads the script from standard input, and -l/-lv list probes as pycore list (and
+    bpftrace -l/-lv) do: the tutorial's first steps."""
+    program = 'BEGIN { printf("hi %d\\n", $1); exit(); }'
+    ours = subprocess.run([*PYCORE, "-", "5"], input=program, capture_output=True, text=True, timeout=60)
+    theirs = subprocess.run([BPFTRACE, "-", "5"], input=program, capture_output=True, text=True, timeout=60)
+    assert ours.returncode == theirs.returncode == 0, ours.stderr
+    assert ours.stdout == theirs.stdout.replace("Attaching 1 probe...\n", "") == "hi 5\n\n\n"
+    for flags in (["-l"], ["-lv"]):
+        ours = pycore(*flags, "tracepoint:syscalls:sys_enter_openat")
+        theirs = bpftrace(*flags, "tracepoint:syscalls:sys_enter_openat")
+        assert ours.returncode == theirs.returncode == 0, ours.stderr
+        assert ours.stdout == theirs.stdout and ours.stdout.startswith("tracepoint:syscalls:sys_enter_openat\n")
+    bad = pycore("-l", "-e", "BEGIN { }")
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1

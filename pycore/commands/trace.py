@@ -21,7 +21,7 @@ __all__ = ["add_arguments", "quick_args", "run"]
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-e", dest="program", metavar="PROGRAM", help="the script, on the command line")
-    parser.add_argument("file", nargs="?", metavar="FILE", help="a script file (.bt)")
+    parser.add_argument("file", nargs="?", metavar="FILE", help="a script file (.bt); - reads the script from stdin")
     parser.add_argument("params", nargs="*", metavar="ARG", help="positional parameters: $1, $2, ... ($# counts them)")
     target = parser.add_mutually_exclusive_group()
     target.add_argument("-p", "--pid", type=int, metavar="PID",
@@ -31,8 +31,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="output format (json: one object per line, as bpftrace's)")
     parser.add_argument("--folded", action="store_true",
                         help="print maps keyed by a stack as folded stacks (for flame graphs)")
-    parser.add_argument("-v", "--verbose", action="store_true",
-                        help="say what attached where and how; show the verifier's log on rejection")
+    parser.add_argument("-v", "--verbose", action="count", default=0,
+                        help="say what attached where and how; show the verifier's log on rejection "
+                             "(with -l: arguments and types, as pycore list -v)")
+    parser.add_argument("-l", dest="list", action="store_true",
+                        help="list probes matching FILE as a pattern, as bpftrace -l (pycore list's listing)")
     parser.add_argument("--dry-run", action="store_true",
                         help="parse, resolve against BTF, print the plan; attach nothing")
     parser.add_argument("--unsafe", action="store_true", help="allow system(), signal() and override()")
@@ -61,14 +64,25 @@ def quick_args(argv: list[str]):  # noqa: ANN201 (a namespace, or None)
     from types import SimpleNamespace
 
     return SimpleNamespace(program=program, file=file, params=params, pid=None, cmd=None, format="text",
-                           folded=False, verbose=False, dry_run=False, unsafe=False, duration=None, output=None,
+                           folded=False, verbose=0, list=False, dry_run=False, unsafe=False, duration=None, output=None,
                            quiet=False, buffering="line")
 
 
 def run(args: argparse.Namespace) -> int:
     from pycore.lang.errors import ScriptError
 
-    if args.program is not None:
+    if getattr(args, "list", False):      # bpftrace -l [-v] [-p PID] [PATTERN]: the tutorial's first step
+        from types import SimpleNamespace
+
+        from pycore.commands import list as listing
+
+        if args.program is not None or args.params or args.cmd:
+            print("pycore trace: -l takes one pattern (and -p PID, -v), not a program", file=sys.stderr)
+            return 2
+        return listing.run(SimpleNamespace(verbose=args.verbose, pid=args.pid, pattern=args.file))
+    if args.program is None and args.file == "-":     # bpftrace -: the script from standard input
+        text, filename, params = sys.stdin.read(), "stdin", list(args.params)
+    elif args.program is not None:
         text, filename = args.program, "stdin"
         params = ([args.file] if args.file else []) + list(args.params)
     elif args.file:
@@ -104,7 +118,7 @@ def run(args: argparse.Namespace) -> int:
             return 2
     try:
         runner = TraceRunner(text, filename=filename, params=tuple(params), pid=args.pid, cmd=args.cmd,
-                             unsafe=args.unsafe, verbose=args.verbose, json=args.format == "json",
+                             unsafe=args.unsafe, verbose=bool(args.verbose), json=args.format == "json",
                              folded=args.folded, duration=args.duration, out=out, quiet=args.quiet,
                              flush=args.buffering != "full", map_keys=map_keys)
         if args.dry_run:
