@@ -878,3 +878,19 @@ def test_script_from_stdin_and_listing_like_bpftrace():
         assert ours.stdout == theirs.stdout and ours.stdout.startswith("tracepoint:syscalls:sys_enter_openat\n")
     bad = pycore("-l", "-e", "BEGIN { }")
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1
+
+
+def test_probes_on_one_place_fire_in_script_order_like_bpftrace(tmp_path):
+    """Two blocks on one tracepoint, uprobe, uretprobe: they fire in the script's order, as in bpftrace
+    (a uprobe's consumers run newest first, so pycore attaches user-space probes in reverse)."""
+    src = tmp_path / "o.c"
+    src.write_text("#include <unistd.h>\n__attribute__((noinline)) long work(long a) { return a + getppid(); }\n"
+                   "int main(void) { long s = 0; for (int i = 0; i < 2; i++) s += work(i); return (int)(s & 1); }\n")
+    exe = tmp_path / "o"
+    subprocess.run(["gcc", "-O1", "-o", str(exe), str(src)], check=True)
+    program = "".join(f'{p} {{ printf("{p[:2]}{i}\\n"); }} ' for p in
+                      ("tracepoint:syscalls:sys_enter_getppid /pid == cpid/", f"uprobe:{exe}:work", f"uretprobe:{exe}:work")
+                      for i in (1, 2))
+    ours = same_as_bpftrace(program, "-c", str(exe))
+    assert [json.loads(line)["data"].strip() for line in ours.splitlines() if '"printf"' in line] == \
+        ["up1", "up2", "tr1", "tr2", "ur1", "ur2"] * 2

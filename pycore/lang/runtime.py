@@ -73,6 +73,18 @@ class Compiled:
 
 
 class Script:
+# A uprobe's consumers run newest first (the kernel adds each at the head of the probed address's
+# list); a tracepoint's programs, in the order they were attached. Probes of a kind fire in the
+# script's order in bpftrace: so user-space probes attach in reverse.
+_NEWEST_FIRST = frozenset({"uprobe", "uretprobe", "usdt"})
+
+
+def attach_order(compiled: list) -> list:
+    """The order to attach programs in, so that probes on one place fire in the script's order."""
+    first = [c for c in compiled if c.target.kind not in _NEWEST_FIRST]
+    return first + [c for c in reversed(compiled) if c.target.kind in _NEWEST_FIRST]
+
+
     """One bpftrace script, from text to a finished run."""
 
     def __init__(self, text: str, *, filename: str = "<stdin>", params: tuple[str, ...] = (),
@@ -264,7 +276,7 @@ class Script:
         from pycore.link import attach_target
 
         n = len(self._begin) + len(self._end)
-        for c in self.compiled:
+        for c in attach_order(self.compiled):
             prog = getattr(c, "prog", None)
             if prog is None:
                 continue
