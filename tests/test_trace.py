@@ -894,3 +894,33 @@ def test_probes_on_one_place_fire_in_script_order_like_bpftrace(tmp_path):
     ours = same_as_bpftrace(program, "-c", str(exe))
     assert [json.loads(line)["data"].strip() for line in ours.splitlines() if '"printf"' in line] == \
         ["up1", "up2", "tr1", "tr2", "ur1", "ur2"] * 2
+
+
+def test_uprobe_on_a_binary_in_another_mount_namespace(tmp_path):
+    """With -p PID, a path is the process's: a binary that exists only in its mount namespace (a tmpfs
+    mounted over an empty directory there) is probed through /proc/PID/root, as bpftrace does."""
+    src = tmp_path / "slow.c"
+    src.write_text("#include <unistd.h>\n__attribute__((noinline)) long work(long a) { return a + 1; }\n"
+                   "int main(void) { long s = 0; for (int i = 0; i < 100; i++) { s += work(i); usleep(50000); }"
+                   " return (int)(s & 1); }\n")
+    exe = tmp_path / "slow"
+    subprocess.run(["gcc", "-O1", "-o", str(exe), str(src)], check=True)
+    hidden = tmp_path / "ns"
+    hidden.mkdir()
+    script = f"mount -t tmpfs none {hidden} && cp {exe} {hidden}/prog && exec {hidden}/prog"
+    proc = subprocess.Popen(["unshare", "--mount", "--propagation", "private", "sh", "-c", script])
+    try:
+        deadline = time.monotonic() + 10
+        while os.readlink(f"/proc/{proc.pid}/exe") != f"{hidden}/prog":
+            assert time.monotonic() < deadline, "the program did not start in its namespace"
+            time.sleep(0.05)
+        assert not (hidden / "prog").exists()       # not in our namespace
+        program = f'uprobe:{hidden}/prog:work {{ printf("%s %d\\n", probe, arg0 >= 0); exit(); }}'
+        r = pycore("-p", str(proc.pid), "-e", program)
+        assert r.returncode == 0, r.stderr
+        assert r.stdout.startswith(f"uprobe:/proc/{proc.pid}/root{hidden}/prog:work 1\n")
+        theirs = bpftrace("-p", str(proc.pid), "-e", program)
+        assert theirs.stdout == r.stdout
+    finally:
+        proc.kill()
+        proc.wait()

@@ -260,11 +260,11 @@ def resolve_path(path: str, pid: int = -1) -> str:
     """A bare name is looked up in the process's mappings (``libc.so.6``, ``libc``), or PATH
     (``bash``), or the dynamic linker's cache (``libc``, ``libssl``), as bpftrace does."""
     if "/" in path:
-        return path
+        return in_root_of(pid, path) if pid is not None and pid >= 0 else path
     if pid is not None and pid >= 0:
         for p in mapped_objects(pid):
             if os.path.basename(p) == path or os.path.basename(p).startswith(path + "."):
-                return p
+                return in_root_of(pid, p)
     for d in os.environ.get("PATH", "/usr/bin:/bin").split(":"):
         cand = os.path.join(d, path)
         if os.path.isfile(cand):
@@ -276,6 +276,31 @@ def resolve_path(path: str, pid: int = -1) -> str:
         return lib
     raise UsdtError(f"{path}: not found" + (f" in process {pid}" if pid is not None and pid >= 0 else
                                             " on PATH nor in the dynamic linker's cache"))
+
+
+def in_root_of(pid: int, path: str) -> str:
+    """``path`` as process ``pid`` sees it: under ``/proc/PID/root`` when the process has another root
+    (a container's mount namespace, a chroot) and the file is there, else ``path`` itself. The kernel
+    attaches a uprobe to the inode the path names, so the prefixed path reaches the process's file."""
+    if not os.path.isabs(path):
+        return path
+    root = f"/proc/{pid}/root"
+    try:
+        theirs, ours = os.stat(root), os.stat("/")
+    except OSError:          # gone, or not ours to look into: the path as given
+        return path
+    if (theirs.st_dev, theirs.st_ino) == (ours.st_dev, ours.st_ino) and _same_mounts(pid):
+        return path
+    inside = root + path
+    return inside if os.path.exists(inside) else path
+
+
+def _same_mounts(pid: int) -> bool:
+    """Whether the process shares our mount namespace (then its paths are ours)."""
+    try:
+        return os.readlink(f"/proc/{pid}/ns/mnt") == os.readlink("/proc/self/ns/mnt")
+    except OSError:
+        return True
 
 
 def mapped_objects(pid: int) -> list[str]:
