@@ -924,3 +924,21 @@ def test_uprobe_on_a_binary_in_another_mount_namespace(tmp_path):
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_watchpoint_like_bpftrace(tmp_path):
+    """watchpoint:ADDRESS:LENGTH:MODE: a hardware breakpoint on a global of the -c command, each write
+    counted, side by side with bpftrace 0.17; a bad length or mode is one line at the probe."""
+    src = tmp_path / "g.c"
+    src.write_text("int counter = 41;\n__attribute__((noinline)) void work(void) { counter++; }\n"
+                   "int main(void) { for (int i = 0; i < 5; i++) work(); return counter == 46 ? 0 : 1; }\n")
+    exe = tmp_path / "g"
+    subprocess.run(["gcc", "-O1", "-no-pie", "-o", str(exe), str(src)], check=True)
+    from pycore.elf.symbols import data_symbol
+
+    addr = data_symbol(str(exe), "counter").address
+    ours = same_as_bpftrace(f'watchpoint:{addr:#x}:4:w {{ @writes[comm] = count(); printf("hit\\n"); }}', "-c", str(exe))
+    assert ours.count('"hit\\n"') == 5 and '{"@writes": {"g": 5}}' in ours
+    for bad, why in (("3:w", "length must be one of"), ("4:q", "mode 'q'")):
+        r = pycore("-e", f"watchpoint:{addr:#x}:{bad} {{ exit(); }}", "-c", str(exe))
+        assert r.returncode == 2 and why in r.stderr and "Traceback" not in r.stderr

@@ -186,6 +186,24 @@ class Resolver:
         return [Target(f"software:{parts[0]}:{count}", "software", prog_type=PROG_PERF_EVENT,
                        attach=("perf", "software", events[parts[0]], count))]
 
+    def _watchpoint(self, target, parts, offset, text) -> list[Target]:
+        """``watchpoint:ADDRESS:LENGTH:MODE``: a hardware breakpoint (with -p/-c, in that process)."""
+        from pycore.link.watchpoint import LENGTHS, breakpoint_type
+
+        addr_text, length_text, mode = parts
+        try:
+            address = int(addr_text, 0)
+        except ValueError:
+            raise ProbeError(f"{text}: {addr_text!r} is not an address (a number: 0x7ffd0010, 4210736)") from None
+        if not length_text.isdigit() or int(length_text) not in LENGTHS:
+            raise ProbeError(f"{text}: the length must be one of {', '.join(map(str, LENGTHS))} bytes")
+        try:
+            bp_type = breakpoint_type(mode)
+        except ValueError as e:
+            raise ProbeError(f"{text}: {e}") from None
+        return [Target(f"watchpoint:{address:#x}:{length_text}:{mode}", "watchpoint", prog_type=PROG_PERF_EVENT,
+                       attach=("watchpoint", address, int(length_text), bp_type))]
+
     @staticmethod
     def _rate(parts: tuple[str, ...], text: str, units: tuple[str, ...]) -> tuple[str, int]:
         if len(parts) == 1 and parts[0].isdigit():

@@ -25,10 +25,11 @@ from pycore.native.libbpf import AttachType
 from pycore.record import record
 
 __all__ = ["PerfEventAttr", "perf_event_open", "attach_bpf", "PERF_TYPE_HARDWARE", "PERF_TYPE_SOFTWARE",
-           "PERF_TYPE_TRACEPOINT", "PERF_COUNT_SW_CPU_CLOCK", "PERF_COUNT_SW_TASK_CLOCK", "PERF_FLAG_FD_CLOEXEC",
+           "PERF_TYPE_TRACEPOINT", "PERF_TYPE_BREAKPOINT", "PERF_COUNT_SW_CPU_CLOCK", "PERF_COUNT_SW_TASK_CLOCK", "PERF_FLAG_FD_CLOEXEC",
            "ATTR_SIZE"]
 
 PERF_TYPE_HARDWARE, PERF_TYPE_SOFTWARE, PERF_TYPE_TRACEPOINT, PERF_TYPE_HW_CACHE, PERF_TYPE_RAW = 0, 1, 2, 3, 4
+PERF_TYPE_BREAKPOINT = 5
 PERF_COUNT_SW_CPU_CLOCK, PERF_COUNT_SW_TASK_CLOCK = 0, 1
 PERF_FLAG_FD_CLOEXEC = 1 << 3
 PERF_EVENT_IOC_ENABLE, PERF_EVENT_IOC_DISABLE = 0x2400, 0x2401
@@ -64,13 +65,14 @@ class PerfEventAttr:
     wakeup_events: int = 0
     config1: int | bytes = 0
     config2: int = 0
+    bp_type: int = 0                # PERF_TYPE_BREAKPOINT: HW_BREAKPOINT_R/W/X (config1: address, config2: length)
 
     def pack(self, config1_address: int = 0) -> bytes:
         """The 112-byte attr (``config1_address`` replaces a bytes ``config1``)."""
         config1 = config1_address if isinstance(self.config1, bytes) else self.config1
         flags = self.flags | (FLAG_FREQ if self.freq else 0)
         head = _ATTR.pack(self.type, ATTR_SIZE, self.config, self.sample_period, self.sample_type, 0, flags,
-                          self.wakeup_events, 0, config1, self.config2)
+                          self.wakeup_events, self.bp_type, config1, self.config2)
         return head + bytes(ATTR_SIZE - len(head))
 
 

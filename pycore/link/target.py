@@ -10,6 +10,7 @@ data so that this layer need not know the trace layer's classes:
 - ``("uprobe", PATH, FILE_OFFSET, RETPROBE, SEMAPHORE_OFFSET)``
 - ``("perf", "profile", UNIT, N)``, ``("perf", "interval", PERIOD_NS)``,
   ``("perf", "software", CONFIG, COUNT)``, ``("perf", "hardware", CONFIG, COUNT)``
+- ``("watchpoint", ADDRESS, LENGTH, HW_BREAKPOINT_BITS)``
 """
 
 from __future__ import annotations
@@ -66,4 +67,8 @@ def attach_spec(prog: object, spec: tuple, *, pid: int | None = None) -> list[Li
             return [perf.attach_software(prog, args[1], args[2])]
         if what == "hardware":
             return [perf.attach_hardware(prog, args[1], args[2])]
+    if kind == "watchpoint":
+        from pycore.link.watchpoint import attach_watchpoint
+
+        return [attach_watchpoint(prog, args[0], args[1], args[2], pid=-1 if pid is None else pid)]
     raise ValueError(f"attach: unknown attach spec {spec!r}")
