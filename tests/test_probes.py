@@ -9,7 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pycore.listing.patterns import (
-    PROBE_KINDS, PatternError, ProbePattern, all_patterns, glob_to_regex, parse_pattern,
+    PROBE_KINDS, PROCESS_EXE, PatternError, ProbePattern, all_patterns, glob_to_regex, parse_pattern,
+    process_patterns,
 )
 
 
@@ -34,6 +35,11 @@ from pycore.listing.patterns import (
     ("enum pid_type", [ProbePattern("enum", "pid_type")]),
     ("typedef u32", [ProbePattern("typedef", "u32")]),
     ("kfunc:foo.isra.0", [ProbePattern("kfunc", "foo.isra.0")]),
+    ("uprobe:*", [ProbePattern("uprobe", "*", PROCESS_EXE)]),        # -p PID: its executable
+    ("uretprobe:*", [ProbePattern("uretprobe", "*", PROCESS_EXE)]),
+    ("uprobe:*:malloc", [ProbePattern("uprobe", "malloc", "")]),     # -p PID: every mapped object
+    ("uprobe:/bin/bash:read*", [ProbePattern("uprobe", "read*", "/bin/bash")]),
+    ("usdt:*", [ProbePattern("usdt", "*:*", "")]),
 ])
 def test_accepted(text: str, expected: list[ProbePattern]) -> None:
     assert parse_pattern(text) == expected
@@ -71,6 +77,44 @@ def test_wildcard_probe_type_expands() -> None:
 def test_rejected(text: str, message: str) -> None:
     with pytest.raises(PatternError, match=re.escape(message)):
         parse_pattern(text)
+
+
+def test_process_patterns_are_bpftraces_order() -> None:
+    """bpftrace -l -p PID: the executable's functions, then every mapped object's USDT probes."""
+    assert process_patterns() == [ProbePattern("uprobe", "*", PROCESS_EXE), ProbePattern("usdt", "*:*", "")]
+
+
+@pytest.mark.parametrize("text, path, func", [
+    ("/usr/bin/python3.11", "/usr/bin/python3.11", "*"),
+    ("./server", "./server", "*"),
+    ("./server:handle", "./server", "handle"),
+    ("lib/libfoo.so", "lib/libfoo.so", "*"),
+])
+def test_a_file_suggests_usdt_and_uprobe(text: str, path: str, func: str) -> None:
+    with pytest.raises(PatternError) as e:
+        parse_pattern(text, available=lambda: {"tracepoint"})
+    assert f"usdt:{path} " in str(e.value) and f"uprobe:{path}:{func} " in str(e.value)
+    assert "kfunc" not in str(e.value) and "tracepoint" not in str(e.value)
+
+
+def _never() -> set[str]:
+    raise AssertionError("available() asked for a pattern that parses (it loads trial programs)")
+
+
+@pytest.mark.parametrize("have, suggested, not_suggested", [
+    ({"tracepoint", "rawtracepoint"}, ["tracepoint:*:vfs_read", "rawtracepoint:vfs_read"], ["kfunc:", "kprobe:"]),
+    ({"tracepoint", "kprobe", "rawtracepoint"}, ["kprobe:vfs_read", "tracepoint:*:vfs_read"], ["kfunc:"]),
+    ({"kfunc", "kprobe", "tracepoint"}, ["kfunc:vfs_read", "kprobe:vfs_read"], ["rawtracepoint:"]),
+])
+def test_refusals_suggest_what_the_kernel_has(have: set[str], suggested: list[str], not_suggested: list[str]) -> None:
+    with pytest.raises(PatternError) as e:
+        parse_pattern("vfs_read", available=lambda: have)
+    assert all(s in str(e.value) for s in suggested) and not any(s in str(e.value) for s in not_suggested)
+    with pytest.raises(PatternError, match="unknown probe type") as e:
+        parse_pattern("bogus:x", available=lambda: have)
+    listed = str(e.value).rpartition(": ")[2].rstrip(")").split(", ")
+    assert [k for k in listed if k in PROBE_KINDS] == [k for k in PROBE_KINDS if k in have]
+    assert parse_pattern("kfunc:vfs_read", available=_never)  # asked only to word a refusal
 
 
 def test_pattern_error_is_a_value_error() -> None:

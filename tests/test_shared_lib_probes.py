@@ -125,11 +125,12 @@ def test_list_pid_shows_library_probes(built):
         finish(proc, 1)
     assert every.returncode == 0, every.stderr
     lines = set(every.stdout.splitlines())
+    root = f"/proc/{proc.pid}/root"  # files as the process sees them, as bpftrace -l -p names them
     for name in ("throw", "catch", "rethrow"):
-        assert f"usdt:{LIBSTDCXX}:libstdcxx:{name}" in lines
-    assert f"usdt:{lib}:pc:sib" in lines and f"usdt:{lib}:pc:ah" in lines
+        assert f"usdt:{root}{LIBSTDCXX}:libstdcxx:{name}" in lines
+    assert f"usdt:{root}{lib}:pc:sib" in lines and f"usdt:{root}{lib}:pc:ah" in lines
     assert by_name.returncode == 0, by_name.stderr
-    assert by_name.stdout.splitlines()[0] == f"usdt:{LIBSTDCXX}:libstdcxx:throw"
+    assert by_name.stdout.splitlines()[0] == f"usdt:{root}{LIBSTDCXX}:libstdcxx:throw"
     assert "args: 2  semaphore: none  locations: 1" in by_name.stdout
 
 

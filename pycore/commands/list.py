@@ -10,12 +10,17 @@ patterns (bpftrace syntax; * and ? are wildcards anywhere):
   usdt:/path/bin:prov:*  USDT probes of a file (-v: arguments, semaphore,
                          locations; -vv: each location and its argument specs);
                          with -p PID, usdt alone lists every mapped object's
-  uprobe:/bin/bash:*rl*  functions of a file (.symtab/.dynsym, demangled)
+  uprobe:/bin/bash:*rl*  functions of a file (.symtab/.dynsym, demangled);
+                         with -p PID, uprobe:* lists the process's executable's
 
-With no pattern, every probe of every type is listed.  -v adds each probe's
-arguments (and return value), or prints a type's C definition.
+With no pattern, every probe of every type is listed; with -p PID and no
+pattern, what bpftrace -l -p PID lists: the functions of the process's
+executable (uprobe:), then the USDT probes of every object it maps (usdt:),
+files named under /proc/PID/root.  -v adds each probe's arguments (and return
+value), or prints a type's C definition.
 
-exit status: 0 something listed, 1 nothing matched, 2 bad pattern or error.
+exit status: 0 something listed, 1 nothing matched (a file without USDT
+probes too), 2 bad pattern or error.
 """
 
 from __future__ import annotations
@@ -32,7 +37,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-v", "--verbose", action="count", default=0,
                         help="show probe arguments and types' definitions (-vv: USDT locations)")
     parser.add_argument("-p", "--pid", type=int, default=None,
-                        help="usdt/uprobe: the objects mapped by this process")
+                        help="usdt/uprobe: the objects mapped by this process (alone: its probes, "
+                             "as bpftrace -l -p PID)")
     parser.add_argument("pattern", nargs="?", help="what to list, e.g. 'kfunc:vfs_*' or 'struct dentry'")
 
 
@@ -63,14 +69,21 @@ def _warn(message: str) -> None:
     print(f"pycore: {message}", file=sys.stderr, flush=True)
 
 
+def _kinds_available() -> set[str]:
+    """Asked only to word a refused pattern: it loads trial programs."""
+    from pycore.listing.kernel import kinds_available
+
+    return kinds_available()
+
+
 def run(args: argparse.Namespace) -> int:
-    from pycore.listing.patterns import PatternError, all_patterns, parse_pattern
+    from pycore.listing.patterns import PatternError, all_patterns, parse_pattern, process_patterns
 
     if args.pattern is None:
-        patterns = all_patterns()
+        patterns = all_patterns() if args.pid is None else process_patterns()
     else:
         try:
-            patterns = parse_pattern(args.pattern)
+            patterns = parse_pattern(args.pattern, available=_kinds_available)
         except PatternError as e:
             print(f"pycore list: {e}", file=sys.stderr)
             return 2
@@ -94,6 +107,7 @@ def run(args: argparse.Namespace) -> int:
     sys.stdout.flush()
     if not found:
         what = repr(args.pattern) if args.pattern is not None else "anything"
-        print(f"pycore list: nothing matches {what}", file=sys.stderr)
+        where = f" in process {args.pid}" if args.pid is not None else ""
+        print(f"pycore list: nothing matches {what}{where}", file=sys.stderr)
         return 1
     return 0

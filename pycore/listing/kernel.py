@@ -43,7 +43,7 @@ if TYPE_CHECKING:
 
     Warn = Callable[[str], None]
 
-__all__ = ["Entry", "Lister", "fentry_max_args", "kprobes_unavailable_reason", "BTF_DIR"]
+__all__ = ["Entry", "Lister", "fentry_max_args", "kprobes_unavailable_reason", "kinds_available", "BTF_DIR"]
 
 BTF_DIR = "/sys/kernel/btf"
 # Struct arguments passed by value: trampolines copy at most two registers' worth.
@@ -95,6 +95,21 @@ def kprobes_unavailable_reason(kallsyms: Kallsyms, tracefs: Tracefs | None) -> s
     except OSError as e:
         return f"cannot tell: {kallsyms.path}: {e.strerror}"
     return "kprobes are not available: this kernel is built without CONFIG_KPROBES"
+
+
+def kinds_available() -> set[str]:
+    """The probe types this kernel attaches, measured by trial loads (:mod:`pycore.kernel.features`,
+    about 0.1 s): for a refused pattern to suggest only those (a kernel without kprobes or fentry
+    is told of tracepoints, not of kprobe:NAME)."""
+    from pycore.kernel.features import Features
+
+    features = Features(mount=False)
+    kinds = {"tracepoint", "usdt", "uprobe", "uretprobe"}
+    for kind, feature in (("kfunc", "fentry"), ("kretfunc", "fexit"), ("kprobe", "kprobes"),
+                          ("kretprobe", "kprobes"), ("rawtracepoint", "tp_btf")):
+        if features.check(feature):
+            kinds.add(kind)
+    return kinds
 
 
 class Lister:
@@ -225,7 +240,7 @@ class Lister:
             return self._kprobes(pattern)
         if kind == "usdt":
             from pycore.listing.user import usdt_entries
-            return usdt_entries(pattern, int(self.verbose), self.pid)
+            return usdt_entries(pattern, int(self.verbose), self.pid, self.warn)
         if kind in ("uprobe", "uretprobe"):
             from pycore.listing.user import uprobe_entries
             return uprobe_entries(pattern, int(self.verbose), self.pid)

@@ -16,14 +16,25 @@ from fnmatch import fnmatchcase
 
 from pycore.errors import PycoreError
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Callable, Collection
+
+    Available = Callable[[], Collection[str]]
+
 __all__ = [
-    "PROBE_KINDS", "TYPE_KINDS", "ALIASES", "PatternError", "ProbePattern",
-    "parse_pattern", "all_patterns", "glob_to_regex", "has_wildcard",
+    "PROBE_KINDS", "TYPE_KINDS", "USER_KINDS", "ALIASES", "PROCESS_EXE", "PatternError", "ProbePattern",
+    "parse_pattern", "all_patterns", "process_patterns", "glob_to_regex", "has_wildcard",
 ]
 
 # Canonical probe types, in listing order, and the types' keywords.
 PROBE_KINDS = ("kfunc", "kretfunc", "kprobe", "kretprobe", "rawtracepoint", "tracepoint")
 TYPE_KINDS = ("struct", "union", "enum", "typedef")
+USER_KINDS = ("usdt", "uprobe", "uretprobe")
+ALL = frozenset(PROBE_KINDS + USER_KINDS)
+# ``uprobe:*`` with -p PID: the functions of the process's executable (as bpftrace -l -p lists
+# them); a module no typed pattern can produce (a NUL cannot be in argv)
+PROCESS_EXE = "\0exe"
 
 # Other spellings (libbpf section names and bpftrace's short forms).
 ALIASES = {
@@ -118,6 +129,12 @@ def all_patterns() -> list[ProbePattern]:
     return [ProbePattern(kind, "*") for kind in PROBE_KINDS]
 
 
+def process_patterns() -> list[ProbePattern]:
+    """What ``pycore list -p PID`` with no pattern lists, as ``bpftrace -l -p PID``: the functions
+    of the process's executable, then the USDT probes of every object it maps."""
+    return [ProbePattern("uprobe", "*", PROCESS_EXE), ProbePattern("usdt", "*:*", "")]
+
+
 def _check_name(part: str, what: str, text: str) -> None:
     if not part:
         raise PatternError(f"{text!r}: empty {what}")
@@ -127,7 +144,7 @@ def _check_name(part: str, what: str, text: str) -> None:
                            f"{' '.join(repr(c) for c in bad)} in {what}")
 
 
-def _probe_kinds(spelled: str, text: str) -> list[str]:
+def _probe_kinds(spelled: str, text: str, available: Available | None) -> list[str]:
     if not _KIND_CHARS.fullmatch(spelled):
         raise PatternError(f"{text!r}: bad probe type {spelled!r}")
     if has_wildcard(spelled):
@@ -137,16 +154,39 @@ def _probe_kinds(spelled: str, text: str) -> list[str]:
         return kinds
     kind = ALIASES.get(spelled, spelled)
     if kind not in PROBE_KINDS:
-        known = ", ".join(PROBE_KINDS + TYPE_KINDS)
-        raise PatternError(f"{text!r}: unknown probe type {spelled!r} (known: {known})")
+        have = _have(available)
+        known = ", ".join([k for k in PROBE_KINDS + USER_KINDS if k in have] + list(TYPE_KINDS))
+        where = "" if available is None else " on this kernel"
+        raise PatternError(f"{text!r}: unknown probe type {spelled!r} (known{where}: {known})")
     return [kind]
 
 
-def parse_pattern(text: str) -> list[ProbePattern]:
+def _have(available: Available | None) -> Collection[str]:
+    """The probe types to suggest: this kernel's (``available``, asked only when a refusal is
+    worded: it loads trial programs) or, without it, every type."""
+    return ALL if available is None else set(available())
+
+
+def _no_probe_type(stripped: str, text: str, available: Available | None) -> PatternError:
+    """A pattern without a probe type: a file suggests its USDT probes and functions; a name, the
+    kinds of kernel probe this kernel has."""
+    path, _, func = stripped.partition(":")
+    if "/" in path:
+        return PatternError(f"{text!r}: no probe type; for a file write usdt:{path} (its USDT probes) "
+                            f"or uprobe:{path}:{func or '*'} (its functions)")
+    have = _have(available)
+    spelled = {"kfunc": f"kfunc:{stripped}", "kprobe": f"kprobe:{stripped}",
+               "tracepoint": f"tracepoint:*:{stripped}", "rawtracepoint": f"rawtracepoint:{stripped}"}
+    ways = [way for kind, way in spelled.items() if kind in have or kind == "tracepoint"][:2]
+    return PatternError(f"{text!r}: no probe type; write TYPE:NAME, e.g. {' or '.join(ways)}")
+
+
+def parse_pattern(text: str, available: Available | None = None) -> list[ProbePattern]:
     """Parse one ``pycore list`` pattern into one pattern per probe type.
 
     A wildcard probe type (``k*:vfs_read``) expands to several.  Raises
-    :class:`PatternError`, and only that, for anything unusable.
+    :class:`PatternError`, and only that, for anything unusable; ``available`` gives the probe
+    types this kernel has, for a refusal to suggest only those (every type without it).
     """
     if not isinstance(text, str):
         raise PatternError(f"pattern must be a string, not {type(text).__name__}")
@@ -172,10 +212,9 @@ def parse_pattern(text: str) -> list[ProbePattern]:
     if user is not None:
         return [user]
     parts = stripped.split(":")
-    if len(parts) == 1:
-        raise PatternError(f"{text!r}: no probe type; write TYPE:NAME, e.g. kfunc:{stripped} "
-                           f"or tracepoint:*:{stripped}")
-    kinds = _probe_kinds(parts[0], text)
+    if len(parts) == 1 or "/" in parts[0]:
+        raise _no_probe_type(stripped, text, available)
+    kinds = _probe_kinds(parts[0], text, available)
     rest = parts[1:]
     for part in rest:
         _check_name(part, "probe name", text)
@@ -192,14 +231,11 @@ def parse_pattern(text: str) -> list[ProbePattern]:
     return found
 
 
-USER_KINDS = ("usdt", "uprobe", "uretprobe")
-
-
 def _user_pattern(stripped: str, text: str) -> ProbePattern | None:
     """``usdt:PATH[:PROVIDER]:NAME``, ``usdt:PATH``, ``usdt`` (with -p PID),
-    ``uprobe:PATH:FUNC``: ``module`` is the file path ("" for every object
-    of the process given with -p), ``target`` a glob (``PROVIDER:NAME`` for
-    USDT)."""
+    ``uprobe:PATH:FUNC``, ``uprobe:*`` (with -p PID): ``module`` is the file path ("" for every
+    object of the process given with -p, :data:`PROCESS_EXE` for its executable), ``target`` a
+    glob (``PROVIDER:NAME`` for USDT)."""
     kind, _, rest = stripped.partition(":")
     kind = {"U": "usdt", "u": "uprobe", "ur": "uretprobe"}.get(kind, kind)
     if kind not in USER_KINDS:
@@ -220,9 +256,9 @@ def _user_pattern(stripped: str, text: str) -> ProbePattern | None:
         for part in parts:
             _check_name(part, "USDT provider or name", text)
         return ProbePattern(kind, ":".join(parts), path)
-    if not path:
-        raise PatternError(f"{text!r}: {kind} needs a file: {kind}:/path/to/binary:FUNCTION")
-    return ProbePattern(kind, probe or "*", path)
+    if rest == "*":
+        return ProbePattern(kind, "*", PROCESS_EXE)
+    return ProbePattern(kind, probe or "*", path)  # path "": every object of the -p process
 
 
 def _for_kind(kind: str, rest: list[str], text: str) -> ProbePattern:

@@ -9,25 +9,55 @@ Addresses are link-time (as ``readelf -n`` prints them, after the
 
 from __future__ import annotations
 
+import os
 from fnmatch import fnmatchcase
-from typing import Iterator
+from typing import Callable, Iterator
 
 from pycore.listing.entry import INDENT, Entry
-from pycore.listing.patterns import ProbePattern, has_wildcard
+from pycore.listing.patterns import PROCESS_EXE, ProbePattern, has_wildcard
 from pycore.elf.stapsdt import UsdtError
 from pycore.errors import ElfError
-from pycore.elf.usdt import check_binary, iter_probes, mapped_objects, resolve_path
+from pycore.elf.usdt import Probe, UsdtFile, check_binary, mapped_objects, resolve_path
 
-__all__ = ["usdt_entries", "uprobe_entries", "target_paths"]
+__all__ = ["usdt_entries", "uprobe_entries", "target_paths", "process_executable"]
+
+
+def in_root(pid: int, path: str) -> str:
+    """``path`` as process ``pid`` sees it, from here: under /proc/PID/root (its mount namespace,
+    a container's files), the spelling bpftrace -l -p prints."""
+    prefix = f"/proc/{pid}/root"
+    return prefix + path if path.startswith("/") and not path.startswith("/proc/") else path
+
+
+def process_executable(pid: int) -> str:
+    """The executable of process ``pid``, under /proc/PID/root (its own /proc/PID/exe when the
+    file was deleted or replaced since it started)."""
+    try:
+        exe = os.readlink(f"/proc/{pid}/exe")
+    except FileNotFoundError:
+        if os.path.exists(f"/proc/{pid}"):
+            raise UsdtError(f"process {pid} has no executable (a kernel thread?)") from None
+        raise UsdtError(f"process {pid} does not exist (gone?)") from None
+    except OSError as e:
+        raise UsdtError(f"process {pid}: /proc/{pid}/exe: {e.strerror}") from None
+    return f"/proc/{pid}/exe" if exe.endswith(" (deleted)") else in_root(pid, exe)
 
 
 def target_paths(pattern: ProbePattern, pid: int | None) -> tuple[list[str], bool]:
-    """Files to read, and whether each must be a valid ELF with probes."""
+    """Files to read, and whether each must be a valid ELF. With -p PID, files found through the
+    process (its executable, its mappings) and USDT files are read and named under /proc/PID/root,
+    as bpftrace -l -p names them; a uprobe file named in the pattern is shown as resolved."""
+    if pattern.module == PROCESS_EXE:
+        if pid is None:
+            raise UsdtError(f"{pattern.kind}:*: which file? write {pattern.kind}:/path/to/binary:FUNCTION, "
+                            "or give -p PID for the process's executable")
+        return [process_executable(pid)], True
     if pid is not None:
-        objects = mapped_objects(pid)
+        objects = mapped_objects(pid)  # and an error for a process that is gone
         if not pattern.module:
-            return objects, False
-        return [resolve_path(pattern.module, pid)], True
+            return [in_root(pid, p) for p in objects], False
+        path = resolve_path(pattern.module, pid)
+        return [in_root(pid, path) if pattern.kind == "usdt" else path], True
     if not pattern.module:
         raise UsdtError(f"{pattern.kind}: which file? write {pattern.kind}:/path/to/binary or use -p PID")
     path = resolve_path(pattern.module)
@@ -35,9 +65,32 @@ def target_paths(pattern: ProbePattern, pid: int | None) -> tuple[list[str], boo
     return [path], True
 
 
-def usdt_entries(pattern: ProbePattern, verbose: int, pid: int | None) -> Iterator[Entry]:
+def _probes(paths: list[str], strict: bool, warn: Callable[[str], None]) -> list[Probe]:
+    """The USDT probes of ``paths``; with ``strict`` a file that is not ELF is an error, and a file
+    without USDT notes a note on stderr (the listing then matches nothing: exit 1)."""
+    found: list[Probe] = []
+    for path in paths:
+        try:
+            f = UsdtFile(path)
+        except ElfError:
+            if strict:
+                raise
+            continue
+        with f:
+            if not f.has_notes:
+                if strict:
+                    warn(f"{path} has no USDT probes (no .note.stapsdt section)")
+                continue
+            found.extend(f.probes())
+    return found
+
+
+def usdt_entries(pattern: ProbePattern, verbose: int, pid: int | None,
+                 warn: Callable[[str], None] = lambda message: None) -> Iterator[Entry]:
+    """USDT probes sorted by their lines, as bpftrace sorts them (across files with -p PID)."""
     paths, strict = target_paths(pattern, pid)
-    for probe in iter_probes(paths, strict):
+    probes = sorted(_probes(paths, strict, warn), key=lambda probe: probe.spec)
+    for probe in probes:
         if not fnmatchcase(f"{probe.provider}:{probe.name}", pattern.target):
             continue
         entry = Entry(probe.spec)
