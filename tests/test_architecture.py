@@ -79,33 +79,44 @@ def append(path: pathlib.Path, text: str) -> None:
         f.write("\n" + text + "\n")
 
 
-# what is added to a copy of the tree, and the id of the contract it breaks (others may break too:
-# an import up a layer is a circle too)
+def broken(r: subprocess.CompletedProcess[str]) -> str:
+    """The report's broken contracts, violations and all ('' when every contract is kept)."""
+    return r.stdout.partition("Broken contracts")[2]
+
+
+# what is added to a copy of the tree, the id of the contract it breaks (others may break too: an
+# import up a layer is a circle too) and a line of the report that names the added import
 BAD = {
-    "elf imports lang (up)": ({"pycore/elf/__init__.py": "import pycore.lang"}, "layers"),
+    "elf imports lang (up)": ({"pycore/elf/__init__.py": "import pycore.lang"}, "layers",
+                              "pycore.elf is not allowed to import pycore.lang"),
     "native imports listing (up)": ({"pycore/native/__init__.py": "from pycore.listing import patterns"},
-                                    "layers"),
-    "a folder in no layer": ({"pycore/newlayer/__init__.py": "import pycore.errors"}, "layers"),
-    "btf imports pycore": ({"btf/types.py": "import pycore.errors"}, "btf-apart"),
-    "build imports native": ({"pycore/build/errors.py": "import pycore.native"}, "build-below"),
-    "native imports build": ({"pycore/native/__init__.py": "import pycore.build"}, "build-above"),
+                                    "layers", "pycore.native is not allowed to import pycore.listing"),
+    "a folder in no layer": ({"pycore/newlayer/__init__.py": "import pycore.errors"}, "layers",
+                             "- pycore.newlayer\n"),
+    "btf imports pycore": ({"btf/types.py": "import pycore.errors"}, "btf-apart", "btf.types -> pycore.errors"),
+    "build imports native": ({"pycore/build/errors.py": "import pycore.native"}, "build-below",
+                             "pycore.build.errors -> pycore.native"),
+    "native imports build": ({"pycore/native/__init__.py": "import pycore.build"}, "build-above",
+                             "pycore.native -> pycore.build"),
     "two modules of lang import each other, in functions": (
         {"pycore/lang/zz_a.py": "def f():\n    import pycore.lang.zz_b",
-         "pycore/lang/zz_b.py": "def g():\n    from pycore.lang import zz_a"}, "no-cycles"),
+         "pycore/lang/zz_b.py": "def g():\n    from pycore.lang import zz_a"}, "no-cycles", ".zz_"),
 }
 
 
 @pytest.mark.parametrize("case", sorted(BAD))
 def test_the_contracts_bite(tmp_path: pathlib.Path, case: str) -> None:
-    """Each contract fails on a copy of the tree with one bad import added (the copy alone is checked)."""
+    """Each contract fails on a copy of the tree with one bad import added (the copy alone is
+    checked), and the report names that import."""
     root = copy_tree(tmp_path)
-    additions, contract = BAD[case]
+    additions, contract, evidence = BAD[case]
     for rel, text in additions.items():
         append(root / rel, text)
     r = lint_imports(root)
     assert r.returncode == 1, r.stdout + r.stderr
     names = {c["id"]: c["name"] for c in tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]}
     assert f"{names[contract]} BROKEN" in r.stdout.splitlines(), r.stdout
+    assert evidence in broken(r), r.stdout
 
 
 # imports the layers allow: down a layer (lang's C declarations read elf's DWARF, which writes BTF),
@@ -120,11 +131,13 @@ GOOD = {
 
 @pytest.mark.parametrize("case", sorted(GOOD))
 def test_what_the_layers_allow(tmp_path: pathlib.Path, case: str) -> None:
+    """Nothing breaks that was not broken in the copy before the import was added."""
     root = copy_tree(tmp_path)
+    before = lint_imports(root)
     for rel, text in GOOD[case].items():
         append(root / rel, text)
-    r = lint_imports(root)
-    assert r.returncode == 0, r.stdout + r.stderr
+    after = lint_imports(root)
+    assert after.returncode == before.returncode and broken(after) == broken(before), after.stdout
 
 
 def test_a_circle_through_a_package_init_is_found(tmp_path: pathlib.Path) -> None:
