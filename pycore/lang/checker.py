@@ -693,6 +693,9 @@ class Checker:
             return Void()
         if n == "print":
             if not args or len(args) > 3:
+        if tgt.kind == "iter":     # struct bpf_iter__task: ctx->task, ctx->meta (task_file: ->fd, ->file)
+            ids = self.spec.ids_named(f"bpf_iter__{tgt.func}", (Kind.STRUCT,))
+            return Ptr(ids[0] if ids else 0, False, self.spec)
                 raise self.error(e, "print() takes a map or a value")
             a0 = args[0]
             if isinstance(a0, A.MapRef) and not a0.keys:

@@ -155,6 +155,13 @@ class _Gen:
         e.call("map_lookup_elem")
         e.jmp_imm("jeq", 0, 0, self.exit_label)
         e.mov_reg(8, 0)
+        if self.c.target.kind == "iter":    # the call that ends a walk has no object (ctx->task is NULL):
+            walking = e.label()              # it ends the script, after every record of the walk
+            e.ldx(8, 0, 9, 8)
+            e.jmp_imm("jne", 0, 0, walking)
+            self.emit_record(self.layout.action(Action(TAG_EXIT)), [], [])
+            e.ja(self.exit_label)
+            e.place(walking)
         # every variable starts at zero, as in bpftrace: one assigned on one path only, or only
         # after an exit(), reads 0 elsewhere (not what an earlier expression left in its slot)
         for name, t in self.c.variables.items():

@@ -33,7 +33,7 @@ __all__ = ["CtxField", "Target", "Resolver", "REGS", "PROG_KPROBE", "PROG_TRACEP
 
 # enum bpf_prog_type / bpf_attach_type (uapi, stable)
 PROG_KPROBE, PROG_TRACEPOINT, PROG_PERF_EVENT, PROG_RAW_TRACEPOINT, PROG_TRACING = 2, 5, 7, 17, 26
-ATTACH_TRACE_RAW_TP, ATTACH_TRACE_FENTRY, ATTACH_TRACE_FEXIT = 23, 24, 25
+ATTACH_TRACE_RAW_TP, ATTACH_TRACE_FENTRY, ATTACH_TRACE_FEXIT, ATTACH_TRACE_ITER = 23, 24, 25, 28
 
 # struct pt_regs on x86-64: the System V argument registers, the return value, the ip
 PT_REGS = {"r15": 0, "r14": 8, "r13": 16, "r12": 24, "rbp": 32, "rbx": 40, "r11": 48, "r10": 56,
@@ -185,6 +185,21 @@ class Resolver:
         count = int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else 1000000 if parts[0] in ("cpu-clock", "cpu", "task-clock") else 1000
         return [Target(f"software:{parts[0]}:{count}", "software", prog_type=PROG_PERF_EVENT,
                        attach=("perf", "software", events[parts[0]], count))]
+
+    def _iter(self, target, parts, offset, text) -> list[Target]:
+        """``iter:task``, ``iter:task_file``: BPF iterators over the kernel's objects (ctx->task, ...)."""
+        from btf.kinds import Kind
+
+        from pycore.link.iter import ITERATORS
+
+        name = parts[-1] if parts else ""
+        if len(parts) != 1 or name not in ITERATORS:
+            raise ProbeError(f"{text}: expected iter:{'|'.join(ITERATORS)}")
+        ids = self.spec.ids_named(f"bpf_iter_{name}", (Kind.FUNC,))
+        if not ids or not self.spec.ids_named(f"bpf_iter__{name}", (Kind.STRUCT,)):
+            raise ProbeError(f"{text}: this kernel's BTF has no iterator bpf_iter_{name}")
+        return [Target(f"iter:{name}", "iter", func=name, prog_type=PROG_TRACING, attach_type=ATTACH_TRACE_ITER,
+                       attach_btf_id=ids[0], attach=("iter", name))]
 
     def _watchpoint(self, target, parts, offset, text) -> list[Target]:
         """``watchpoint:ADDRESS:LENGTH:MODE``: a hardware breakpoint (with -p/-c, in that process)."""

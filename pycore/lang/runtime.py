@@ -156,6 +156,10 @@ def attach_order(compiled: list) -> list:
                     raise self.checker.error(spec, str(e)) from None
             if unmatched and not targets:
                 raise unmatched[0]
+            if any(t.kind == "iter" for t in targets) and (len(targets) > 1 or any(
+                    t.kind == "iter" for _, ts in out for t in ts)):
+                raise self.checker.error(block, "only one iter probe is allowed in a script, as in bpftrace "
+                                                "(its walk ends the script)")
             out.append((block, targets))
         return out
 
@@ -331,6 +335,19 @@ def attach_order(compiled: list) -> list:
             self._ending = True
         for prog in (self._begin if which == "BEGIN" else self._end):
             prog.test_run()
+        if which == "BEGIN":
+            self.run_iterators()
+
+    def run_iterators(self) -> None:
+        """iter: probes walk their objects once, after BEGIN; then the script ends (as in bpftrace, where
+        a script has one iter probe at most)."""
+        iters = [link for link in self._links if link.kind == "iter"]
+        if not iters:
+            return
+        from pycore.link.iter import run_iter
+
+        for link in iters:      # each walk's last call records an exit(): the script ends there
+            run_iter(link)
 
     def poll(self, handle: Callable[[Event], None], timeout: float) -> int:
         """Hand each record now in the ring to ``handle``; returns how many."""

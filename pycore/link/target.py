@@ -11,6 +11,7 @@ data so that this layer need not know the trace layer's classes:
 - ``("perf", "profile", UNIT, N)``, ``("perf", "interval", PERIOD_NS)``,
   ``("perf", "software", CONFIG, COUNT)``, ``("perf", "hardware", CONFIG, COUNT)``
 - ``("watchpoint", ADDRESS, LENGTH, HW_BREAKPOINT_BITS)``
+- ``("iter", NAME)``: a BPF iterator, run when its link is read (:func:`pycore.link.iter.run_iter`)
 """
 
 from __future__ import annotations
@@ -67,6 +68,10 @@ def attach_spec(prog: object, spec: tuple, *, pid: int | None = None) -> list[Li
             return [perf.attach_software(prog, args[1], args[2])]
         if what == "hardware":
             return [perf.attach_hardware(prog, args[1], args[2])]
+    if kind == "iter":
+        from pycore.link.iter import attach_iter
+
+        return [attach_iter(prog, args[0])]
     if kind == "watchpoint":
         from pycore.link.watchpoint import attach_watchpoint
 
