@@ -1,0 +1,477 @@
+"""A traced binary's DWARF: its functions' parameters and its named types, as BTF.
+
+bpftrace reads a uprobe's ``args`` and a cast's ``struct Foo`` from the
+binary's DWARF (libdw).  pycore reads it with pyelftools and writes the
+types it needs as split BTF on top of a spec the caller gives (the kernel's,
+or one already split on it), so that everything that reads a
+:class:`btf.Spec` handles them unchanged.
+
+API::
+
+    dbg = DebugInfo.open("/lib/x86_64-linux-gnu/libc.so.6", base=kernel_spec)
+    if dbg is None: ...                     # no DWARF in the file nor in a debug file
+    fn = dbg.function("getaddrinfo")        # FunctionTypes | None (no such function in DWARF)
+    fn.params                               # [("name", btf id), ...]; fn.ret (0: void); fn.variadic
+    fn.spec                                 # a Spec holding those ids (on top of base)
+    tid = dbg.named("struct", "addrinfo")   # "struct", "union", "enum", "typedef" (C++ classes
+                                            # are structs) -> btf id | None
+    dbg.spec                                # the Spec of every type converted so far
+    dbg.params_text("getaddrinfo")          # ["const char* name", ...]: bpftrace -lv's lines
+
+Ids only grow: a Spec taken earlier stays valid for the ids it had, and a
+later one (``dbg.spec``, ``fn.spec``) holds every id handed out before it.
+Call the methods, then take ``dbg.spec`` last.  Functions are looked up
+by symbol name (a C++ function by its mangled name, DW_AT_linkage_name).
+
+Where the DWARF is: the file's own ``.debug_info``, else its separate debug
+file (:mod:`pycore.elf.debugfile`: by build id, then ``.gnu_debuglink``).
+
+Speed (libc's debug file is 5.8 MB of ``.debug_info``, 2,063 units, and
+pyelftools reads ~60k DIEs a second): a function is found through its
+symbol's address and ``.debug_aranges``, and only the unit it is in is
+read, only as far as the DIEs it needs.  A type by name, or many
+functions at once (``pycore list -v 'uprobe:libc:*'``), need every unit:
+one pass over the top-level DIEs of each builds an index (type name ->
+DIE, function name -> DIE and bpftrace's parameter lines), kept on disk
+by build id beside pycore's BTF index cache (:func:`cache_path`; a
+read-only or absent cache only means the pass runs again).  The pass drops
+each unit and pyelftools' abbreviation tables after it, so the peak memory
+stays that of one unit.
+
+Damaged DWARF is an :class:`~pycore.errors.ElfError`, never another
+exception (tests/test_dwarf_fuzz.py).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+import zlib
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from pycore.elf.debugfile import build_id, debug_file
+from pycore.elf.dwarfbtf import BtfConverter, attr_int, bpftrace_type_name, die_name, integrated, type_of
+from pycore.elf.file import ElfFile
+from pycore.errors import ElfError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from btf.spec import Spec
+
+__all__ = ["DebugInfo", "FunctionTypes", "cache_path", "dwarf_errors"]
+
+CACHE_FORMAT = 1
+# Up to this many functions are looked up one by one (their units only);
+# more, and the whole-file index is built (or read from the cache) instead.
+FEW_FUNCTIONS = 24
+_KINDS = {"DW_TAG_structure_type": "struct", "DW_TAG_class_type": "struct",
+          "DW_TAG_union_type": "union", "DW_TAG_enumeration_type": "enum", "DW_TAG_typedef": "typedef"}
+_SCOPES = ("DW_TAG_namespace", "DW_TAG_module")
+
+
+@contextmanager
+def dwarf_errors(path: str) -> Iterator[None]:
+    """What pyelftools raises on damaged DWARF, as one :class:`ElfError`.
+    pyelftools trusts the tables it reads: a bad offset or form fails
+    anywhere, with whatever Python raised there."""
+    from elftools.common.exceptions import DWARFError, ELFError
+    from elftools.construct.core import ConstructError
+
+    try:
+        yield
+    except ElfError:
+        raise
+    except OSError as e:
+        raise ElfError(f"{path}: {e.strerror or e}") from None
+    except (ELFError, DWARFError, ConstructError, struct.error, ValueError, KeyError, IndexError, TypeError,
+            AttributeError, AssertionError, OverflowError, RecursionError, ZeroDivisionError, EOFError,
+            NotImplementedError, zlib.error) as e:
+        raise ElfError(f"{path}: malformed DWARF: {type(e).__name__}: {e}"[:300]) from None
+
+
+def cache_path(key: str) -> str | None:
+    """Where the index of the DWARF keyed ``key`` is kept: ``$PYCORE_CACHE_DIR/dwarf``
+    or ``~/.cache/pycore/dwarf`` (``PYCORE_CACHE_DIR=off``: nowhere)."""
+    configured = os.environ.get("PYCORE_CACHE_DIR")
+    if configured == "off":
+        return None
+    if configured:
+        root = os.path.join(configured, "dwarf")
+    else:
+        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+        root = os.path.join(base, "pycore", "dwarf")
+    return os.path.join(root, f"{key}.json")
+
+
+@dataclass(frozen=True)
+class FunctionTypes:
+    """A function's parameters as BTF ids in ``spec``: ``params`` [(name, id)]
+    in order (a parameter DWARF leaves unnamed has name ""), ``ret`` (0: void),
+    and whether it takes ``...``."""
+
+    name: str
+    params: list[tuple[str, int]]
+    ret: int
+    variadic: bool
+    spec: Spec
+
+
+class DebugInfo:
+    """The DWARF of one binary (see the module's docstring); ``close()`` it, or use ``with``."""
+
+    def __init__(self, path: str, dwarf_path: str, files: list[ElfFile], dwarf, base: Spec | None) -> None:  # noqa: ANN001
+        self.path = path
+        self.dwarf_path = dwarf_path
+        self._files = files
+        self._dw = dwarf
+        self._base = base
+        self._symbols: dict[str, int] | None = None
+        self._index: dict | None = None
+        self._key: str | None = None
+        self._writer = None
+        self._converter: BtfConverter | None = None
+        self._spec: Spec | None = None
+        self._spec_len = -1
+
+    # -- opening -----------------------------------------------------------
+
+    @classmethod
+    def open(cls, path: str, base: Spec | None = None) -> DebugInfo | None:
+        """The DWARF of ``path`` (its own or its debug file's), None when there
+        is none; ``base``: the spec the BTF is split on (needed by :meth:`function`,
+        :meth:`named` and :attr:`spec`, not by :meth:`params_text`)."""
+        f = ElfFile(path)
+        files = [f]
+        try:
+            with dwarf_errors(path):
+                holder, where = f, path
+                if not _has_dwarf(f):
+                    found = debug_file(f.elf, path)
+                    if found is None:
+                        f.close()
+                        return None
+                    holder = ElfFile(found)
+                    files.append(holder)
+                    where = found
+                    if not _has_dwarf(holder):
+                        for x in files:
+                            x.close()
+                        return None
+            with dwarf_errors(where):
+                dw = holder.elf.get_dwarf_info(relocate_dwarf_sections=False, follow_links=False)
+                if not dw.has_debug_info:
+                    for x in files:
+                        x.close()
+                    return None
+                dbg = cls(path, where, files, dw, base)
+                dbg._key = _cache_key(holder, where)
+                return dbg
+        except BaseException:
+            for x in files:
+                x.close()
+            raise
+
+    def close(self) -> None:
+        for f in self._files:
+            f.close()
+
+    def __enter__(self) -> DebugInfo:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- functions -----------------------------------------------------------
+
+    def function(self, name: str) -> FunctionTypes | None:
+        """``name``'s parameters and return type (None: no such function in the DWARF)."""
+        with dwarf_errors(self.dwarf_path):
+            die = self._function_die(name)
+            if die is None:
+                return None
+            params, variadic = _params(die)
+            conv = self._conv()
+            ids = conv.convert_many([type_of(p) for p in params] + [type_of(die)])
+            return FunctionTypes(name, [(die_name(p), i) for p, i in zip(params, ids)], ids[-1], variadic, self.spec)
+
+    def params_text(self, name: str) -> list[str] | None:
+        """``name``'s parameters as ``bpftrace -lv`` prints them (no indent), None
+        when the DWARF has no such function."""
+        return self.describe([name]).get(name)
+
+    def describe(self, names: list[str]) -> dict[str, list[str]]:
+        """:meth:`params_text` of many functions: those found, one unit at a time
+        for a few, through the whole-file index (cached) for more."""
+        with dwarf_errors(self.dwarf_path):
+            if self._index is None and len(names) <= FEW_FUNCTIONS:
+                self._load_index()
+            if self._index is None and len(names) <= FEW_FUNCTIONS:
+                out = {}
+                for name in names:
+                    die = self._function_die(name)
+                    if die is not None:
+                        out[name] = _params_text(die)
+                return out
+            funcs = self._get_index()["functions"]
+            return {n: funcs[n][2] for n in names if n in funcs}
+
+    def _function_die(self, name: str):  # noqa: ANN202
+        """The defining DIE of function ``name``: in the unit ``.debug_aranges`` gives
+        for its symbol's address when the file has aranges (gcc writes them, and for
+        every unit: an address in none is code without DWARF, assembly), else
+        through the whole-file index."""
+        if self._index is None:
+            aranges = self._aranges()
+            if aranges is not None and aranges.entries:
+                addr = self._symbol_table().get(name)
+                if addr is not None:
+                    return self._die_at_address(name, addr)
+        found = self._get_index()["functions"].get(name)
+        return None if found is None else self._die(found[0], found[1])
+
+    def _die_at_address(self, name: str, addr: int):  # noqa: ANN202
+        cu_off = self._aranges().cu_offset_at_addr(addr)
+        if cu_off is None:
+            return None
+        cu = self._dw.get_CU_at(cu_off)
+        best = None
+        for die in _top_dies(cu):
+            if die.tag != "DW_TAG_subprogram" or "DW_AT_declaration" in die.attributes:
+                continue
+            if name not in _function_names(die):
+                continue
+            if attr_int(die, "DW_AT_low_pc") == addr:
+                return die
+            if best is None:
+                best = die
+        return best
+
+    def _aranges(self):  # noqa: ANN202
+        if not hasattr(self, "_ar"):
+            self._ar = self._dw.get_aranges()
+        return self._ar
+
+    def _symbol_table(self) -> dict[str, int]:
+        if self._symbols is None:
+            symbols: dict[str, int] = {}
+            for f in self._files:           # the binary's, then the debug file's full .symtab
+                symbols.update(_symbols(f))
+            self._symbols = {k.split("@", 1)[0]: v for k, v in symbols.items()}
+            self._symbols.update(symbols)
+        return self._symbols
+
+    # -- types -----------------------------------------------------------------
+
+    def named(self, kind: str, name: str) -> int | None:
+        """The BTF id of ``struct NAME`` (``kind`` "struct"; C++ classes too), "union",
+        "enum" or "typedef" NAME anywhere in the DWARF; None when it is not there.
+        A definition is preferred to a declaration (FWD)."""
+        if kind == "class":
+            kind = "struct"
+        with dwarf_errors(self.dwarf_path):
+            found = self._get_index()["types"].get(f"{kind} {name}")
+            if found is None:
+                return None
+            return self._conv().convert(self._die(found[0], found[1]))
+
+    @property
+    def spec(self) -> Spec:
+        """Every type converted so far, as a Spec split on ``base``."""
+        conv = self._conv()
+        if self._spec is None or self._spec_len != conv.writer.next_id:
+            self._spec = conv.writer.spec(self._base, shadows=False)
+            self._spec_len = conv.writer.next_id
+        return self._spec
+
+    def _conv(self) -> BtfConverter:
+        if self._converter is None:
+            if self._base is None:
+                raise ValueError("DebugInfo.open(path, base=...) is needed for BTF")
+            from btf.writer import Writer
+
+            self._converter = BtfConverter(Writer.split(self._base), self._dw.config.little_endian)
+        return self._converter
+
+    def _die(self, cu_off: int, die_off: int):  # noqa: ANN202
+        cu = self._dw.get_CU_at(cu_off)
+        return cu.get_DIE_from_refaddr(die_off)
+
+    # -- the whole-file index -------------------------------------------------
+
+    def _load_index(self) -> None:
+        path = cache_path(self._key) if self._key else None
+        if path is None:
+            return
+        try:
+            with open(path) as f:
+                data = json.load(f)
+        except (OSError, ValueError):
+            return
+        if isinstance(data, dict) and data.get("format") == CACHE_FORMAT and \
+                isinstance(data.get("functions"), dict) and isinstance(data.get("types"), dict):
+            self._index = data
+
+    def _get_index(self) -> dict:
+        if self._index is None:
+            self._load_index()
+        if self._index is None:
+            self._index = self._build_index()
+            _store(cache_path(self._key) if self._key else None, self._index)
+        return self._index
+
+    def _build_index(self) -> dict:
+        """One pass over every unit's top-level DIEs (and namespaces'): the first
+        definition of each type and function name, as bpftrace finds them (units in
+        order), with the functions' parameter lines."""
+        dw = self._dw
+        functions: dict[str, list] = {}
+        types: dict[str, list[int]] = {}
+        declared: dict[str, list[int]] = {}
+        size = dw.debug_info_sec.size
+        off = 0
+        while off < size:
+            cu = dw._parse_CU_at_offset(off)        # not cached: one unit in memory at a time
+            nxt = off + cu["unit_length"] + cu.structs.initial_length_field_size()
+            if nxt <= off:
+                raise ElfError(f"{self.dwarf_path}: malformed DWARF: unit at {off:#x} has no length")
+            for die in _top_dies(cu):
+                tag = die.tag
+                if tag == "DW_TAG_subprogram":
+                    if "DW_AT_declaration" in die.attributes:
+                        continue
+                    names = [n for n in _function_names(die) if n not in functions]
+                    if names:
+                        entry = [off, die.offset, _params_text(die)]
+                        for n in names:
+                            functions[n] = entry
+                elif tag in _KINDS:
+                    name = die_name(die, False)
+                    if not name:
+                        continue
+                    key = f"{_KINDS[tag]} {name}"
+                    into = declared if "DW_AT_declaration" in die.attributes else types
+                    into.setdefault(key, [off, die.offset])
+            dw._abbrevtable_cache.clear()      # 2,063 tables of construct objects: 100 MB for libc
+            off = nxt
+        for key, where in declared.items():
+            types.setdefault(key, where)
+        return {"format": CACHE_FORMAT, "functions": functions, "types": types}
+
+
+def _symbols(f: ElfFile) -> dict[str, int]:
+    """Defined function and object symbols, name -> address, ``.symtab`` winning.
+    Read with struct, not pyelftools' construct: libc's debug file has 13k
+    symbols, 1.2 s through pyelftools, 20 ms here."""
+    elf = f.elf
+    wide = elf.elfclass == 64
+    fmt = ("<" if elf.little_endian else ">") + ("IBBHQQ" if wide else "IIIBBH")
+    size = struct.calcsize(fmt)
+    out: dict[str, int] = {}
+    for secname in (".dynsym", ".symtab"):
+        sec = elf.get_section_by_name(secname)
+        if sec is None or sec["sh_type"] == "SHT_NOBITS":
+            continue
+        data = f.section_data(secname) or b""
+        link = elf.get_section(sec["sh_link"])
+        strtab = f.section_data(link.name) if link is not None and link["sh_type"] == "SHT_STRTAB" else None
+        if not strtab:
+            continue
+        data = data[:len(data) - len(data) % size]
+        for entry in struct.iter_unpack(fmt, data):
+            if wide:
+                st_name, info, _other, shndx, value, _size = entry
+            else:
+                st_name, value, _size, info, _other, shndx = entry
+            if not st_name or not value or not shndx or info & 0xF not in (1, 2, 10):  # OBJECT, FUNC, IFUNC
+                continue
+            end = strtab.find(b"\0", st_name)
+            if end > st_name:
+                out[strtab[st_name:end].decode("utf-8", "replace")] = value
+    return out
+
+
+def _has_dwarf(f: ElfFile) -> bool:
+    sec = f.elf.get_section_by_name(".debug_info") or f.elf.get_section_by_name(".zdebug_info")
+    return sec is not None and sec["sh_type"] != "SHT_NOBITS" and sec["sh_size"] > 0
+
+
+def _cache_key(f: ElfFile, path: str) -> str | None:
+    """The build id of the file holding the DWARF and the size of its .debug_info
+    (both in the file name); without a build id, its path, size and time."""
+    sec = f.elf.get_section_by_name(".debug_info")
+    size = sec["sh_size"] if sec is not None else 0
+    bid = build_id(f.elf)
+    if bid:
+        return f"{bid}-{size:x}"
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    ident = f"{os.path.realpath(path)}:{st.st_size}:{st.st_mtime_ns}".encode()
+    return f"path-{zlib.crc32(ident):08x}-{size:x}"
+
+
+def _store(path: str | None, index: dict) -> None:
+    if path is None:
+        return
+    tmp = f"{path}.{os.getpid()}.tmp"
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(tmp, "w") as f:
+            json.dump(index, f, separators=(",", ":"))
+        os.replace(tmp, path)
+    except OSError:          # a read-only cache: the pass runs again next time
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+
+
+def _top_dies(cu) -> Iterator:  # noqa: ANN001
+    """A unit's top-level DIEs, and those of its namespaces (C++)."""
+    stack = [cu.get_top_DIE()]
+    while stack:
+        for die in stack.pop().iter_children():
+            yield die
+            if die.tag in _SCOPES and die.has_children:
+                stack.append(die)
+
+
+def _function_names(die) -> list[str]:  # noqa: ANN001
+    """The names a defining subprogram answers to: DW_AT_name and the mangled
+    DW_AT_linkage_name (through its specification or abstract origin)."""
+    names = []
+    name = die_name(die)
+    if name:
+        names.append(name)
+    for attr in ("DW_AT_linkage_name", "DW_AT_MIPS_linkage_name"):
+        _, a = integrated(die, attr)
+        if a is not None and isinstance(a.value, bytes):
+            names.append(a.value.decode("utf-8", "replace"))
+            break
+    return names
+
+
+def _params(die) -> tuple[list, bool]:  # noqa: ANN001
+    params, variadic = [], False
+    if die.has_children:
+        for child in die.iter_children():
+            if child.tag == "DW_TAG_formal_parameter":
+                params.append(child)
+            elif child.tag == "DW_TAG_unspecified_parameters":
+                variadic = True
+    return params, variadic
+
+
+def _params_text(die) -> list[str]:  # noqa: ANN001
+    """bpftrace 0.17's lines for a function's parameters: ``TYPE NAME`` (TYPE alone
+    for an unnamed parameter, where 0.17 itself aborts)."""
+    out = []
+    for p in _params(die)[0]:
+        text = bpftrace_type_name(type_of(p))
+        name = die_name(p)
+        out.append(f"{text} {name}" if name else text)
+    return out
