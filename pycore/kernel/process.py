@@ -139,29 +139,73 @@ def stop_child(child: subprocess.Popen[bytes]) -> None:
             child.wait()
 
 
-def poll_until(poll: Callable[[float], object], *, stopped: Callable[[], bool], duration: float | None,
-               child: subprocess.Popen[bytes] | None, watch: PidWatch | None, tick: float = 0.1) -> None:
-    """Call ``poll(timeout)`` until ``stopped()``, ``duration`` seconds, the ``-c`` child's exit or the ``-p`` process's.
+def poll_until(poll: Callable[[], object], *, stopped: Callable[[], bool], duration: float | None,
+               child: subprocess.Popen[bytes] | None, watch: PidWatch | None, ready: int | None = None,
+               tick: float = 0.1) -> None:
+    """Call ``poll()`` until ``stopped()``, ``duration`` seconds, the ``-c`` child's exit or the ``-p`` process's.
 
-    The one loop of ``pycore run`` and ``pycore trace``: ``tick`` bounds each
-    wait so a signal handler's flag, the child and the watched PID are seen
-    within that long; a wait a signal interrupts just goes round again.
+    The one loop of ``pycore run`` and ``pycore trace``.  It sleeps in one
+    epoll set holding ``ready`` (an fd readable when there is something for
+    ``poll`` to do: a ring buffer's), pidfds of the child and of the watched
+    process, and a signal wakeup fd (``signal.set_wakeup_fd``, from the main
+    thread), so that each of those ends the wait at once: the end of ``-c
+    true`` was seen at the next 100 ms tick before.  ``tick`` still bounds
+    each wait, for what no fd tells (a kernel without pidfds).  ``poll()``
+    must not block; it runs after every wake-up.
     """
+    import select
     import time
 
     deadline = None if duration is None else time.monotonic() + duration
-    while not stopped():
-        timeout = tick
-        if deadline is not None:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return
-            timeout = min(timeout, left)
+    ep = select.epoll()
+    owned: list[int] = []
+    wake_r = -1
+    old_wakeup = None
+    try:
+        if ready is not None:
+            ep.register(ready, select.EPOLLIN)
+        if child is not None:
+            try:
+                fd = os.pidfd_open(child.pid)
+            except OSError:
+                pass                        # no pidfds: child.poll() at each tick
+            else:
+                owned.append(fd)
+                ep.register(fd, select.EPOLLIN)
+        if watch is not None and watch.fileno() is not None:
+            ep.register(watch.fileno(), select.EPOLLIN)
         try:
-            poll(timeout)
-        except InterruptedError:
-            pass
-        if child is not None and child.poll() is not None:
-            return
-        if watch is not None and watch.exited():
-            return  # the traced process is gone: end as bpftrace does
+            wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+            owned += [wake_r, wake_w]
+            old_wakeup = signal.set_wakeup_fd(wake_w, warn_on_full_buffer=False)
+            ep.register(wake_r, select.EPOLLIN)
+        except ValueError:                  # not the main thread: signals are seen at the tick
+            old_wakeup = None
+        while not stopped():
+            timeout = tick
+            if deadline is not None:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return
+                timeout = min(timeout, left)
+            ep.poll(timeout)                # a signal's handler has run when this returns
+            if wake_r >= 0:
+                try:
+                    while os.read(wake_r, 512):
+                        pass
+                except BlockingIOError:
+                    pass
+            try:
+                poll()
+            except InterruptedError:
+                pass
+            if child is not None and child.poll() is not None:
+                return
+            if watch is not None and watch.exited():
+                return  # the traced process is gone: end as bpftrace does
+    finally:
+        if old_wakeup is not None:
+            signal.set_wakeup_fd(old_wakeup)
+        ep.close()
+        for fd in owned:
+            os.close(fd)

@@ -20,7 +20,13 @@ if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable, Iterator
     from typing import Any, TextIO
 
-__all__ = ["TraceSession", "TraceRunner", "trace"]
+__all__ = ["TraceSession", "TraceRunner", "trace", "DRAIN_SECONDS"]
+
+#: After Ctrl-C, how long ``pycore trace`` prints what the ring buffer holds before it gives up on
+#: the rest (counted on stderr): the whole exit stays within ~2 s however fast the probes fired.
+DRAIN_SECONDS = 1.0
+#: Events written to the output at once (one write, one flush).
+WRITE_EVENTS = 256
 
 
 def trace(program: str, *, pid: int | None = None, params: tuple[str, ...] = (), unsafe: bool = False) -> TraceSession:
@@ -162,14 +168,18 @@ class TraceRunner:
         self.out = out or sys.stdout
         self.err = err or sys.stderr
         self._stop = False
+        self._signals = 0
+        self._chunks: list[str] = []    # output of the records polled, written once per poll
 
     def _on_signal(self, signum: int, frame: Any) -> None:
+        self._signals += 1
         self._stop = True
 
     def emit(self, ev: Event) -> None:
         from pycore.lang import output as O
 
         if ev.kind == "error":
+            self._write()
             self.err.write(ev.text)
             self.err.flush()
             return
@@ -182,13 +192,58 @@ class TraceRunner:
                 line = O.json_message("join", ev.text.rstrip("\n"))
             else:
                 line = O.json_message(ev.kind, ev.text)
-            self.out.write(line)
+            self._chunks.append(line)
         elif ev.kind == "map" and self.folded:
-            self.out.write(O.folded(self.script.map_entries(ev.name)))
+            self._chunks.append(O.folded(self.script.map_entries(ev.name)))
         else:
-            self.out.write(ev.text)
+            self._chunks.append(ev.text)
+        if len(self._chunks) >= WRITE_EVENTS:
+            self._write()
+
+    def _printf(self, text: str) -> None:
+        """A printf record's text, as Script.poll hands it without an Event."""
+        if self.json:
+            from pycore.lang import output as O
+
+            text = O.json_message("printf", text)
+        self._chunks.append(text)
+        if len(self._chunks) >= WRITE_EVENTS:
+            self._write()
+
+    def _write(self) -> None:
+        """What the last records printed, in one write (and one flush unless -B full): a flush per
+        line made a flood of printf cost a system call a line.  At most WRITE_EVENTS of them: a
+        write to a slow terminal blocks, and a Ctrl-C is acted on only once it is done."""
+        if self._chunks:
+            self.out.write("".join(self._chunks))
+            self._chunks.clear()
         if self.flush:
             self.out.flush()
+
+    def _poll(self, until: Callable[[], bool] | None = None) -> int:
+        try:
+            return self.script.poll(self.emit, 0, printf=self._printf, until=until)
+        finally:
+            self._write()
+
+    def _drain(self) -> None:
+        """Print what the ring holds once the probes are detached.  After Ctrl-C, for at most
+        DRAIN_SECONDS (a second Ctrl-C: at once): what is left is counted on stderr, not printed."""
+        import time
+
+        interrupted = self._signals > 0
+        deadline = time.monotonic() + DRAIN_SECONDS
+
+        def enough() -> bool:
+            return self._signals > 1 or (interrupted and time.monotonic() > deadline)
+
+        while self._poll(enough) and not enough():
+            pass
+        if enough():
+            left = self.script.ring().skip()
+            if left:
+                print(f"pycore trace: {left} event{'s' if left > 1 else ''} in the buffer at Ctrl-C not printed",
+                      file=self.err)
 
     def run(self) -> int:
         from pycore.kernel.process import PidWatch, TargetError, check_pid, poll_until, spawn_held, stop_child
@@ -239,18 +294,22 @@ class TraceRunner:
             script.run_special("BEGIN")
             if child is not None:
                 os.kill(child.pid, signal.SIGCONT)
-            poll_until(lambda timeout: script.poll(self.emit, timeout),
-                       stopped=lambda: self._stop or script.exited, duration=self.duration, child=child, watch=watch)
+            stopped = lambda: self._stop or script.exited  # noqa: E731
+            poll_until(lambda: self._poll(stopped), stopped=stopped, duration=self.duration, child=child,
+                       watch=watch, ready=script.ring().fileno())
+            # detached first, so the ring holds all there is to print; then END, then the maps
+            script.detach()
+            self._drain()
             for s in old:
                 signal.signal(s, signal.SIG_IGN)
-            script.poll(self.emit, 0)
             script.run_special("END")
-            script.poll(self.emit, 0)
+            self._poll()
             from pycore.lang import output as O
 
-            self.out.write(O.EXIT_PREAMBLE)
+            self._chunks.append(O.EXIT_PREAMBLE)
             for ev in script.final_maps():
                 self.emit(ev)
+            self._write()
             lost = script.lost_events()
             if lost:
                 print((O.lost_json(lost) if self.json else O.lost_text(lost)).rstrip("\n"), file=self.err)

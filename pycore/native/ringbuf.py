@@ -297,11 +297,15 @@ class RingBuffer:
     def __iter__(self) -> Iterator[Any]:
         return self.events(None)
 
-    def poll(self, callback: Callable[[Any], object], timeout: float | None = None) -> int:
+    def poll(self, callback: Callable[[Any], object], timeout: float | None = None,
+             until: Callable[[], bool] | None = None) -> int:
         """Call ``callback(event)`` for each available event; wait up to ``timeout`` s if none.
 
         Returns the number of events handled.  If the callback raises, the
         events after the one that failed are kept for the next call.
+        ``until``, when given, is asked after each event: once it is true the
+        rest of the batch (up to :attr:`batch_size` events) is kept for the next
+        call, so a Ctrl-C is acted on at once, not after thousands of events.
         """
         self._require()
         batch = self._take()
@@ -313,9 +317,28 @@ class RingBuffer:
             for ev in it:
                 n += 1
                 callback(ev)
+                if until is not None and until():
+                    break
         except BaseException:
             self._pending = list(it) + self._pending
             raise
+        rest = list(it)
+        if rest:
+            self._pending = rest + self._pending
+        return n
+
+    def skip(self) -> int:
+        """Drop every event now in the ring, and those kept pending, undecoded; returns how many.
+
+        For a consumer that must stop now (a second Ctrl-C, a deadline): the
+        ring's space goes back to the producers without the cost of decoding.
+        """
+        self._require()
+        with self._lock:
+            n = len(self._pending)
+            self._pending = []
+            if not self._closing:
+                n += self._walk(lambda off, count, stride, length: None, None)
         return n
 
     def consume(self, max_events: int | None = None) -> list[Any]:

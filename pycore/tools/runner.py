@@ -26,7 +26,12 @@ if TYPE_CHECKING:
 
     from pycore.native.object import BpfObject
 
-__all__ = ["Runner", "add_common_arguments", "tool_parser", "reason"]
+__all__ = ["Runner", "add_common_arguments", "tool_parser", "reason", "DRAIN_SECONDS"]
+
+#: After Ctrl-C, how long the events the ring buffer holds are printed before the rest is given up
+#: (counted on stderr): the exit stays within ~2 s however fast the probes fired.
+DRAIN_SECONDS = 1.0
+WRITE_EVENTS = 256   # events written at once
 
 
 def tool_parser(tool_cls: type[Tool]) -> argparse.ArgumentParser:
@@ -80,6 +85,8 @@ class Runner:
         self.err = err or sys.stderr
         self.obj: BpfObject | None = None
         self._stop = False
+        self._signals = 0
+        self._chunks: list[str] = []
 
     # -- attach ----------------------------------------------------------------
 
@@ -160,7 +167,10 @@ class Runner:
                 os.kill(child.pid, signal.SIGCONT)
             if args.duration != 0:
                 self._loop(obj, child, watch)
+            obj.detach()     # first: the ring then holds all there is to print, and nothing refills it
             self._drain(obj)
+            for s in old:
+                signal.signal(s, signal.SIG_IGN)
             self._summarise(obj)
             return 0
         except BrokenPipeError:
@@ -180,6 +190,7 @@ class Runner:
                 signal.signal(s, h)
 
     def _on_signal(self, signum: int, frame: Any) -> None:
+        self._signals += 1
         self._stop = True
 
     def _ringbuf(self, obj: BpfObject):
@@ -193,27 +204,58 @@ class Runner:
 
     def _loop(self, obj: BpfObject, child: subprocess.Popen[bytes] | None, watch: PidWatch | None) -> None:
         rb = self._ringbuf(obj)
-        poll = time.sleep if rb is None else (lambda timeout: rb.poll(self._emit, timeout))
-        poll_until(poll, stopped=lambda: self._stop, duration=self.tool.args.duration, child=child, watch=watch)
+        stopped = lambda: self._stop  # noqa: E731
+        poll = (lambda: None) if rb is None else (lambda: self._poll(rb, stopped))
+        poll_until(poll, stopped=stopped, duration=self.tool.args.duration, child=child, watch=watch,
+                   ready=None if rb is None else rb.fileno())
+
+    def _poll(self, rb: Any, until: Any) -> int:
+        try:
+            return rb.poll(self._emit, 0, until)
+        finally:
+            self._write()
 
     def _drain(self, obj: BpfObject) -> None:
+        """Print what the ring holds, the probes detached.  After Ctrl-C for at most DRAIN_SECONDS (a
+        second Ctrl-C: at once); what is left then is counted on stderr."""
         rb = self._ringbuf(obj)
-        if rb is not None:
-            while rb.poll(self._emit, 0):
-                pass
+        if rb is None:
+            return
+        interrupted = self._signals > 0
+        deadline = time.monotonic() + DRAIN_SECONDS
+
+        def enough() -> bool:
+            return self._signals > 1 or (interrupted and time.monotonic() > deadline)
+
+        while self._poll(rb, enough) and not enough():
+            pass
+        if enough():
+            left = rb.skip()
+            if left:
+                print(f"pycore: {left} event{'s' if left > 1 else ''} in the buffer at Ctrl-C not printed",
+                      file=self.err)
 
     def _emit(self, event: Any) -> None:
-        out = self.tool.out
         if self.tool.args.json:
             import json
 
             obj = self.tool.event_json(event)
             if obj is not None:
-                out.write(json.dumps(obj) + "\n")
+                self._chunks.append(json.dumps(obj) + "\n")
         else:
             line = self.tool.format_event(event)
             if line is not None:
-                out.write(line + "\n")
+                self._chunks.append(line + "\n")
+        if len(self._chunks) >= WRITE_EVENTS:
+            self._write()
+
+    def _write(self) -> None:
+        """Events in one write and one flush (a flush per line cost a system call each); at most
+        WRITE_EVENTS of them, as a write to a slow terminal blocks and delays a Ctrl-C."""
+        out = self.tool.out
+        if self._chunks:
+            out.write("".join(self._chunks))
+            self._chunks.clear()
         out.flush()
 
     def _summarise(self, obj: BpfObject) -> None:

@@ -17,15 +17,16 @@ their BTF type) plus their trace types from :mod:`pycore.lang.types`.
 
 from __future__ import annotations
 
-from pycore.lang.output.cformat import (arg_category, format_printf, format_printf_bytes, hex_buffer, specifiers,
-                                         validate_format)
+from pycore.lang.output.cformat import (arg_category, compile_printf, format_printf, format_printf_bytes, hex_buffer,
+                                         specifiers, validate_format)
 from pycore.lang.output.maps import folded, format_map, hist_json, map_json, sort_entries
 from pycore.lang.output.messages import (EXIT_PREAMBLE, attached_json, attached_text, format_join, format_time,
                                           json_escape, json_message, lost_json, lost_text)
 from pycore.lang.output.values import (btf_layout, format_btf, format_fields, format_inet, format_key, format_mac,
                                        format_value, stack_text)
 
-__all__ = ["format_printf", "format_printf_bytes", "validate_format", "specifiers", "arg_category", "hex_buffer",
+__all__ = ["format_printf", "format_printf_bytes", "compile_printf", "validate_format", "specifiers", "arg_category",
+           "hex_buffer",
            "format_value", "value_json", "format_inet", "format_mac", "format_key", "format_fields", "format_btf",
            "btf_layout", "stack_text",
            "format_map", "map_json", "sort_entries", "hist_json", "folded",

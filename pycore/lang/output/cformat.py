@@ -23,10 +23,11 @@ from collections.abc import Sequence
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import Any
 
 __all__ = ["SPECIFIER_RE", "specifiers", "arg_category", "validate_format", "format_printf",
-           "format_printf_bytes", "hex_buffer"]
+           "format_printf_bytes", "compile_printf", "hex_buffer"]
 
 _LENGTHS = ("hh", "h", "ll", "l", "j", "z", "t", "")
 _CONVS = ("d", "u", "x", "X", "p", "o")
@@ -202,3 +203,83 @@ def format_printf(fmt: str, values: Sequence[Any]) -> str:
     (``%c`` of 0xff) come back as U+FFFD; :func:`format_printf_bytes` keeps them.
     """
     return format_printf_bytes(fmt, values).decode("utf-8", "replace")
+
+
+def compile_printf(fmt: str) -> Callable[[Sequence[Any]], str] | None:
+    """:func:`format_printf` for one format, compiled once into a Python ``%`` format.
+
+    Why: a flood of printf (one per syscall) costs ~10 us a line through
+    :func:`format_printf`, which scans the format at every call; after Ctrl-C
+    the tracer prints what the ring buffer holds (up to ~50,000 lines) and
+    must exit within 2 s even in a slow VM.  The compiled function takes the
+    same values and returns the same text; it passes values it has no rule
+    for (a string that is not ASCII, where widths count bytes; a value that is
+    not an int under %d) to :func:`format_printf`.  None when a specifier
+    needs the general path every time: %c, %r/%rx, an integer precision of 0,
+    %p with a precision or a 0 flag, a '%' in the text that snprintf would
+    read, a NUL in the format.
+    """
+    if "\0" in fmt:
+        return None
+    try:
+        fmt.encode("utf-8")
+    except UnicodeEncodeError:
+        return None
+    py: list[str] = []
+    kinds: list[tuple[str, int, int]] = []     # (kind, mask, sign bit) per value: "d" signed, "u", "s", "p"
+    last = 0
+    for m in SPECIFIER_RE.finditer(fmt):
+        prefix = fmt[last:m.start()]
+        if "%" in prefix.replace("%%", ""):
+            return None                        # snprintf would read it as a conversion: the general path
+        c = _C_CONV.fullmatch(m.group(0).encode())
+        if c is None or c.group(0) == b"%%":
+            return None
+        flags, width, prec = c.group(1).decode(), c.group(2).decode(), c.group(3)
+        length, conv = (c.group(4) or b"").decode(), c.group(5).decode()
+        left = "-" if "-" in flags else ""
+        if conv == "s":
+            spec = f"%{left}{width}" + ("" if prec is None else f".{prec.decode()}") + "s"
+            kinds.append(("s", 0, 0))
+        elif conv == "p":
+            if prec is not None or "0" in flags:
+                return None
+            spec = f"%{left}{width}s"
+            kinds.append(("p", _M64, 0))
+        elif conv in "diuxXo":
+            if prec is not None and int(prec or b"0") == 0:
+                return None                    # C prints no digits for 0 there; Python prints "0"
+            zero = "0" if "0" in flags and not left and prec is None else ""
+            bits = _WIDTHS.get(length, 64)
+            spec = (f"%{left}{zero}{width}" + ("" if prec is None else f".{int(prec)}")
+                    + {"i": "d", "u": "d"}.get(conv, conv))
+            kinds.append(("d" if conv in "di" else "u", (1 << bits) - 1, 1 << (bits - 1)))
+        else:
+            return None                        # %c: a byte, maybe NUL (which ends the piece)
+        py.append(prefix + spec)
+        last = m.end()
+    py.append(fmt[last:].replace("%", "%%"))  # the text after the last specifier is written as it is
+    pyfmt = "".join(py)
+    n = len(kinds)
+
+    def compiled(values: Sequence[Any]) -> str:
+        if len(values) < n:
+            return format_printf(fmt, values)
+        args = []
+        for (kind, mask, sign), v in zip(kinds, values):
+            if kind == "s":
+                if type(v) is not str or not v.isascii() or "\0" in v:
+                    return format_printf(fmt, values)
+                args.append(v)
+            elif type(v) is not int:
+                return format_printf(fmt, values)
+            elif kind == "d":
+                v &= mask
+                args.append(v - (mask + 1) if v & sign else v)
+            elif kind == "u":
+                args.append(v & mask)
+            else:
+                args.append(f"0x{v & mask:x}" if v & mask else "(nil)")
+        return pyfmt % tuple(args)
+
+    return compiled
