@@ -5,6 +5,9 @@ argument count, semaphore address and number of locations; ``-vv`` every
 location with its arguments decoded, like bcc's ``tplist -v``/``-vv``.
 Addresses are link-time (as ``readelf -n`` prints them, after the
 ``.stapsdt.base`` adjustment), with file offsets where uprobes attach.
+``uprobe:`` with ``-v`` prints each function's parameters from the binary's
+DWARF (or its debug file's) as ``bpftrace -lv`` does, and address and size
+when there is no DWARF.
 """
 
 from __future__ import annotations
@@ -122,15 +125,37 @@ def uprobe_entries(pattern: ProbePattern, verbose: int, pid: int | None) -> Iter
             if strict:
                 raise
             continue
-        for fn in funcs:
-            if not (fnmatchcase(fn.name, pattern.target) or fnmatchcase(fn.demangled, pattern.target)):
-                continue
+        matched = [fn for fn in funcs
+                   if fnmatchcase(fn.name, pattern.target) or fnmatchcase(fn.demangled, pattern.target)]
+        params = _dwarf_params(path, [fn.name for fn in matched], strict) if verbose and matched else None
+        for fn in matched:
             shown = fn.demangled if fn.demangled != fn.name else fn.name
             entry = Entry(f"{pattern.kind}:{path}:{shown}")
-            if verbose:
+            if params is not None:
+                entry.details.extend(f"{INDENT}{line}" for line in params.get(fn.name, ()))
+            elif verbose:
                 mangled = f"  mangled: {fn.name}" if fn.demangled != fn.name else ""
                 entry.details.append(f"{INDENT}address: {fn.address:#x}  size: {fn.size}{mangled}")
             yield entry
+
+
+def _dwarf_params(path: str, names: list[str], strict: bool) -> dict[str, list[str]] | None:
+    """Each function's parameters as ``bpftrace -lv`` prints them, from the DWARF of
+    ``path`` or of its debug file; None when it has none (the listing then shows
+    addresses and sizes).  A function the DWARF does not describe has none, as in
+    bpftrace; C++ functions are found by their mangled names (bpftrace 0.17 shows none)."""
+    from pycore.elf.dwarf import DebugInfo
+
+    try:
+        dbg = DebugInfo.open(path)
+        if dbg is None:
+            return None
+        with dbg:
+            return dbg.describe(names)
+    except ElfError:
+        if strict:
+            raise
+        return None
 
 
 def _offset_entries(pattern: ProbePattern, paths: list[str], strict: bool, verbose: int) -> Iterator[Entry]:
