@@ -18,9 +18,9 @@ API::
     dbg.spec                                # the Spec of every type converted so far
     dbg.params_text("getaddrinfo")          # ["const char* name", ...]: bpftrace -lv's lines
 
-Ids only grow: a Spec taken earlier stays valid for the ids it had, and a
-later one (``dbg.spec``, ``fn.spec``) holds every id handed out before it.
-Call the methods, then take ``dbg.spec`` last.  Functions are looked up
+``dbg.spec`` is one Spec object for the DebugInfo's life (``fn.spec`` is
+it too), brought up to date in place when a call converts more types: ids
+only grow, so a type decoded earlier stays right.  Functions are looked up
 by symbol name (a C++ function by its mangled name, DW_AT_linkage_name).
 
 Where the DWARF is: the file's own ``.debug_info``, else its separate debug
@@ -53,7 +53,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from pycore.elf.debugfile import build_id, debug_file
-from pycore.elf.dwarfbtf import BtfConverter, attr_int, bpftrace_type_name, die_name, integrated, type_of
+from pycore.elf.dwarfbtf import BtfConverter, attr_int, bpftrace_type_name, children, die_name, integrated, type_of
 from pycore.elf.file import ElfFile
 from pycore.errors import ElfError
 
@@ -275,14 +275,24 @@ class DebugInfo:
             found = self._get_index()["types"].get(f"{kind} {name}")
             if found is None:
                 return None
-            return self._conv().convert(self._die(found[0], found[1]))
+            tid = self._conv().convert(self._die(found[0], found[1]))
+            self.spec               # noqa: B018 - brought up to date
+            return tid
 
     @property
     def spec(self) -> Spec:
-        """Every type converted so far, as a Spec split on ``base``."""
+        """Every type converted so far, as a Spec split on ``base``: one object for the
+        life of this DebugInfo, brought up to date in place by each conversion."""
         conv = self._conv()
-        if self._spec is None or self._spec_len != conv.writer.next_id:
+        if self._spec is None:
             self._spec = conv.writer.spec(self._base, shadows=False)
+            self._spec_len = conv.writer.next_id
+        elif self._spec_len != conv.writer.next_id:
+            # ids only grow: decoded types stay right, so the new blob takes the
+            # old object's place and keeps its cache
+            kept = self._spec._cache
+            self._spec.__dict__.update(conv.writer.spec(self._base, shadows=False).__dict__)
+            self._spec._cache.update(kept)
             self._spec_len = conv.writer.next_id
         return self._spec
 
@@ -434,7 +444,7 @@ def _top_dies(cu) -> Iterator:  # noqa: ANN001
     """A unit's top-level DIEs, and those of its namespaces (C++)."""
     stack = [cu.get_top_DIE()]
     while stack:
-        for die in stack.pop().iter_children():
+        for die in children(stack.pop()):
             yield die
             if die.tag in _SCOPES and die.has_children:
                 stack.append(die)
@@ -458,7 +468,7 @@ def _function_names(die) -> list[str]:  # noqa: ANN001
 def _params(die) -> tuple[list, bool]:  # noqa: ANN001
     params, variadic = [], False
     if die.has_children:
-        for child in die.iter_children():
+        for child in children(die):
             if child.tag == "DW_TAG_formal_parameter":
                 params.append(child)
             elif child.tag == "DW_TAG_unspecified_parameters":

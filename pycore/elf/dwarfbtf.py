@@ -22,9 +22,11 @@ pointers to members, Fortran's types) is void.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from btf.kinds import Kind
 
-__all__ = ["BtfConverter", "bpftrace_type_name", "attr_int", "die_name", "integrated", "ref", "type_of"]
+__all__ = ["BtfConverter", "bpftrace_type_name", "attr_int", "children", "die_name", "integrated", "ref", "type_of"]
 
 # DW_ATE_* encodings
 _ATE_BOOLEAN, _ATE_COMPLEX, _ATE_FLOAT, _ATE_SIGNED, _ATE_SIGNED_CHAR = 2, 3, 4, 5, 6
@@ -35,6 +37,17 @@ _QUALIFIERS = {"DW_TAG_const_type": Kind.CONST, "DW_TAG_volatile_type": Kind.VOL
                "DW_TAG_restrict_type": Kind.RESTRICT}
 _POINTERS = ("DW_TAG_pointer_type", "DW_TAG_reference_type", "DW_TAG_rvalue_reference_type")
 MAX_MEMBERS = 0xFFFF  # BTF's vlen
+
+
+def children(die) -> Iterator:  # noqa: ANN001
+    """A DIE's children, checked to move forward: a damaged DW_AT_sibling that points
+    back would have pyelftools walk the same DIEs for ever."""
+    last = die.offset
+    for child in die.iter_children():
+        if child.offset <= last:
+            raise ValueError(f"DIE at {child.offset:#x} follows its sibling at {last:#x}")
+        last = child.offset
+        yield child
 
 
 def ref(die, attr: str = "DW_AT_type"):  # noqa: ANN001, ANN201
@@ -244,7 +257,7 @@ class BtfConverter:
 
     def _enum(self, die) -> tuple:  # noqa: ANN001
         values: list[tuple[str, int]] = []
-        for child in die.iter_children():
+        for child in children(die):
             if child.tag == "DW_TAG_enumerator" and len(values) < MAX_MEMBERS:
                 v = attr_int(child, "DW_AT_const_value", 0) or 0
                 values.append((die_name(child, False), v))
@@ -259,7 +272,7 @@ class BtfConverter:
 
     def _array(self, die) -> tuple:  # noqa: ANN001
         dims: list[int] = []
-        for child in die.iter_children():
+        for child in children(die):
             if child.tag not in ("DW_TAG_subrange_type", "DW_TAG_enumeration_type"):
                 continue
             count = attr_int(child, "DW_AT_count")
@@ -315,7 +328,7 @@ class BtfConverter:
             return tid
         self._pending[tid] = ("fwd", (name, union))   # placeholder until the members are known
         members: list[tuple] = []
-        for m in die.iter_children():
+        for m in children(die):
             if m.tag not in ("DW_TAG_member", "DW_TAG_inheritance"):
                 continue
             if "DW_AT_artificial" in m.attributes or "DW_AT_external" in m.attributes \
@@ -333,7 +346,7 @@ class BtfConverter:
     def _proto(self, die) -> int:  # noqa: ANN001
         tid = self._reserve(die.offset)
         params, varargs = [], False
-        for child in die.iter_children():
+        for child in children(die):
             if child.tag == "DW_TAG_formal_parameter":
                 params.append((die_name(child), self._id(type_of(child))))
             elif child.tag == "DW_TAG_unspecified_parameters":
