@@ -18,7 +18,13 @@
 3. a wildcard of kernel functions, where the kernel allows fentry/fexit (the
    kernel VMs, not this project's host): ``kfunc:vfs_* { @[probe] = count(); }``
    (about 70 trampolines) start to attached and whole run, as in 1.
-4. the floor (``--only floor``): how close to bpftrace any Python program can
+4. the whole run of a ``-c`` command (``--only cmd``): ``pycore trace -e
+   'tracepoint:syscalls:sys_enter_openat { @[comm] = count(); }' -c
+   /usr/bin/true`` against bpftrace's, exec to exit.  Target: <= 0.4x.  Beside
+   it, for where the time goes: the same with ``-e 'BEGIN { exit(); }'`` (no
+   tracepoint attached, so none detached: a tracepoint's detach waits ~80 ms
+   for an RCU grace period, in both tools) and ``python -c pass``.
+5. the floor (``--only floor``): how close to bpftrace any Python program can
    get on 1's start to attached. ``python -c pass``, then ``trace_floor.py``
    (maps made, a two-instruction program loaded and attached to the same
    tracepoint through pycore's native and link layers, ``ready`` printed:
@@ -28,7 +34,7 @@
 The commands alternate within each round, one warm-up round; medians.
 Measures, does not assert.
 
-    python bench/bench_trace.py [--runs N] [--events N] [--only startup|overhead|kfunc|floor] [--pycore PATH]
+    python bench/bench_trace.py [--runs N] [--events N] [--only startup|overhead|kfunc|cmd|floor] [--pycore PATH]
 """
 
 from __future__ import annotations
@@ -142,7 +148,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", type=int, default=7)
     ap.add_argument("--events", type=int, default=500000)
-    ap.add_argument("--only", choices=("startup", "overhead", "kfunc", "floor"), help="run one section")
+    ap.add_argument("--only", choices=("startup", "overhead", "kfunc", "cmd", "floor"), help="run one section")
     ap.add_argument("--pycore", metavar="PATH", help="the pycore command to measure, e.g. a wheel installed "
                     "in a venv of its own (default: this checkout's .venv/bin/pycore, an editable install)")
     args = ap.parse_args()
@@ -204,6 +210,8 @@ def main() -> int:
 
     shutil.rmtree(warm_cache, ignore_errors=True)
 
+    if args.only in (None, "cmd"):
+        cmd_run(bpftrace, pycore, args.runs)
     # 2. per-event overhead
     if args.only in (None, "floor"):
         floor(bpftrace, pycore, args.runs)
@@ -229,6 +237,31 @@ def main() -> int:
         print(f"  (pycore - bare) / (bpftrace - bare): {(m['pycore'] - m['bare']) / (m['bpftrace'] - m['bare']):.2f} "
               "(target <= 1.2)")
     return 0
+
+
+def cmd_run(bpftrace: str, pycore: list[str], runs: int) -> None:
+    """4. The whole run of ``-c /usr/bin/true``, exec to exit, against bpftrace's."""
+    python = str(Path(pycore[0]).with_name("python")) if pycore[0].endswith("/pycore") else sys.executable
+    cmd = ["-c", "/usr/bin/true"]
+    cache = tempfile.mkdtemp(prefix="bench-trace-cmd-")
+    commands = {
+        "bpftrace": [bpftrace, "-e", COUNT, *cmd],
+        "pycore trace": pycore + ["trace", "-e", COUNT, *cmd],
+        "pycore, BEGIN exit": pycore + ["trace", "-e", "BEGIN { exit(); }", *cmd],
+        "python -c pass": [python, "-c", "pass"],
+    }
+    walls: dict[str, list[float]] = {n: [] for n in commands}
+    for i in range(runs + 1):
+        for name, argv in commands.items():
+            wall, _ = once(argv, {**os.environ, "XDG_CACHE_HOME": cache})
+            if i:
+                walls[name].append(wall)
+    shutil.rmtree(cache, ignore_errors=True)
+    med = {n: statistics.median(w) for n, w in walls.items()}
+    print(f"whole run, {COUNT!r} -c /usr/bin/true ({runs} runs each, alternating)")
+    for name, m in med.items():
+        print(f"  {name:<20} {m * 1000:6.1f} ms   {m / med['bpftrace']:5.2f}x bpftrace")
+    print(f"  ratio pycore/bpftrace: {med['pycore trace'] / med['bpftrace']:.2f}x (target <= 0.4x)")
 
 
 def floor(bpftrace: str, pycore: list[str], runs: int) -> None:
