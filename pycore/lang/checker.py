@@ -91,6 +91,7 @@ class Checker:
         self._macros: Macros | None = None
         self._named: dict[str, int | None] = {}   # name -> its enum or macro value: each looked up once
         self._spec: Spec | None = None
+        self._declared: Spec | None | bool = False     # False: not read yet (pycore.lang.cdecl)
         self.params = params
         self.unsafe = unsafe
         self.filename = filename
@@ -101,9 +102,60 @@ class Checker:
 
     @property
     def spec(self) -> Spec:
+        """The kernel's BTF; once the script's C declarations are read (at once when it has definitions,
+        on the first type name otherwise), them as split BTF on it, their names hiding the kernel's."""
         if self._spec is None:
             self._spec = self._spec_loader()
+            if self.program is not None and self.program.c_definitions:
+                self.types_spec()
         return self._spec
+
+    # -- where type names are looked up: the script's declarations, then the kernel's BTF ----
+
+    def types_spec(self) -> Spec:
+        """The spec that type names are looked up in: the script's declarations over the kernel's BTF."""
+        declared = self.declared()
+        return declared if declared is not None else self.spec
+
+    def declared(self) -> Spec | None:
+        """The types the script's C definitions and #include'd headers declare (pycore.lang.cdecl), as
+        split BTF on the kernel's; None if it declares none. Read once."""
+        if self._declared is False:
+            self._declared = None
+            kernel = self.spec
+            if self.program is not None and (self.program.c_definitions or self.program.includes):
+                self._declared = self._read_declarations(kernel)
+                if self._declared is not None:
+                    self._spec = self._declared
+        return self._declared  # type: ignore[return-value]
+
+    def _read_declarations(self, kernel: Spec) -> Spec | None:
+        from pycore.lang.cdecl import DeclError, declare
+        from pycore.lang.macros import MacroError
+
+        try:
+            spec, self._unread_headers = declare(self.head_macros().text(), kernel)
+            return spec
+        except (DeclError, MacroError) as e:
+            line, col = getattr(e, "line", 0), getattr(e, "col", 0)
+            raise CheckError(str(e), line, col, self.filename, self.source) from None
+
+    def head_macros(self) -> Macros:
+        """The script's '#' lines and C definitions, preprocessed once (pycore.lang.macros)."""
+        from pycore.lang.cdecl import SCRIPT, script_text
+        from pycore.lang.macros import Macros
+
+        if self._macros is None:
+            self._macros = Macros(script_text(self.program), SCRIPT)
+        return self._macros
+
+    def _where_types_are(self) -> str:
+        """Where an unknown type name was looked for, for its error."""
+        if self._declared in (False, None):
+            return "in this kernel's BTF"
+        unread = getattr(self, "_unread_headers", [])
+        note = f"; pycore's C parser could not read {'; '.join(unread)}" if unread else ""
+        return f"in the script's C declarations{note}, nor in this kernel's BTF"
 
     def error(self, node: A.Node, message: str) -> CheckError:
         pos = node.pos
@@ -112,6 +164,8 @@ class Checker:
     # -- entry -----------------------------------------------------------------------------
 
     def check(self, block: A.ProbeBlock, target: Target) -> Checked:
+        if self._declared is False and self.program is not None and self.program.c_definitions:
+            self.declared()      # a declaration that does not parse is an error, used or not
         c = Checked(block, target)
         if block.predicate is not None:
             self.condition(c, block.predicate, "predicate")
@@ -476,9 +530,12 @@ class Checker:
     def _pointer_to(self, type_id: int) -> int:
         from btf.kinds import Kind
 
-        for i in self.spec.ids_of_kind(Kind.PTR):
-            if self.spec.type(i).type_id == type_id:
-                return i
+        spec: Spec | None = self.spec
+        while spec is not None:      # the script's declarations, then the kernel's BTF under them
+            for i in spec.ids_of_kind(Kind.PTR):
+                if spec.type(i).type_id == type_id:
+                    return i
+            spec = spec.base
         return 0
 
     def btf_type(self, node: A.Node, name: str) -> int:
@@ -490,6 +547,7 @@ class Checker:
         name = _BPFTRACE_INTS.get(name, name)   # (uint64 *)p: the kernel's own names for bpftrace's
         kinds = {"struct": (Kind.STRUCT,), "union": (Kind.UNION,), "enum": (Kind.ENUM, Kind.ENUM64)}
         word, _, rest = name.partition(" ")
+        self.types_spec()     # the script's declarations first: self.spec is them from here on
         if word in kinds and rest:
             ids = self.spec.ids_named(rest.strip(), kinds[word])
             what = f"{word} {rest.strip()}"
@@ -507,7 +565,7 @@ class Checker:
             near = set()
         guess = close_matches((rest or name).strip(), list(near), n=2)
         hint = f" (did you mean {' or '.join(repr((word + ' ' if rest else '') + g) for g in guess)}?)" if guess else ""
-        raise self.error(node, f"unknown type {what!r} in this kernel's BTF{hint}")
+        raise self.error(node, f"unknown type {what!r}: not {self._where_types_are()}{hint}")
 
     def field(self, c: Checked, e: A.Field) -> Type:
         base = e.expr
@@ -557,7 +615,7 @@ class Checker:
             word, _, rest = f.pointee.partition(" ")
             from btf.kinds import Kind
 
-            ids = self.spec.ids_named(rest, (Kind.STRUCT,) if word == "struct" else (Kind.UNION,))
+            ids = self.types_spec().ids_named(rest, (Kind.STRUCT,) if word == "struct" else (Kind.UNION,))
             if ids:
                 return Ptr(ids[0], f.type.user, self.spec)
         return f.type
@@ -589,7 +647,7 @@ class Checker:
         if name == "curtask":
             from btf.kinds import Kind
 
-            ids = self.spec.ids_named("task_struct", (Kind.STRUCT,))
+            ids = self.types_spec().ids_named("task_struct", (Kind.STRUCT,))   # a declared one hides the kernel's
             return Ptr(ids[0] if ids else 0, False, self.spec)
         if name == "ctx":
             return self.ctx(e, tgt)
@@ -657,12 +715,14 @@ class Checker:
             return found[1]
         if not self.has_head:
             return None
-        from pycore.lang.macros import MacroError, Macros, head_of
+        from pycore.lang.macros import MacroError
 
-        if self._macros is None:
-            self._macros = Macros(head_of(self.program), self.filename or "<stdin>")
         try:
-            return self._macros.value(name)
+            value = self.head_macros().value(name)
+            if value is None and self.program.includes and self.declared() is not None:
+                found = self.spec.enumerator(name)     # an enum of an #include'd header
+                return None if found is None else found[1]
+            return value
         except MacroError as err:
             raise self.error(node, str(err)) from None
 
@@ -910,9 +970,17 @@ class Checker:
         if isinstance(a, A.TypeName):
             if a.pointer_depth:
                 return 8
-            return sizeof(self.spec.type(self.btf_type(a, a.name))) or 0
+            type_id = self.btf_type(a, a.name)      # (may read the script's declarations: self.spec after)
+            return sizeof(self.spec.type(type_id)) or 0
         if isinstance(a, A.Builtin) and a.name in _C_INTS:
             return _C_INTS[a.name][0]
+        if isinstance(a, A.Builtin) and self.program is not None and (self.program.c_definitions
+                                                                     or self.program.includes):
+            from btf.kinds import Kind
+
+            ids = self.types_spec().ids_named(a.name, (Kind.TYPEDEF,))    # sizeof(req_t), a declared typedef
+            if ids and ids[0] >= self.spec.first_id:
+                return sizeof(self.spec.type(ids[0])) or 0
         t = self.expr(c, a)
         if isinstance(t, Void):
             raise self.error(a, "sizeof() of a value with no size")

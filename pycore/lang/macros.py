@@ -58,7 +58,23 @@ def _version(path: str) -> tuple[int, ...]:
 _PREDEFINED = ("BPFTRACE_HAVE_BTF 1", "__linux__ 1", "__unix__ 1", "__GNUC__ 12", "__GNUC_MINOR__ 2",
                "__STDC__ 1", "__STDC_VERSION__ 201710L", "__CHAR_BIT__ 8", "__SIZEOF_INT__ 4",
                "__SIZEOF_LONG__ 8", "__SIZEOF_POINTER__ 8", "__LP64__ 1", "_LP64 1")
-_ARCH = {"x86_64": ("__x86_64__ 1", "__x86_64 1", "__amd64__ 1"), "aarch64": ("__aarch64__ 1",)}
+# gcc's <stdint.h> (first on the search path) defines its types from these when not hosted, as pcpp
+# has no #include_next to reach glibc's: gcc's own values for LP64
+_INT_TYPES = tuple(f"__{p}{w}_TYPE__ {t}" for w, (s, u) in {"8": ("signed char", "unsigned char"),
+                   "16": ("short int", "short unsigned int"), "32": ("int", "unsigned int"),
+                   "64": ("long int", "long unsigned int")}.items()
+                   for p, t in (("INT", s), ("UINT", u), ("INT_LEAST", s), ("UINT_LEAST", u))) + tuple(
+    f"__{n}_TYPE__ {t}" for n, t in (("INTPTR", "long int"), ("UINTPTR", "long unsigned int"),
+                                     ("INTMAX", "long int"), ("UINTMAX", "long unsigned int"),
+                                     ("SIZE", "long unsigned int"), ("PTRDIFF", "long int"),
+                                     ("INT_FAST8", "signed char"), ("UINT_FAST8", "unsigned char"),
+                                     ("INT_FAST16", "long int"), ("UINT_FAST16", "long unsigned int"),
+                                     ("INT_FAST32", "long int"), ("UINT_FAST32", "long unsigned int"),
+                                     ("INT_FAST64", "long int"), ("UINT_FAST64", "long unsigned int"),
+                                     ("WINT", "unsigned int"), ("CHAR16", "short unsigned int"),
+                                     ("CHAR32", "unsigned int")))
+_ARCH = {"x86_64": ("__x86_64__ 1", "__x86_64 1", "__amd64__ 1", "__WCHAR_TYPE__ int"),
+         "aarch64": ("__aarch64__ 1", "__WCHAR_TYPE__ unsigned int")}
 
 
 _OPERATOR_CHARS = set("()+-*/%<>=&|^~!?:")
@@ -73,6 +89,11 @@ class Macros:
         self.filename = filename
         self._pp: Any = None
         self.missing: list[str] = []      # headers #include'd but not on this machine
+
+    def text(self) -> str:
+        """The head preprocessed, with ``#line`` directives: what C declarations are read from
+        (:mod:`pycore.lang.cdecl`), so that pcpp runs once for macros and types."""
+        return self._preprocessor().pycore_text  # type: ignore[no-any-return]
 
     def _preprocessor(self) -> Any:
         if self._pp is None:
@@ -144,11 +165,13 @@ def _run(head: str, filename: str, missing: list[str]) -> Any:
             raise OutputDirective(Action.IgnoreAndRemove)
 
     pp = Quiet()
-    pp.line_directive = None
+    pp.line_directive = "#line"
     for d in include_dirs():
         pp.add_path(d)
-    for d in _PREDEFINED + _ARCH.get(os.uname().machine, ()):
+    for d in _PREDEFINED + _INT_TYPES + _ARCH.get(os.uname().machine, ()):
         pp.define(d)
     pp.parse(head, filename)
-    pp.write(io.StringIO())     # runs the directives; the text itself is not needed
+    out = io.StringIO()
+    pp.write(out)               # runs the directives; the text is what C declarations are read from
+    pp.pycore_text = out.getvalue()
     return pp
