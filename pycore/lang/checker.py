@@ -19,7 +19,7 @@ from __future__ import annotations
 from pycore.lang import ast as A
 from pycore.lang.errors import CheckError, close_matches
 from pycore.lang.probes import CtxField, Target
-from pycore.lang.types import (COMM, INT64, STRING_SIZE, UINT64, USYM, Array, Buffer, Inet, Int, Mac, Ptr, Record,
+from pycore.lang.types import (COMM, INT64, STRING_SIZE, UINT64, USYM, Array, Buffer, is_aggregate, Inet, Int, Mac, Ptr, Record,
                                 Stack, Str, TextInt, Timestamp, CgroupPath, Username, Tuple, Type, Void, from_btf, tuple_type, type_name, width)
 from pycore.record import field, record
 
@@ -262,13 +262,17 @@ class Checker:
                 self.map_value(target, m, "int", INT64 if isinstance(vt, Ptr) else vt)
             elif isinstance(vt, Stack):
                 self.map_value(target, m, "int", vt)
+            elif is_aggregate(vt):      # a struct or array read whole, as bpftrace keeps one
+                if m.value is not None and m.value != vt:
+                    raise self.error(value, f"@{target.name} holds {m.value}, cannot assign {vt}")
+                self.map_value(target, m, "str", vt)
             else:
                 raise self.error(value, f"a map cannot hold {vt}")
             c.types[id(target)] = m.value or INT64
         elif isinstance(target, A.Var):
             vt = self.expr(c, value)
-            if isinstance(vt, (Record, Array, Void)):
-                raise self.error(value, f"${target.name} cannot hold {vt} (take a field, or print it)")
+            if isinstance(vt, Void):
+                raise self.error(value, f"${target.name} cannot hold {vt}")
             old = c.variables.get(target.name)
             if s.op != "=":
                 stepped = isinstance(old, Ptr) and s.op in ("+=", "-=")   # C's pointer arithmetic
@@ -277,7 +281,7 @@ class Checker:
                 if stepped:
                     vt = old
             if old is not None and type(old) is not type(vt) and not (isinstance(old, Int) and isinstance(vt, Ptr)) \
-                    or isinstance(old, Tuple) and old != vt:
+                    or isinstance(old, Tuple) and old != vt or is_aggregate(old) and old != vt:
                 raise self.error(s, f"${target.name} holds {old}, cannot assign {vt}")
             if isinstance(vt, Str) and isinstance(old, Str) and old.size < vt.size:
                 vt = Str(vt.size)
@@ -298,7 +302,7 @@ class Checker:
                 t = t if isinstance(t, TextInt) else Int(8, t.signed, t.display)
             elif isinstance(t, Tuple):
                 raise self.error(k, f"a map key cannot be a tuple {t}: give its elements as the key, @m[a, b]")
-            elif not isinstance(t, (Str, Stack, Inet)):
+            elif not isinstance(t, (Str, Stack, Inet, Record, Array)):
                 raise self.error(k, f"a map key cannot be {t}")
             out.append(t)
         return tuple(out)
@@ -378,6 +382,8 @@ class Checker:
         raise self.error(e, "expected a constant integer here")
 
     def positional(self, e: A.Positional) -> int | str:
+        """``$N`` as a number when its text is one (C's spelling: 16, 0x10, 020, -5), else its text;
+        ``$#`` the count. A missing parameter reads as 0 (and "" in str()), as in bpftrace."""
         if e.index == 0:
             return len(self.params)
         if e.index > len(self.params):
@@ -432,8 +438,6 @@ class Checker:
         if isinstance(e, A.Binary):
             return self.binary(c, e)
         if isinstance(e, A.Unary):
-        """``$N`` as a number when its text is one (C's spelling: 16, 0x10, 020, -5), else its text;
-        ``$#`` the count. A missing parameter reads as 0 (and "" in str()), as in bpftrace."""
             t = self.expr(c, e.operand)
             if e.op == "*":
                 if isinstance(t, Int) and not t.display:
@@ -471,8 +475,8 @@ class Checker:
         if isinstance(e, A.Tuple):
             elems = tuple(self.expr(c, x) for x in e.elems)
             for x, t in zip(e.elems, elems):
-                if isinstance(t, (Void, Record, Array)):
-                    raise self.error(x, f"a tuple cannot hold {t}" + ("" if isinstance(t, Void) else " (take a field)"))
+                if isinstance(t, Void):
+                    raise self.error(x, f"a tuple cannot hold {t}")
             return tuple_type(elems)
         raise self.error(e, f"unsupported expression {type(e).__name__}")
 
@@ -480,6 +484,10 @@ class Checker:
         a, b = self.expr(c, e.left), self.expr(c, e.right)
         op = e.op
         if op in ("==", "!=") and isinstance(a, Str) and isinstance(b, Str):
+            return INT64
+        if op in ("==", "!=") and (is_aggregate(a) or isinstance(a, Buffer)) and (is_aggregate(b) or isinstance(b, Buffer)):
+            if type(a) is not type(b) or a.size != b.size:   # bpftrace: the same type and size, byte for byte
+                raise self.error(e, f"'{op}' compares two values of one type and size, not {a} and {b}")
             return INT64
         if op in ("&&", "||"):
             return INT64
@@ -693,6 +701,9 @@ class Checker:
 
         if tgt.kind == "tracepoint":
             raise self.error(e, "Use args instead of ctx in tracepoint")
+        if tgt.kind == "iter":     # struct bpf_iter__task: ctx->task, ctx->meta (task_file: ->fd, ->file)
+            ids = self.spec.ids_named(f"bpf_iter__{tgt.func}", (Kind.STRUCT,))
+            return Ptr(ids[0] if ids else 0, False, self.spec)
         if tgt.kind not in ("kprobe", "kretprobe", "uprobe", "uretprobe", "usdt"):
             raise self.error(e, f"ctx is the registers of kprobe, uprobe and usdt probes; {tgt.kind} probes have none "
                                 "(use args)")
@@ -753,9 +764,6 @@ class Checker:
             return Void()
         if n == "print":
             if not args or len(args) > 3:
-        if tgt.kind == "iter":     # struct bpf_iter__task: ctx->task, ctx->meta (task_file: ->fd, ->file)
-            ids = self.spec.ids_named(f"bpf_iter__{tgt.func}", (Kind.STRUCT,))
-            return Ptr(ids[0] if ids else 0, False, self.spec)
                 raise self.error(e, "print() takes a map or a value")
             a0 = args[0]
             if isinstance(a0, A.MapRef) and not a0.keys:
@@ -792,6 +800,9 @@ class Checker:
         if n == "str":
             if not 1 <= len(args) <= 2:
                 raise self.error(e, "str(pointer[, length])")
+            if isinstance(args[0], A.Positional):     # str($1): the parameter's text, whatever it holds
+                t = c.types[id(args[0])] = Str(len(self.positional_text(args[0]).encode()) + 1)
+                return t if len(args) == 1 else Str(min(t.size, self.constant(c, args[1]) + 1))
             t = self.expr(c, args[0])
             if isinstance(t, Str):
                 return t
@@ -854,9 +865,6 @@ class Checker:
                 raise self.error(args[0], f"cgroup_path() only supports integer arguments ({t} provided)")
             if len(args) == 2 and not isinstance(args[1], A.Str):
                 raise self.error(args[1], "cgroup_path(): the filter must be a string literal")
-            if isinstance(args[0], A.Positional):     # str($1): the parameter's text, whatever it holds
-                t = c.types[id(args[0])] = Str(len(self.positional_text(args[0]).encode()) + 1)
-                return t if len(args) == 1 else Str(min(t.size, self.constant(c, args[1]) + 1))
             return CgroupPath(filter=args[1].value if len(args) == 2 else "*")
         if n in ("ksym", "usym"):
             if len(args) != 1:
@@ -1078,6 +1086,20 @@ _C_INTS = {"int8": (1, True), "int16": (2, True), "int32": (4, True), "int64": (
            "s8": (1, True), "s16": (2, True), "s32": (4, True), "s64": (8, True)}
 
 
+def c_integer(text: str) -> int | None:
+    """A positional parameter's number as bpftrace 0.17 reads one (C's strtoll, base 0, the whole
+    text, within int64): "16", "0x10", "020" (octal), " -5"; None for "1e3", "1_000", "12abc"."""
+    import re
+
+    m = re.fullmatch(r"\s*([+-]?)(0[xX][0-9a-fA-F]+|0[0-7]*|[1-9][0-9]*)", text)
+    if m is None:
+        return None
+    digits = m.group(2)
+    value = int(digits, 16 if digits[:2].lower() == "0x" else 8 if digits.startswith("0") else 10)
+    value = -value if m.group(1) == "-" else value
+    return value if -2**63 <= value < 2**63 else None
+
+
 def kernel_address(name: str) -> int | None:
     """kaddr(name): the kernel symbol's address, read once per name."""
     if name not in _KADDR:
@@ -1141,20 +1163,6 @@ def _find_member(spec, t, name: str, bit_base: int):  # noqa: ANN001, ANN202
             found = _find_member(spec, m.type, name, bit_base + m.bit_offset)
             if found is not None:
                 return found
-def c_integer(text: str) -> int | None:
-    """A positional parameter's number as bpftrace 0.17 reads one (C's strtoll, base 0, the whole
-    text, within int64): "16", "0x10", "020" (octal), " -5"; None for "1e3", "1_000", "12abc"."""
-    import re
-
-    m = re.fullmatch(r"\s*([+-]?)(0[xX][0-9a-fA-F]+|0[0-7]*|[1-9][0-9]*)", text)
-    if m is None:
-        return None
-    digits = m.group(2)
-    value = int(digits, 16 if digits[:2].lower() == "0x" else 8 if digits.startswith("0") else 10)
-    value = -value if m.group(1) == "-" else value
-    return value if -2**63 <= value < 2**63 else None
-
-
     return None
 
 

@@ -36,7 +36,8 @@ from pycore.lang import ast as A
 from pycore.lang.checker import AGGREGATES, USER_PROBES, Checked, MapInfo, is_literal, member_offset
 from pycore.lang.errors import CheckError
 from pycore.lang.probes import PT_REGS, REGS, CtxField
-from pycore.lang.types import Array, Inet, Int, Ptr, Record, Stack, Str, Tuple, Type, Void, from_btf, is_buffer, width
+from pycore.lang.types import (Array, Buffer, Inet, Int, Ptr, Record, Stack, Str, Tuple, Type, Void, from_btf, is_aggregate,
+                               is_buffer, width)
 from pycore.record import field, record
 
 TYPE_CHECKING = False
@@ -885,6 +886,9 @@ class _Gen:
         if isinstance(lt, Str) and isinstance(rt, Str):
             self.string_compare(node.left, node.right, op == "!=")
             return
+        if is_aggregate(lt) or isinstance(lt, Buffer):
+            self.bytes_equal(node.left, node.right, op == "!=")
+            return
         self.scalar(node.left)
         slot = self.f.slot()
         e.stx(8, 10, slot, 0)
@@ -1116,6 +1120,10 @@ class _Gen:
             self.scalar(node)
             return
         t = self.t(node)
+        if isinstance(node, A.Var) and is_aggregate(t):     # a struct or array copied into a variable
+            e.mov_reg(0, 8)
+            e.alu_imm("add", 0, self.vars_get(node))
+            return
         if isinstance(t, Ptr):
             self.scalar(node)
             return
@@ -1147,6 +1155,8 @@ class _Gen:
         while isinstance(node, (A.Field, A.Index, A.Unary)):
             node = node.expr if not isinstance(node, A.Unary) else node.operand
             t = self.c.types.get(id(node))
+            if isinstance(node, A.Var) and is_aggregate(t):
+                return False          # the variable's copy lives in the program's own (kernel) memory
             if hasattr(t, "user"):
                 return bool(t.user)  # type: ignore[union-attr]
         return False
@@ -1454,8 +1464,11 @@ class _Gen:
             e.st(8, 8, dst + i, 0)
         if self._is_tuple_field(node):
             self.copy_tuple_element(node, dst, size)
-            if size < _align8(t.size):
+            if size < _align8(t.size) and not is_aggregate(t):
                 e.st(1, 8, dst + size - 1, 0)
+            return
+        if is_aggregate(t) and not isinstance(node, A.Var):
+            self.aggregate_into(node, dst, min(size, t.size))
             return
         if isinstance(node, A.Str) or (isinstance(node, A.Positional)):
             if isinstance(node, A.Str):
@@ -1544,6 +1557,53 @@ class _Gen:
             e.call("probe_read_user_str" if self._user(node) else "probe_read_kernel_str")
             return
         raise self.error(node, f"{t} is not a string")
+
+    def aggregate_into(self, node: A.Expr, dst: int, size: int) -> None:
+        """scratch[dst:dst+size] = a struct or array value, byte for byte: from a map's value, from either
+        side of a ternary, else from where it lives in memory (kernel or user, as it was reached)."""
+        e = self.e
+        if isinstance(node, A.MapRef):
+            m = self.layout.maps["@" + node.name]
+            key = self.key(node, m)
+            self.map_lookup(m, key)
+            done = e.label()
+            e.jmp_imm("jeq", 0, 0, done)
+            self.read_mem(dst, size, 0, False)
+            e.place(done)
+            return
+        if isinstance(node, A.Ternary):
+            other, done = e.label(), e.label()
+            self.scalar(node.cond)
+            e.jmp_imm("jeq", 0, 0, other)
+            self.aggregate_into(node.then, dst, size)
+            e.ja(done)
+            e.place(other)
+            self.aggregate_into(node.else_, dst, size)
+            e.place(done)
+            return
+        self.address(node)
+        self.read_mem(dst, size, 0, self._user(node))
+
+    def bytes_equal(self, left: A.Expr, right: A.Expr, negate: bool) -> None:
+        """r0 = (left == right) over every byte: arrays, structs and buffers, as bpftrace compares them."""
+        e = self.e
+        t = self.t(left)
+        size = width(t)
+        mark = self.f.mark()
+        a, b = self.f.region(size), self.f.region(size)
+        self.string_into(left, a, t.size)
+        self.string_into(right, b, t.size)
+        differ, done = e.label(), e.label()
+        for off in range(0, size, 8):
+            e.ldx(8, 1, 8, a + off)
+            e.ldx(8, 2, 8, b + off)
+            e.jmp_reg("jne", 1, 2, differ)
+        e.mov_imm(0, 0 if negate else 1)
+        e.ja(done)
+        e.place(differ)
+        e.mov_imm(0, 1 if negate else 0)
+        e.place(done)
+        self.f.release(mark)
 
     def ctx_string(self, f: CtxField, dst: int, size: int) -> None:
         """A string field of the context: a tracepoint char array, or a __data_loc string."""

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from btf import types as T
 
 __all__ = ["Type", "Int", "TextInt", "Timestamp", "CgroupPath", "Username", "Str", "Ptr", "Record", "Array", "Stack", "Inet", "Mac", "Buffer", "Tuple", "Void", "INT64", "UINT64",
-           "STRING_SIZE", "COMM", "USYM", "from_btf", "type_name", "width", "is_buffer"]
+           "STRING_SIZE", "COMM", "USYM", "from_btf", "type_name", "width", "is_buffer", "is_aggregate"]
 
 STRING_SIZE = 64   # bpftrace's default for str() and string map values
 
@@ -220,8 +220,14 @@ USYM = Int(8, False, "usym")     # an address; in records, keys and values the p
 
 
 def is_buffer(t: Type) -> bool:
-    """Values built in a buffer (written into place), not computed in a register: strings, inet."""
-    return isinstance(t, (Str, Inet))
+    """Values built in a buffer (written into place), not computed in a register: strings, inet, and
+    structs and arrays read whole (a variable, a map key or value, a tuple's element)."""
+    return isinstance(t, (Str, Inet, Record, Array))
+
+
+def is_aggregate(t: Type) -> bool:
+    """A struct, union or array value: bytes compared and printed whole, as bpftrace's."""
+    return isinstance(t, (Record, Array))
 
 
 def width(t: Type) -> int:
@@ -230,7 +236,7 @@ def width(t: Type) -> int:
     A ``usym`` value carries the pid after the address, as bpftrace's does:
     the address means something only in its process.
     """
-    if isinstance(t, (Str, Record, Inet)):
+    if isinstance(t, (Str, Record, Inet, Array)):
         return (t.size + 7) // 8 * 8
     if isinstance(t, Int) and t.display == "usym":
         return 16
