@@ -419,7 +419,7 @@ class Layout:
         for d in node.decls:
             if not isinstance(d, c_ast.Decl):
                 continue          # _Static_assert, #pragma
-            mattrs = _attr_items(d.attributes) + _attr_items(getattr(d.type, "attributes", None))
+            mattrs = _attr_items(d.attributes) + _declarator_attrs(d.type)
             mtype = self.ctype(d.type)
             size, talign = self.sizes(d, mtype)
             mpacked = packed or any(_attr_name(a) == "packed" for a in mattrs)
@@ -588,6 +588,17 @@ def _attr_items(attrs: Any) -> list[Any]:
     out: list[Any] = []
     for spec in attrs or ():
         out.extend(getattr(spec, "attributes", None) or [spec])
+    return out
+
+
+def _declarator_attrs(node: Any) -> list[Any]:
+    """The attributes along a member's declarator (``void *p [[packed]]`` puts them on the innermost)."""
+    from pycparser import c_ast
+
+    out: list[Any] = []
+    while isinstance(node, (c_ast.TypeDecl, c_ast.PtrDecl, c_ast.ArrayDecl)):
+        out += _attr_items(node.attributes)
+        node = node.type
     return out
 
 
