@@ -109,15 +109,17 @@ class Reader:
         os.close(self.fd)
 
 
-def interrupt(argv: list[str], *, rate: int | None = None, during=None) -> tuple[float, str, set[int], set[int]]:
-    """Run ``argv`` until it has printed 2000 lines and 0.3 s more, SIGINT it; (seconds from SIGINT to
-    its exit, stderr, its programs, its links). ``during(proc, sent)`` runs between SIGINT and the exit."""
+def interrupt(argv: list[str], *, rate: int | None = None, during=None, lines: int = 2000,
+              start: float = 30) -> tuple[float, str, set[int], set[int]]:
+    """Run ``argv`` until it has printed ``lines`` lines (within ``start`` seconds) and 0.3 s more, SIGINT
+    it; (seconds from SIGINT to its exit, stderr, its programs, its links). ``during(proc, sent)`` runs
+    between SIGINT and the exit."""
     r, w = os.pipe()
     proc = subprocess.Popen(argv, stdout=w, stderr=subprocess.PIPE, text=True)
     os.close(w)
     reader = Reader(r, proc, rate)
     try:
-        reader.wait_lines(2000)
+        reader.wait_lines(lines, start)
         time.sleep(0.3)
         progs, links = bpf_ids(proc.pid)
         assert progs and links, "no BPF program or link in the tracer's fds"
@@ -194,6 +196,20 @@ def test_trace_ctrl_c_slow_reader(busy):
         assert seconds < 2.0, f"{seconds:.2f} s"
         assert re.search(r"(?m)^pycore trace: \d+ events in the buffer at Ctrl-C not printed$", err), err
         assert_released(progs, links)
+
+
+def test_trace_second_ctrl_c_skips_the_ring(busy):
+    """A second Ctrl-C, while the ring is printed to the slow reader, skips the rest at once."""
+    busy("getppid")
+
+    def again(proc: subprocess.Popen, sent: float) -> None:
+        time.sleep(0.2)
+        proc.send_signal(signal.SIGINT)
+
+    seconds, err, progs, links = interrupt([*PYCORE, "trace", "-e", FLOOD], rate=20_000, during=again)
+    assert seconds < 0.8, f"{seconds:.2f} s (the ring is printed for up to 1 s after one Ctrl-C)"
+    assert re.search(r"(?m)^pycore trace: \d+ events in the buffer at Ctrl-C not printed$", err), err
+    assert_released(progs, links)
 
 
 def test_run_ctrl_c_slow_reader(busy):
