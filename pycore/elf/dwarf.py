@@ -26,17 +26,17 @@ by symbol name (a C++ function by its mangled name, DW_AT_linkage_name).
 Where the DWARF is: the file's own ``.debug_info``, else its separate debug
 file (:mod:`pycore.elf.debugfile`: by build id, then ``.gnu_debuglink``).
 
-Speed (libc's debug file is 5.8 MB of ``.debug_info``, 2,063 units, and
-pyelftools reads ~60k DIEs a second): a function is found through its
+Speed (libc's debug file is 5.8 MB of ``.debug_info`` in 2,063 units;
+pyelftools decodes ~25k DIEs a second): a function is found through its
 symbol's address and ``.debug_aranges``, and only the unit it is in is
-read, only as far as the DIEs it needs.  A type by name, or many
-functions at once (``pycore list -v 'uprobe:libc:*'``), need every unit:
-one pass over the top-level DIEs of each builds an index (type name ->
-DIE, function name -> DIE and bpftrace's parameter lines), kept on disk
-by build id beside pycore's BTF index cache (:func:`cache_path`; a
-read-only or absent cache only means the pass runs again).  The pass drops
-each unit and pyelftools' abbreviation tables after it, so the peak memory
-stays that of one unit.
+read, only as far as the DIEs it needs (``pycore list -v`` of getaddrinfo:
+0.2 s).  A type by name, or many functions at once (``pycore list -v
+'uprobe:libc:*'``), need every unit: one pass over the top-level DIEs of
+each, read with :mod:`pycore.elf.dwarfscan` (1.6 s for libc, 12 s through
+pyelftools), builds an index (type name -> DIE, function name -> DIE and
+bpftrace's parameter lines), kept on disk by build id beside pycore's BTF
+index cache (:func:`cache_path`; a read-only or absent cache only means the
+pass runs again).  The pass keeps one unit in memory at a time: 30 MB peak.
 
 Damaged DWARF is an :class:`~pycore.errors.ElfError`, never another
 exception (tests/test_dwarf_fuzz.py).
@@ -238,7 +238,7 @@ class DebugInfo:
             return None
         cu = self._dw.get_CU_at(cu_off)
         best = None
-        for die in _top_dies(cu):
+        for die in _top_dies(cu.get_top_DIE()):
             if die.tag != "DW_TAG_subprogram" or "DW_AT_declaration" in die.attributes:
                 continue
             if name not in _function_names(die):
@@ -335,19 +335,19 @@ class DebugInfo:
     def _build_index(self) -> dict:
         """One pass over every unit's top-level DIEs (and namespaces'): the first
         definition of each type and function name, as bpftrace finds them (units in
-        order), with the functions' parameter lines."""
-        dw = self._dw
+        order), with the functions' parameter lines.  Read with
+        :mod:`pycore.elf.dwarfscan` (8x pyelftools' speed), one unit in memory at a time."""
+        from pycore.elf.dwarfscan import Scanner
+
+        scanner = Scanner(self._dw)
         functions: dict[str, list] = {}
         types: dict[str, list[int]] = {}
         declared: dict[str, list[int]] = {}
-        size = dw.debug_info_sec.size
-        off = 0
-        while off < size:
-            cu = dw._parse_CU_at_offset(off)        # not cached: one unit in memory at a time
-            nxt = off + cu["unit_length"] + cu.structs.initial_length_field_size()
-            if nxt <= off:
-                raise ElfError(f"{self.dwarf_path}: malformed DWARF: unit at {off:#x} has no length")
-            for die in _top_dies(cu):
+        for unit in scanner.units():
+            off = unit.offset
+            if unit.top is None or unit.unit_type not in (1, 3):   # compile and partial units
+                continue
+            for die in _top_dies(unit.top):
                 tag = die.tag
                 if tag == "DW_TAG_subprogram":
                     if "DW_AT_declaration" in die.attributes:
@@ -364,8 +364,11 @@ class DebugInfo:
                     key = f"{_KINDS[tag]} {name}"
                     into = declared if "DW_AT_declaration" in die.attributes else types
                     into.setdefault(key, [off, die.offset])
-            dw._abbrevtable_cache.clear()      # 2,063 tables of construct objects: 100 MB for libc
-            off = nxt
+            unit.release()
+            for other in scanner.foreign.values():
+                other.release()
+            scanner.foreign.clear()
+            scanner.forget_abbrevs()              # a table per unit: 2,063 for libc
         for key, where in declared.items():
             types.setdefault(key, where)
         return {"format": CACHE_FORMAT, "functions": functions, "types": types}
@@ -440,9 +443,9 @@ def _store(path: str | None, index: dict) -> None:
             pass
 
 
-def _top_dies(cu) -> Iterator:  # noqa: ANN001
-    """A unit's top-level DIEs, and those of its namespaces (C++)."""
-    stack = [cu.get_top_DIE()]
+def _top_dies(top) -> Iterator:  # noqa: ANN001
+    """The DIEs under a unit's DIE, and those of its namespaces (C++)."""
+    stack = [top]
     while stack:
         for die in children(stack.pop()):
             yield die
