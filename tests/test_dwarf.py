@@ -351,3 +351,46 @@ def test_libc_types(base):
         assert [m.name for m in ai.members] == ["ai_flags", "ai_family", "ai_socktype", "ai_protocol",
                                                 "ai_addrlen", "ai_addr", "ai_canonname", "ai_next"]
         assert sizeof(ai) == 48 and ai.members[-1].type.type.id == ai.id
+
+
+def _same_dies(path: str, max_units: int) -> int:
+    """Every DIE of the first ``max_units`` units as pycore's fast reader decodes it and as
+    pyelftools does: tag, children, and each attribute's form and value."""
+    from pycore.elf.dwarfscan import Scanner
+
+    with DebugInfo.open(path) as dbg:
+        dw = dbg._dw
+        scanner = Scanner(dw)
+        seen = 0
+        for n, (unit, cu) in enumerate(zip(scanner.units(), dw.iter_CUs())):
+            if n == max_units:
+                break
+            assert unit.offset == cu.cu_offset
+            for die in cu.iter_DIEs():
+                mine = unit.die_at(die.offset)
+                if die.is_null():
+                    assert mine is None
+                    continue
+                assert (mine.tag, mine.has_children, mine.end - mine.offset) == (die.tag, die.has_children, die.size)
+                theirs = {k: (a.form, list(a.value) if isinstance(a.value, list) else a.value)
+                          for k, a in die.attributes.items()}
+                ours = {k: (a.form, list(a.value) if isinstance(a.value, bytes) and a.form not in (
+                    "DW_FORM_strp", "DW_FORM_line_strp", "DW_FORM_string") and not a.form.startswith("DW_FORM_strx")
+                    else a.value) for k, a in mine.attributes.items()}
+                assert ours == theirs, die.offset
+                seen += 1
+            unit.release()
+    return seen
+
+
+@pytest.mark.parametrize("flags", [["-g"], ["-gdwarf-4"], ["-gdwarf-2"]], ids=["dwarf5", "dwarf4", "dwarf2"])
+def test_fast_reader_equals_pyelftools(tmp_path, flags):
+    exe, _ = _build(tmp_path, C_SOURCE, flags)
+    assert _same_dies(exe, 1000) > 100
+    cxx, _ = _build(tmp_path, CXX_SOURCE, flags, "cxx", cxx=True)
+    assert _same_dies(cxx, 1000) > 100
+
+
+@pytest.mark.skipif(not os.path.exists(LIBC) or not _libc_debug(), reason="libc6-dbg missing")
+def test_fast_reader_equals_pyelftools_on_libc():
+    assert _same_dies(LIBC, 40) > 5000
