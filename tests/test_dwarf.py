@@ -351,6 +351,9 @@ def test_libc_types(base):
         assert [m.name for m in ai.members] == ["ai_flags", "ai_family", "ai_socktype", "ai_protocol",
                                                 "ai_addrlen", "ai_addr", "ai_canonname", "ai_next"]
         assert sizeof(ai) == 48 and ai.members[-1].type.type.id == ai.id
+        assert dbg.named("struct", "addrinfo", near="getaddrinfo") == ai.id
+        assert dbg._index is None             # found in getaddrinfo's unit, no whole-file index
+        assert dbg.named("struct", "sockaddr_in6") is not None and dbg._index is not None
 
 
 def _same_dies(path: str, max_units: int) -> int:

@@ -15,6 +15,8 @@ API::
     fn.spec                                 # a Spec holding those ids (on top of base)
     tid = dbg.named("struct", "addrinfo")   # "struct", "union", "enum", "typedef" (C++ classes
                                             # are structs) -> btf id | None
+    dbg.named("struct", "addrinfo", near="getaddrinfo")   # the probed function's unit first:
+                                            # no whole-file index (1.6 s for libc, then cached)
     dbg.spec                                # the Spec of every type converted so far
     dbg.params_text("getaddrinfo")          # ["const char* name", ...]: bpftrace -lv's lines
 
@@ -265,17 +267,26 @@ class DebugInfo:
 
     # -- types -----------------------------------------------------------------
 
-    def named(self, kind: str, name: str) -> int | None:
+    def named(self, kind: str, name: str, near: str | None = None) -> int | None:
         """The BTF id of ``struct NAME`` (``kind`` "struct"; C++ classes too), "union",
-        "enum" or "typedef" NAME anywhere in the DWARF; None when it is not there.
-        A definition is preferred to a declaration (FWD)."""
+        "enum" or "typedef" NAME in the DWARF; None when it is not there.  With
+        ``near`` (a function, the probed one), that function's unit is looked in
+        first, without the whole-file index; then the first definition in the
+        file, else a declaration (FWD)."""
         if kind == "class":
             kind = "struct"
         with dwarf_errors(self.dwarf_path):
-            found = self._get_index()["types"].get(f"{kind} {name}")
-            if found is None:
-                return None
-            tid = self._conv().convert(self._die(found[0], found[1]))
+            die = None
+            if near is not None:
+                fdie = self._function_die(near)
+                if fdie is not None:
+                    die = _unit_type(fdie.cu, kind, name)
+            if die is None:
+                found = self._get_index()["types"].get(f"{kind} {name}")
+                if found is None:
+                    return None
+                die = self._die(found[0], found[1])
+            tid = self._conv().convert(die)
             self.spec               # noqa: B018 - brought up to date
             return tid
 
@@ -451,6 +462,15 @@ def _top_dies(top) -> Iterator:  # noqa: ANN001
             yield die
             if die.tag in _SCOPES and die.has_children:
                 stack.append(die)
+
+
+def _unit_type(cu, kind: str, name: str):  # noqa: ANN001, ANN202
+    """The definition of KIND NAME among a pyelftools unit's top-level DIEs, or None."""
+    for die in _top_dies(cu.get_top_DIE()):
+        if _KINDS.get(die.tag) == kind and "DW_AT_declaration" not in die.attributes \
+                and die_name(die, False) == name:
+            return die
+    return None
 
 
 def _function_names(die) -> list[str]:  # noqa: ANN001
