@@ -9,6 +9,7 @@ starts with a char, which is its alignment.
 
 from __future__ import annotations
 
+import re
 import subprocess
 
 import pytest
@@ -240,6 +241,28 @@ def test_uprobe_struct_declared_in_the_script(server):
         ours, theirs = side_by_side(program, "-f", fmt, "-c", server)
         assert ours == theirs, fmt
     assert '"data": "42 /index.html 9 5 1099511627776 56\\n"' in ours and '"data": "7 /second 15 0 -5 56\\n"' in ours
+
+
+def test_print_of_a_declared_struct(server):
+    """print(*$r): every field, bitfields masked and pointers in hex. bpftrace 0.17 prints both
+    bitfields as their whole byte (.flags = 89, .prio = 89) and the pointer in decimal."""
+    program = DECL + f"uprobe:{server}:handle {{ print(*(struct Req *)arg0); }}"
+    r = pycore("-c", server, "-e", program)
+    assert r.returncode == 0, r.stderr
+    lines = [ln for ln in r.stdout.splitlines() if ln.startswith("{")]
+    assert len(lines) == 4
+    assert re.fullmatch(r"\{ \.id = 42, \.path = /index\.html, \.flags = 9, \.prio = 5, \.next = 0x[0-9a-f]+, "
+                        r"\.big = 1099511627776 \}", lines[0]), lines[0]
+    assert lines[3] == "{ .id = 7, .path = /second, .flags = 15, .prio = 0, .next = 0x0, .big = -5 }"
+    theirs = bpftrace("-c", server, "-e", program).stdout
+    assert ".flags = 89, .prio = 89" in theirs      # (9 | 5 << 4: the byte both share)
+
+
+def test_declarations_without_semicolons_as_bpftrace():
+    """bpftrace (clang) takes 'struct R { int a }' with no ';' after the last member or the '}'."""
+    ours, theirs = side_by_side("struct R { int a; char b }\nstruct Q { struct R r; int z }\n"
+                                'BEGIN { printf("%d %d\\n", sizeof(struct R), sizeof(struct Q)); exit(); }')
+    assert ours == theirs == "8 12\n\n\n"
 
 
 def test_declared_type_in_begin_and_shadowing():

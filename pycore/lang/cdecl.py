@@ -42,6 +42,8 @@ def script_text(program: Any) -> str:
     line, col = 1, 1
     for n in items:
         text = n.text.rstrip("\n")
+        if not hasattr(n, "path") and not text.lstrip().startswith("#") and not text.endswith(";"):
+            text += ";"      # bpftrace takes 'struct X { ... }' without its ';', as clang does
         if n.pos.line > line:
             out.append("\n" * (n.pos.line - line))
             line, col = n.pos.line, 1
@@ -163,7 +165,8 @@ def _where(err: str) -> tuple[str, int, int, str]:
     """(file, line, col, message) of pycparser's ``file:line:col: message``."""
     m = re.match(r"(.*?):(\d+)(?::(\d+))?: (.*)", err, re.S)
     if m is None:
-        return "", 0, 0, err
+        file, _, msg = err.partition(": ")
+        return (file, 0, 0, msg) if msg else ("", 0, 0, err)
     return m.group(1), int(m.group(2)), int(m.group(3) or 0), m.group(4)
 
 
@@ -212,6 +215,8 @@ def parse(text: str, kernel_names: Any) -> tuple[Any, dict[str, int], list[str]]
         except c_parser.ParseError as e:
             file, line, col, msg = _where(str(e))
             tok = p.failed_at[0] if p.failed_at else ""
+            if file == SCRIPT and msg == "before: }" and _add_semicolon(runs, line, col):
+                continue     # 'struct R { int a }': clang (bpftrace) and gcc warn and go on; so do we
             if tok and tok.isidentifier() and tok not in externs:
                 found = kernel_names(tok)
                 if found:
@@ -226,6 +231,21 @@ def parse(text: str, kernel_names: Any) -> tuple[Any, dict[str, int], list[str]]
             note = f" (pycore's C parser could not read {'; '.join(skipped)})" if skipped else ""
             raise DeclError(f"C declaration: {_plain(msg)}{note}", line if file == SCRIPT else 0, col) from None
     raise DeclError("C declarations: too many unknown type names")
+
+
+def _add_semicolon(runs: list[tuple[str, str]], line: int, col: int) -> bool:
+    """Put the ';' a struct's last member lacks before the '}' at the script's ``line``:``col``."""
+    for i, (f, text) in enumerate(runs):
+        m = re.match(r'#line (\d+) "', text)
+        if f != SCRIPT or m is None:
+            continue
+        lines = text.split("\n")
+        k = line - int(m.group(1)) + 1
+        if 1 <= k < len(lines) and lines[k][col - 1:col] == "}" and not lines[k][:col - 1].rstrip().endswith((";", "{")):
+            lines[k] = lines[k][:col - 1] + ";" + lines[k][col - 1:]
+            runs[i] = (f, "\n".join(lines))
+            return True
+    return False
 
 
 def _plain(msg: str) -> str:
