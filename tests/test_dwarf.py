@@ -397,3 +397,21 @@ def test_fast_reader_equals_pyelftools(tmp_path, flags):
 @pytest.mark.skipif(not os.path.exists(LIBC) or not _libc_debug(), reason="libc6-dbg missing")
 def test_fast_reader_equals_pyelftools_on_libc():
     assert _same_dies(LIBC, 40) > 5000
+
+
+def test_on_a_split_base(tmp_path, base):
+    """The DWARF's BTF on top of a spec that is itself split (a script's declarations on vmlinux)."""
+    from btf.writer import Writer
+
+    w = Writer.split(base)
+    declared = w.struct("Declared", 4, [("x", w.int("int", 4, signed=True), 0)])
+    middle = w.spec(base)
+    exe, _ = _build(tmp_path, C_SOURCE, ["-g"])
+    with DebugInfo.open(exe, middle) as dbg:
+        fn = dbg.function("handle")
+        spec = dbg.spec
+        assert spec.type(declared).name == "Declared" and spec.type(1).kind == base.type(1).kind
+        assert CFormatter().declaration(spec.type(fn.params[0][1]), "r") == "req_t *r"
+        assert min(i for _, i in fn.params) >= len(middle)
+    with DebugInfo.open(exe) as dbg, pytest.raises(TypeError):
+        dbg.function("handle")                    # BTF needs a base spec

@@ -133,7 +133,7 @@ class DebugInfo:
         self._symbols: dict[str, int] | None = None
         self._index: dict | None = None
         self._key: str | None = None
-        self._writer = None
+        self._ar = False                  # .debug_aranges, read on first use (None: none)
         self._converter: BtfConverter | None = None
         self._spec: Spec | None = None
         self._spec_len = -1
@@ -190,6 +190,7 @@ class DebugInfo:
 
     def function(self, name: str) -> FunctionTypes | None:
         """``name``'s parameters and return type (None: no such function in the DWARF)."""
+        self._need_base()
         with dwarf_errors(self.dwarf_path):
             die = self._function_die(name)
             if die is None:
@@ -225,12 +226,11 @@ class DebugInfo:
         for its symbol's address when the file has aranges (gcc writes them, and for
         every unit: an address in none is code without DWARF, assembly), else
         through the whole-file index."""
-        if self._index is None:
-            aranges = self._aranges()
-            if aranges is not None and aranges.entries:
-                addr = self._symbol_table().get(name)
-                if addr is not None:
-                    return self._die_at_address(name, addr)
+        aranges = self._aranges()
+        if aranges is not None and aranges.entries:
+            addr = self._symbol_table().get(name)
+            if addr is not None:
+                return self._die_at_address(name, addr)
         found = self._get_index()["functions"].get(name)
         return None if found is None else self._die(found[0], found[1])
 
@@ -252,7 +252,7 @@ class DebugInfo:
         return best
 
     def _aranges(self):  # noqa: ANN202
-        if not hasattr(self, "_ar"):
+        if self._ar is False:
             self._ar = self._dw.get_aranges()
         return self._ar
 
@@ -275,6 +275,7 @@ class DebugInfo:
         file, else a declaration (FWD)."""
         if kind == "class":
             kind = "struct"
+        self._need_base()
         with dwarf_errors(self.dwarf_path):
             die = None
             if near is not None:
@@ -307,10 +308,13 @@ class DebugInfo:
             self._spec_len = conv.writer.next_id
         return self._spec
 
+    def _need_base(self) -> None:
+        if self._base is None:
+            raise TypeError("DebugInfo.open(path, base=spec) is needed for BTF")
+
     def _conv(self) -> BtfConverter:
         if self._converter is None:
-            if self._base is None:
-                raise ValueError("DebugInfo.open(path, base=...) is needed for BTF")
+            self._need_base()
             from btf.writer import Writer
 
             self._converter = BtfConverter(Writer.split(self._base), self._dw.config.little_endian)
