@@ -97,7 +97,7 @@ def die_name(die, integrate: bool = True) -> str:  # noqa: ANN001
 def attr_int(die, attr: str, default: int | None = None) -> int | None:  # noqa: ANN001
     """A constant attribute as an int (block forms: DW_OP_plus_uconst / DW_OP_constu of DWARF 2)."""
     a = die.attributes.get(attr)
-    if a is None:
+    if a is None or a.form.startswith("DW_FORM_ref"):     # a bound held by a variable (VLA)
         return default
     v = a.value
     if isinstance(v, bool):
