@@ -258,6 +258,27 @@ def test_print_of_a_declared_struct(server):
     assert ".flags = 89, .prio = 89" in theirs      # (9 | 5 << 4: the byte both share)
 
 
+def test_cast_of_ctx_to_a_declared_struct(server):
+    """ctx (the probe's pt_regs, in kernel memory) cast to a declared struct: its di is arg0."""
+    program = ("struct regs { unsigned long r15, r14, r13, r12, bp, bx, r11, r10, r9, r8, ax, cx, dx, si, di; };\n"
+               f'uprobe:{server}:handle {{ $r = (struct regs *)ctx; printf("%d\\n", $r->di == arg0); }}')
+    ours, theirs = side_by_side(program, "-c", server)
+    assert ours == theirs and ours.count("1\n") == 4
+
+
+def test_tools_headers_in_the_btf_branch_load_no_c_parser():
+    """bpftrace's tools #include their headers under #ifndef BPFTRACE_HAVE_BTF: on a kernel with BTF
+    they declare nothing, so neither the preprocessor nor pycparser is loaded for their casts."""
+    import sys
+
+    r = subprocess.run([sys.executable, "-X", "importtime", "-m", "pycore", "trace", "--dry-run",
+                        "/usr/sbin/naptime.bt"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    imported = [ln.split("|")[-1].strip() for ln in r.stderr.splitlines() if ln.startswith("import time:")]
+    assert "pycore.lang.checker" in imported
+    assert not [m for m in imported if m.startswith(("pcpp", "pycparser"))]
+
+
 def test_declarations_without_semicolons_as_bpftrace():
     """bpftrace (clang) takes 'struct R { int a }' with no ';' after the last member or the '}'."""
     ours, theirs = side_by_side("struct R { int a; char b }\nstruct Q { struct R r; int z }\n"

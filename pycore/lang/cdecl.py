@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
     from btf import Spec
 
-__all__ = ["DeclError", "SCRIPT", "script_text", "declare"]
+__all__ = ["DeclError", "SCRIPT", "script_text", "declare", "may_declare"]
 
 _MAX_RETRIES = 64            # kernel type names added to the prelude one parse error at a time
 
@@ -55,6 +55,28 @@ def script_text(program: Any) -> str:
             out.append("\n")
             line, col = line + 1, 1
     return "".join(out) + "\n"
+
+
+def may_declare(program: Any) -> bool:
+    """Whether the script's head can declare types: a C definition, or an ``#include`` that is not in the
+    ``#ifndef BPFTRACE_HAVE_BTF`` branch bpftrace's tools put theirs in (dropped on a kernel with BTF). Saves
+    loading the preprocessor for those tools' casts."""
+    if program.c_definitions:
+        return True
+    lines = sorted([*program.includes, *program.directives], key=lambda n: (n.pos.line, n.pos.col))
+    stack: list[bool] = []          # per open #if: is this branch dropped for sure?
+    for n in lines:
+        words = n.text.lstrip("#").split()
+        word = words[0] if words else ""
+        if word in ("if", "ifdef", "ifndef"):
+            stack.append(word == "ifndef" and words[1:2] == ["BPFTRACE_HAVE_BTF"])
+        elif word in ("else", "elif") and stack:
+            stack[-1] = False
+        elif word == "endif" and stack:
+            stack.pop()
+        elif hasattr(n, "path") and not any(stack):
+            return True
+    return False
 
 
 # -- GNU C that pycparser does not read, taken out (same length: columns stay the script's) ----------
@@ -262,5 +284,7 @@ def declare(text: str, kernel: Spec) -> tuple[Spec | None, list[str]]:
         ids = kernel.ids_named(name, (Kind.TYPEDEF, Kind.INT, Kind.FLOAT))
         return ids[0] if ids else 0
 
+    if not any(line.strip() and not line.lstrip().startswith("#") for line in text.splitlines()):
+        return None, []      # nothing left after the preprocessor (#ifndef BPFTRACE_HAVE_BTF): pycparser not loaded
     ast, externs, skipped = parse(text, kernel_names)
     return Layout(kernel, externs).run(ast), skipped

@@ -123,7 +123,9 @@ class Checker:
         if self._declared is False:
             self._declared = None
             kernel = self.spec
-            if self.program is not None and (self.program.c_definitions or self.program.includes):
+            from pycore.lang.cdecl import may_declare
+
+            if self.program is not None and may_declare(self.program):
                 self._declared = self._read_declarations(kernel)
                 if self._declared is not None:
                     self._spec = self._declared
