@@ -80,3 +80,24 @@ def debug_file(elf, path: str, debug_dir: str = DEBUG_DIR) -> str | None:  # noq
             continue
         return candidate if _crc32(candidate) == crc else None
     return None
+
+
+def debug_package_hint(path: str) -> str:
+    """What to install for ``path``'s DWARF, for an error message: its Debian package's debug
+    package when dpkg knows the file (``libc6`` -> ``libc6-dbg``), else how to build it with it."""
+    import subprocess
+
+    r = None
+    real = os.path.realpath(path)
+    for name in dict.fromkeys((path, real, real.removeprefix("/usr"))):  # dpkg knows /bin/bash, not /usr/bin/bash
+        try:
+            r = subprocess.run(["dpkg-query", "-S", name], capture_output=True, text=True, timeout=5)
+        except (OSError, subprocess.SubprocessError):
+            r = None
+        if r is not None and r.returncode == 0:
+            break
+    if r is not None and r.returncode == 0 and ":" in r.stdout:
+        pkg = r.stdout.split(":", 1)[0].split(",")[0].strip()
+        return (f"install its debug symbols ({pkg}-dbgsym from Debian's debug archive, or {pkg}-dbg "
+                f"where the package has one)")
+    return "build it with -g, or install its separate debug file under /usr/lib/debug"

@@ -151,13 +151,16 @@ class Checker:
             self._macros = Macros(script_text(self.program), SCRIPT)
         return self._macros
 
-    def _where_types_are(self) -> str:
-        """Where an unknown type name was looked for, for its error."""
-        if self._declared in (False, None):
+    def _where_types_are(self, dwarf: str = "") -> str:
+        """Where an unknown type name was looked for, for its error (``dwarf``: the probed binary's path)."""
+        places = [f"in {dwarf}'s DWARF"] if dwarf else []
+        if self._declared not in (False, None):
+            unread = getattr(self, "_unread_headers", [])
+            note = f"; pycore's C parser could not read {'; '.join(unread)}" if unread else ""
+            places.insert(0, f"in the script's C declarations{note}")
+        if not places:
             return "in this kernel's BTF"
-        unread = getattr(self, "_unread_headers", [])
-        note = f"; pycore's C parser could not read {'; '.join(unread)}" if unread else ""
-        return f"in the script's C declarations{note}, nor in this kernel's BTF"
+        return ", ".join(places) + ", nor in this kernel's BTF"
 
     def error(self, node: A.Node, message: str) -> CheckError:
         pos = node.pos
@@ -532,15 +535,39 @@ class Checker:
         # an address from a register or an integer field points where the probe's code runs, as in
         # bpftrace: user memory in uprobes and USDT, kernel memory elsewhere (uptr()/kptr() say otherwise)
         user = inner.user if isinstance(inner, Ptr) else c.target.kind in USER_PROBES
-        target = self.btf_type(e, name)
+        target, spec = self.named_type(c, e, name)
         for _ in range(tn.pointer_depth - 1):
-            target = self._pointer_to(target)
-        return Ptr(target, user, self.spec)
+            target = self._pointer_to(target, spec)
+        return Ptr(target, user, spec)
 
-    def _pointer_to(self, type_id: int) -> int:
+    def named_type(self, c: Checked, node: A.Node, name: str) -> tuple[int, Spec]:
+        """(BTF id, the spec holding it) of a C type name, looked up as bpftrace does: the script's own
+        declarations, then (in uprobes and USDT) the probed binary's DWARF, then the kernel's BTF."""
+        dbg = getattr(c.target, "debug", None)
+        if dbg is not None and name != "void":
+            from btf.kinds import Kind
+
+            word, _, rest = name.partition(" ")
+            kinds = {"struct": (Kind.STRUCT,), "union": (Kind.UNION,), "enum": (Kind.ENUM, Kind.ENUM64)}
+            plain = rest.strip() if word in kinds and rest else name
+            declared = self.declared()
+            mine = declared is not None and any(
+                i >= declared.first_id for i in declared.ids_named(plain, kinds.get(word, (Kind.TYPEDEF,))))
+            if not mine:
+                from pycore.errors import ElfError
+
+                try:
+                    found = dbg.named(word if word in kinds and rest else "typedef", plain)
+                except ElfError as err:
+                    raise self.error(node, str(err)) from None
+                if found:
+                    return found, dbg.spec
+        return self.btf_type(node, name, dwarf=c.target.attach[1] if dbg is not None else ""), self.spec
+
+    def _pointer_to(self, type_id: int, spec: Spec | None = None) -> int:
         from btf.kinds import Kind
 
-        spec: Spec | None = self.spec
+        spec = spec or self.spec
         while spec is not None:      # the script's declarations, then the kernel's BTF under them
             for i in spec.ids_of_kind(Kind.PTR):
                 if spec.type(i).type_id == type_id:
@@ -548,7 +575,7 @@ class Checker:
             spec = spec.base
         return 0
 
-    def btf_type(self, node: A.Node, name: str) -> int:
+    def btf_type(self, node: A.Node, name: str, dwarf: str = "") -> int:
         """The BTF id of a C type name (``struct path``, ``u64``, ``void``)."""
         from btf.kinds import Kind
 
@@ -575,7 +602,7 @@ class Checker:
             near = set()
         guess = close_matches((rest or name).strip(), list(near), n=2)
         hint = f" (did you mean {' or '.join(repr((word + ' ' if rest else '') + g) for g in guess)}?)" if guess else ""
-        raise self.error(node, f"unknown type {what!r}: not {self._where_types_are()}{hint}")
+        raise self.error(node, f"unknown type {what!r}: not {self._where_types_are(dwarf)}{hint}")
 
     def field(self, c: Checked, e: A.Field) -> Type:
         base = e.expr
@@ -619,6 +646,8 @@ class Checker:
         if f is None:
             known = list(c.target.args)
             near = close_matches(e.name, known, n=1)
+            if not known and c.target.kind in ("uprobe", "uretprobe"):
+                raise self.error(e, f"{c.target.probe} has no args{self._why_no_args(c.target)} (use arg0, arg1, ...)")
             hint = f" (did you mean {near[0]!r}?)" if near else f" (it has: {', '.join(known) or 'none'})"
             raise self.error(e, f"{c.target.probe} has no argument {e.name!r}{hint}")
         if f.pointee and isinstance(f.type, Ptr) and not f.type.target:
@@ -667,7 +696,7 @@ class Checker:
             return tgt.retval.type
         if name == "args":
             if not tgt.args:
-                raise self.error(e, f"{tgt.probe} has no args (use arg0, arg1, ...)")
+                raise self.error(e, f"{tgt.probe} has no args{self._why_no_args(tgt)} (use arg0, arg1, ...)")
             return Void()
         if name in ("kstack", "ustack"):
             return Stack(name == "ustack")
@@ -695,6 +724,18 @@ class Checker:
             where = ("an enum value in this kernel's BTF, nor a macro of the script's #define and #include lines"
                      + (f" (not found here: {', '.join(missing)})" if missing else ""))
         raise self.error(e, f"unknown identifier {name!r}: not a builtin, {where}{hint}")
+
+    @staticmethod
+    def _why_no_args(tgt: Target) -> str:
+        """Why a uprobe has no typed args: its binary has no DWARF (and which package would give it)."""
+        if tgt.kind not in ("uprobe", "uretprobe"):
+            return ""
+        path = tgt.attach[1]
+        if tgt.debug is not None:
+            return f": {path}'s DWARF does not describe {tgt.func}"
+        from pycore.elf.debugfile import debug_package_hint
+
+        return f": {path} has no DWARF debug info; {debug_package_hint(path)}"
 
     def ctx(self, e: A.Builtin, tgt: Target) -> Type:
         """``ctx``: the probe's context, a ``struct pt_regs *`` in the probes that have registers, as in
@@ -980,8 +1021,8 @@ class Checker:
         if isinstance(a, A.TypeName):
             if a.pointer_depth:
                 return 8
-            type_id = self.btf_type(a, a.name)      # (may read the script's declarations: self.spec after)
-            return sizeof(self.spec.type(type_id)) or 0
+            type_id, spec = self.named_type(c, a, a.name)   # (may read the script's declarations: self.spec after)
+            return sizeof(spec.type(type_id)) or 0
         if isinstance(a, A.Builtin) and a.name in _C_INTS:
             return _C_INTS[a.name][0]
         if isinstance(a, A.Builtin) and self.program is not None and (self.program.c_definitions

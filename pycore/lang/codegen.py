@@ -1150,16 +1150,20 @@ class _Gen:
         self.e.ldx(size if size in (1, 2, 4, 8) else 8, 0, 8, tmp)
 
     def _user(self, node: A.Expr) -> bool:
-        """Whether the memory ``node`` names is user memory: as the nearest pointer, record or
-        array it is reached through says (``args->rqtp->tv_sec``: the syscall's user pointer)."""
+        """Whether the memory ``node`` names is user memory: as the nearest pointer it is reached through
+        says (``args->rqtp->tv_sec``: the syscall's user pointer), kernel memory when it is reached in a
+        variable's copy of a struct or array (the program's own), else as the outermost record says."""
+        outer = None
         while isinstance(node, (A.Field, A.Index, A.Unary)):
             node = node.expr if not isinstance(node, A.Unary) else node.operand
             t = self.c.types.get(id(node))
             if isinstance(node, A.Var) and is_aggregate(t):
                 return False          # the variable's copy lives in the program's own (kernel) memory
+            if isinstance(t, Ptr):
+                return bool(t.user)
             if hasattr(t, "user"):
-                return bool(t.user)  # type: ignore[union-attr]
-        return False
+                outer = t
+        return bool(outer.user) if outer is not None else False  # type: ignore[union-attr]
 
     def field(self, node: A.Field) -> None:
         e = self.e
@@ -1192,7 +1196,7 @@ class _Gen:
                 e.alu_imm("add", 0, off)
             tmp = self.f.region(8)
             e.st(8, 8, tmp, 0)
-            self.read_mem(tmp, load, 0, rec.user)
+            self.read_mem(tmp, load, 0, rec.user if isinstance(base_t, Ptr) else self._user(node))
             e.ldx(load, 0, 8, tmp)
             if bit:
                 e.alu_imm("rsh", 0, bit)

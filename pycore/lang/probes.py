@@ -85,6 +85,7 @@ class Target:
     args_record: tuple[str, int] | None = None                # (struct name, size) when ``args`` prints whole
     user: bool = False                                        # pointers it gives point into user memory
     vaddr: int = 0                                            # uprobe/usdt: the probed instruction's link-time address
+    debug: object = None                                      # uprobe/usdt: the binary's DWARF (pycore.elf.dwarf.DebugInfo)
 
     @property
     def is_return(self) -> bool:
@@ -108,6 +109,9 @@ class Resolver:
         self._lister = lister
         self._tracefs: Tracefs | None = None
         self.skipped: list[str] = []       # wildcard matches that cannot attach, with why
+        self.typed = False                 # a uprobe's args and retval typed from DWARF (when the block uses them)
+        self.named_types = False           # the block names types: casts look in the binary's DWARF too
+        self._debug: dict[str, object] = {}    # path -> DebugInfo | None, read once a run
 
     # -- sources ------------------------------------------------------------------------------
 
@@ -139,6 +143,18 @@ class Resolver:
             return self.spec
         except Exception:  # noqa: BLE001 - without BTF, array fields stay integers
             return None
+
+    def debug_info(self, path: str, text: str):  # noqa: ANN201 - a DebugInfo or None
+        """The binary's DWARF (its own or its debug file's) as BTF on the kernel's, or None; read once."""
+        if path not in self._debug:
+            from pycore.elf.dwarf import DebugInfo
+            from pycore.errors import ElfError
+
+            try:
+                self._debug[path] = DebugInfo.open(path, base=self._spec_or_none())
+            except ElfError as e:
+                raise ProbeError(f"{text}: {e}") from None
+        return self._debug[path]
 
     def _listed(self, kind: str, target: str, module: str | None = None) -> list[str]:
         from pycore.listing.patterns import ProbePattern
@@ -357,8 +373,32 @@ class Resolver:
             t.argn = [CtxField(f"arg{i}", UINT64, PT_REGS[r]) for i, r in enumerate(ARG_REGS)]
             if ret:
                 t.retval = CtxField("retval", UINT64, PT_REGS["rax"])
+            if self.typed:
+                self._dwarf_args(t, path, f.name, text)
+            elif self.named_types:
+                t.debug = self.debug_info(path, text)
             out.append(t)
         return out
+
+    def _dwarf_args(self, t: Target, path: str, symbol: str, text: str) -> None:
+        """``args.NAME`` and a typed ``retval`` from the binary's DWARF, as bpftrace reads them: the
+        first six parameters in their argument registers (x86-64's System V order)."""
+        from pycore.errors import ElfError
+
+        dbg = t.debug = self.debug_info(path, text)
+        if dbg is None:
+            return
+        try:
+            fn = dbg.function(symbol)
+        except ElfError as e:
+            raise ProbeError(f"{text}: {e}") from None
+        if fn is None:
+            return
+        for i, (name, type_id) in enumerate(fn.params[:len(ARG_REGS)]):
+            f = CtxField(name or f"arg{i}", from_btf(fn.spec, type_id, user=True), PT_REGS[ARG_REGS[i]])
+            t.args[f.name] = f
+        if t.retval is not None and fn.ret:
+            t.retval = CtxField("retval", from_btf(fn.spec, fn.ret, user=True), PT_REGS["rax"])
 
     def _kretprobe(self, target, parts, offset, text) -> list[Target]:
         return self._kprobe(target, parts, offset, text, ret=True)
@@ -414,8 +454,32 @@ class Resolver:
             t.argn = [CtxField(f"arg{i}", UINT64, PT_REGS[r]) for i, r in enumerate(ARG_REGS)]
             if ret:
                 t.retval = CtxField("retval", UINT64, PT_REGS["rax"])
+            if self.typed:
+                self._dwarf_args(t, path, f.name, text)
+            elif self.named_types:
+                t.debug = self.debug_info(path, text)
             out.append(t)
         return out
+
+    def _dwarf_args(self, t: Target, path: str, symbol: str, text: str) -> None:
+        """``args.NAME`` and a typed ``retval`` from the binary's DWARF, as bpftrace reads them: the
+        first six parameters in their argument registers (x86-64's System V order)."""
+        from pycore.errors import ElfError
+
+        dbg = t.debug = self.debug_info(path, text)
+        if dbg is None:
+            return
+        try:
+            fn = dbg.function(symbol)
+        except ElfError as e:
+            raise ProbeError(f"{text}: {e}") from None
+        if fn is None:
+            return
+        for i, (name, type_id) in enumerate(fn.params[:len(ARG_REGS)]):
+            f = CtxField(name or f"arg{i}", from_btf(fn.spec, type_id, user=True), PT_REGS[ARG_REGS[i]])
+            t.args[f.name] = f
+        if t.retval is not None and fn.ret:
+            t.retval = CtxField("retval", from_btf(fn.spec, fn.ret, user=True), PT_REGS["rax"])
 
     def _uretprobe(self, target, parts, offset, text) -> list[Target]:
         return self._uprobe(target, parts, offset, text, ret=True)

@@ -73,7 +73,6 @@ class Compiled:
     listing: str = ""
 
 
-class Script:
 # A uprobe's consumers run newest first (the kernel adds each at the head of the probed address's
 # list); a tracepoint's programs, in the order they were attached. Probes of a kind fire in the
 # script's order in bpftrace: so user-space probes attach in reverse.
@@ -86,6 +85,7 @@ def attach_order(compiled: list) -> list:
     return first + [c for c in reversed(compiled) if c.target.kind in _NEWEST_FIRST]
 
 
+class Script:
     """One bpftrace script, from text to a finished run."""
 
     def __init__(self, text: str, *, filename: str = "<stdin>", params: tuple[str, ...] = (),
@@ -121,8 +121,6 @@ def attach_order(compiled: list) -> list:
 
     # -- stages ----------------------------------------------------------------------------------
 
-    def resolve(self) -> list[tuple[A.ProbeBlock, list[Target]]]:
-        """Every probe block with its targets on this system."""
     def expand_positionals(self, spec: A.ProbeSpec) -> A.ProbeSpec:
         """``interval:ms:$1``, ``uprobe:$1:main``: the parameters' text in the attach point, as bpftrace
         puts it there ("" for a missing one), then the probe parsed again."""
@@ -137,15 +135,22 @@ def attach_order(compiled: list) -> list:
         except ScriptError as e:
             raise self.checker.error(spec, f"{spec.text} is {text!r} with its parameters, and {e.message}") from None
 
+    def resolve(self) -> list[tuple[A.ProbeBlock, list[Target]]]:
+        """Every probe block with its targets on this system."""
         out = []
         for block in self.program.probes:
             targets: list[Target] = []
             unmatched = []
+            # a uprobe's args and retval are typed from DWARF only for a block that uses them (reading
+            # DWARF costs milliseconds a function: uprobe:libc:* would read every one of them)
+            nodes = list(A.walk(block))
+            self.resolver.typed = any(isinstance(n, A.Builtin) and n.name in ("args", "retval") for n in nodes)
+            self.resolver.named_types = any(isinstance(n, (A.Cast, A.TypeName)) for n in nodes)
             for spec in block.probes:
-                try:
-                    targets.extend(self.resolver.resolve(spec.kind, spec.target, tuple(spec.parts),
                 if "$" in spec.text:
                     spec = self.expand_positionals(spec)
+                try:
+                    targets.extend(self.resolver.resolve(spec.kind, spec.target, tuple(spec.parts),
                                                          spec.offset, spec.text))
                 except NoMatch as e:
                     # as bpftrace 0.17: a function wildcard, one of several attach points, that matches

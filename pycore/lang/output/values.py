@@ -7,11 +7,14 @@ compact as ``{.a=1,.b=2}``, stacks indented by 4 instead of 8).
 
 Structs are printed from their bytes and their BTF type with bpftrace's
 rules, which are not C's: anonymous struct/union members are flattened into
-the parent, a named union prints every member, pointers (functions too)
-print as signed decimal, ``char``/``u8`` arrays as strings up to the first
-NUL, other arrays as ``[1,2,3]``, enums as unsigned ints, and a bitfield is
-read as its whole declared type at its first byte, unshifted and unmasked
-(bpftrace 0.17 prints ``.flag = 536870912`` where C would say 0).
+the parent, a named union prints every member, ``char``/``u8`` arrays as
+strings up to the first NUL, other arrays as ``[1,2,3]``, enums as unsigned
+ints. Two rules follow the lab (../shared/seeds, the kernel-tracing seed)
+and newer bpftrace rather than 0.17: a pointer member prints in hex
+(``.file = 0xffff88a79ffa6900``; 0.17 printed a signed decimal, and json
+keeps that number), and a bitfield prints its own bits, shifted and masked
+(0.17 read the whole declared type at the field's first byte: ``.flags =
+89`` for a 4-bit field holding 9).
 """
 
 from __future__ import annotations
@@ -80,6 +83,11 @@ def _fields(spec: Spec, t: Any, base: int, out: list[tuple]) -> None:
         if not m.name and mt.kind in (Kind.STRUCT, Kind.UNION):
             _fields(spec, mt, off, out)          # anonymous: its members are the parent's
             continue
+        if m.bitfield_size:                     # its bits: the bytes they span, a shift and a width
+            shift, bits = m.bit_offset % 8, m.bitfield_size
+            signed = mt.kind == Kind.INT and bool(mt.signed) and not mt.is_bool
+            out.append((m.name, off, ("bits", shift, bits, signed), (shift + bits + 7) // 8))
+            continue
         lay = btf_layout(spec, m.type_id)
         out.append((m.name, off, lay, _size(lay) if lay[0] != "none" else sizeof(mt)))
 
@@ -115,7 +123,11 @@ def _render_bytes(lay: tuple, data: bytes, mode: str) -> str:
         return str(int.from_bytes(chunk, "little", signed=lay[2] or mode == KEY))
     if kind == "ptr":
         v = int.from_bytes(data[:8].ljust(8, b"\0"), "little", signed=True)
-        return f"0x{v & _M64:x}" if mode == KEY else str(v)
+        return str(v) if mode == JSON else f"0x{v & _M64:x}"
+    if kind == "bits":
+        _, shift, bits, signed = lay
+        v = (int.from_bytes(data[:(shift + bits + 7) // 8], "little") >> shift) & ((1 << bits) - 1)
+        return str(_signed(v, bits) if signed else v)
     if kind == "str":
         s = _cstr(data[: lay[1]])
         return quoted(s) if mode == JSON else s
@@ -159,7 +171,9 @@ def _render_obj(lay: tuple, value: Any, mode: str) -> str:
     v = int(value or 0)
     if kind == "ptr":
         v = _signed(v, 64)
-        return f"0x{v & _M64:x}" if mode == KEY else str(v)
+        return str(v) if mode == JSON else f"0x{v & _M64:x}"
+    if kind == "bits":
+        return str(v)
     if kind == "int":
         bits = lay[1] * 8
         v &= (1 << bits) - 1
@@ -296,4 +310,11 @@ def format_fields(fields: Mapping[str, Any], types: Sequence[Any] | Mapping[str,
     else:
         tlist = list(types or ()) + [None] * len(fields)
     mode = JSON if json else TEXT
-    return _record([(n, _render(v, tlist[i], mode)) for i, (n, v) in enumerate(fields.items())], mode)
+    return _record([(n, _member(v, tlist[i], mode)) for i, (n, v) in enumerate(fields.items())], mode)
+
+
+def _member(value: Any, t: Any, mode: str) -> str:
+    """A record's member: a pointer in hex in text, as struct members print (the lab's print(args))."""
+    if _tname(t) == "Ptr" and mode == TEXT:
+        return f"0x{int(value) & _M64:x}"
+    return _render(value, t, mode)
