@@ -140,6 +140,23 @@ def test_fixed_declarations_laid_out_as_gcc(tmp_path):
     assert _compare_with_gcc(tmp_path, FIXED, structs) > 100
 
 
+def test_kernel_names_in_declarations():
+    """Names the script does not define are the kernel's, by id: its typedefs (u8, u64, several at once,
+    found in one retry), a kernel struct by value (laid out by its BTF size) and by pointer; a typedef
+    of the script's own wins over the kernel's of that name."""
+    kernel = _kernel()
+    path = kernel.find("path", Kind.STRUCT)
+    spec, _ = _ours("struct K { u8 a; u64 b; struct path p; char c; struct task_struct *t; s16 d; };\n")
+    k = spec.type(spec.ids_named("K", (Kind.STRUCT,))[0])
+    offsets = {m.name: m.bit_offset // 8 for m in k.members}
+    after_path = 16 + path.size
+    assert offsets == {"a": 0, "b": 8, "p": 16, "c": after_path, "t": after_path + 8, "d": after_path + 16}
+    assert {m.name: m.type_id for m in k.members}["p"] == path.id          # the kernel's own record
+    assert spec.type({m.name: m.type_id for m in k.members}["t"]).type_id == kernel.find("task_struct", Kind.STRUCT).id
+    spec, _ = _ours("typedef unsigned char u64;\nstruct B { u64 a; u64 b; u32 c; };\n")
+    assert spec.type(spec.ids_named("B", (Kind.STRUCT,))[0]).size == 8
+
+
 _SCALARS = ["char", "signed char", "unsigned char", "short", "unsigned short", "int", "unsigned int", "long",
             "unsigned long", "long long", "unsigned long long", "_Bool", "float", "double", "long double",
             "void *", "char *"]

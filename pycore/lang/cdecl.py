@@ -31,6 +31,11 @@ if TYPE_CHECKING:
 __all__ = ["DeclError", "SCRIPT", "script_text", "declare", "may_declare"]
 
 _MAX_RETRIES = 64            # kernel type names added to the prelude one parse error at a time
+# a name used as a type in the script's lines: 'u64 x;', 'u32 *p,', 'size_t n[4]'
+_TYPE_USE = re.compile(r"\b([A-Za-z_]\w*)\s*[\s*]\s*\**\s*[A-Za-z_]\w*\s*[;,\[:)]")
+_C_WORDS = frozenset("""auto break case char const continue default do double else enum extern float for goto if
+    inline int long register restrict return short signed sizeof static struct switch typedef union unsigned void
+    volatile while _Bool bool _Alignas _Alignof _Atomic _Noreturn _Static_assert""".split())
 
 
 def script_text(program: Any) -> str:
@@ -228,6 +233,7 @@ def parse(text: str, kernel_names: Any) -> tuple[Any, dict[str, int], list[str]]
     dropped: set[str] = set()
     externs: dict[str, int] = {}
     skipped: list[str] = []
+    scanned = False
     for _ in range(_MAX_RETRIES + len({f for f, _ in runs})):
         body = "".join(seg for f, seg in runs if f not in dropped)
         prelude = _PRELUDE + "".join(f"typedef int {n};\n" for n in externs)
@@ -243,6 +249,14 @@ def parse(text: str, kernel_names: Any) -> tuple[Any, dict[str, int], list[str]]
                 found = kernel_names(tok)
                 if found:
                     externs[tok] = found
+                    if not scanned:      # the script's other such names at once: a parse per name is slow
+                        scanned = True
+                        script = "".join(seg for f, seg in runs if f == SCRIPT)
+                        for name in dict.fromkeys(_TYPE_USE.findall(script)):
+                            if name not in externs and not _C_WORDS.issuperset([name]):
+                                found = kernel_names(name)
+                                if found:
+                                    externs[name] = found
                     continue
                 if file == SCRIPT and msg.startswith(("invalid", "missing type")):
                     msg = f"unknown type name {tok!r}: declared neither in the script nor in this kernel's BTF"

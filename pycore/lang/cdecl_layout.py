@@ -155,8 +155,9 @@ class Layout:
         from pycparser import c_ast
 
         for node in ast.ext:
-            if isinstance(node, c_ast.Typedef):
-                self.typedefs.setdefault(node.name, node)
+            if isinstance(node, c_ast.Typedef) and (node.name not in self.typedefs
+                                                     or getattr(self.typedefs[node.name].coord, "file", "") == _BUILTIN):
+                self.typedefs[node.name] = node      # the text's own typedef over the prelude's stand-in
             self._collect(node)
         for node in ast.ext:
             script = getattr(node.coord, "file", None) == SCRIPT
@@ -345,10 +346,10 @@ class Layout:
             return self.builtin(name)
         if name == "__builtin_va_list":
             return self.va_list()
-        if name in self.externs:
+        t = self.typedefs.get(name)
+        if name in self.externs and (t is None or getattr(t.coord, "file", None) == _BUILTIN):
             tid = self.typedef_ids[name] = self.externs[name]
             return tid
-        t = self.typedefs.get(name)
         if t is None or getattr(t.coord, "file", None) == _BUILTIN:
             raise self.fail(node, f"unknown type name {name!r}")
         tid = self.typedef_ids[name] = self.reserve()
