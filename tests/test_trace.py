@@ -993,3 +993,23 @@ def test_aggregate_values_like_bpftrace():
     assert r.returncode == 0 and r.stdout.startswith("bne\n"), r.stderr
     bad = pycore("-e", "BEGIN { $a = curtask->cpus_ptr->bits; if ($a == curtask->se.load) { exit(); } }")
     assert bad.returncode == 2 and "compares two values of one type and size" in bad.stderr
+
+
+def test_pton_like_bpftrace(tmp_path):
+    """pton("addr"): the address's bytes as a uint8 array (4 or 16), printed, a map key, through ntop(),
+    compared with == / != (also with a tracepoint's address field), side by side with bpftrace."""
+    program = ('BEGIN { print(pton("10.0.0.200")); $a = pton("fe80::1"); print($a); printf("%s %s\\n", '
+               'ntop(pton("10.0.0.200")), ntop(pton("fe80::1"))); @m[pton("1.2.3.4")] = 1; '
+               'if (pton("1.2.3.4") == pton("1.2.3.4")) { printf("eq\\n"); } '
+               'if ($a != pton("fe80::2")) { printf("ne\\n"); } exit(); }')
+    ours = same_as_bpftrace(program)
+    assert '{"type": "value", "data": [10,0,0,200]}' in ours and '"eq\\n"' in ours and '"ne\\n"' in ours
+    script = tmp_path / "conn.py"
+    script.write_text("import socket\ns = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen()\n"
+                      "c = socket.create_connection(s.getsockname()); c.close()\n")
+    program = ('tracepoint:sock:inet_sock_set_state /pid == cpid/ { @lo[args->saddr == pton("127.0.0.1")] = count(); '
+               '@other[args->saddr != pton("127.0.0.2")] = count(); }')
+    ours = same_as_bpftrace(program, "-c", f"{sys.executable} {script}")
+    assert '"@lo": {"1": ' in ours and '"0": ' not in ours
+    bad = pycore("-e", 'BEGIN { print(pton("nope")); }')
+    assert bad.returncode == 2 and "expects an IPv4/IPv6 address" in bad.stderr

@@ -73,6 +73,7 @@ class Checked:
     types: dict[int, Type] = field(default_factory=dict)       # id(expr node) -> its type
     consts: dict[int, int] = field(default_factory=dict)       # id(node) -> value known when checked (sizeof)
     ip_relative: dict[int, int] = field(default_factory=dict)  # id(node) -> its distance from the probe's ip (uaddr)
+    blobs: dict[int, bytes] = field(default_factory=dict)      # id(node) -> bytes known when checked (pton)
     variables: dict[str, Type] = field(default_factory=dict)   # $x -> type
 
     def type_of(self, node: A.Expr) -> Type:
@@ -927,6 +928,8 @@ class Checker:
             return self.reg(c, e)
         if n == "uaddr":
             return self.uaddr(c, e)
+        if n == "pton":
+            return self.pton(c, e)
         if n in ("uptr", "kptr"):
             if len(args) != 1:
                 raise self.error(e, f"{n}() takes one argument: an address or a pointer")
@@ -1036,6 +1039,29 @@ class Checker:
         if isinstance(t, Void):
             raise self.error(a, "sizeof() of a value with no size")
         return t.size
+
+    def pton(self, c: Checked, e: A.Call) -> Type:
+        """``pton("10.0.0.1")``: the address's bytes, known when checked (4 for IPv4, 16 for IPv6), an
+        array of uint8 as bpftrace's (which refuses IPv4-mapped IPv6 text; it is 16 bytes here)."""
+        import socket
+
+        from btf.kinds import Kind
+
+        if len(e.args) != 1 or not isinstance(e.args[0], A.Str):
+            raise self.error(e, 'pton() takes one string literal: pton("10.0.0.1")')
+        text = e.args[0].value
+        for family in (socket.AF_INET, socket.AF_INET6):
+            try:
+                raw = socket.inet_pton(family, text)
+                break
+            except OSError:
+                continue
+        else:
+            raise self.error(e.args[0], f"pton() expects an IPv4/IPv6 address, got {text!r}")
+        c.blobs[id(e)] = raw
+        u8 = next((i for i in self.spec.ids_named("u8", (Kind.TYPEDEF,))), 0) or \
+            next((i for i in self.spec.ids_named("unsigned char", (Kind.INT,))), 0)
+        return Array(u8, len(raw), 1, False, self.spec)
 
     def uaddr(self, c: Checked, e: A.Call) -> Type:
         """``uaddr("sym")``: a pointer to a symbol of the probed binary, typed by the symbol's size.

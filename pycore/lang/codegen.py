@@ -1356,6 +1356,8 @@ class _Gen:
             if isinstance(at, (Int, Ptr)):
                 self.scalar(arg)
                 e.stx(4, 8, dst + 8, 0)                 # the low 32 bits, as bpftrace stores them
+            elif isinstance(at, Array):
+                self.aggregate_into(arg, dst + 8, at.size)
             else:
                 self.address(arg)
                 self.read_mem(dst + 8, at.size, 0, getattr(at, "user", False) or self._user(arg))
@@ -1566,6 +1568,15 @@ class _Gen:
         """scratch[dst:dst+size] = a struct or array value, byte for byte: from a map's value, from either
         side of a ternary, else from where it lives in memory (kernel or user, as it was reached)."""
         e = self.e
+        if id(node) in self.c.blobs:      # known when checked: pton()'s bytes
+            self.bytes_into(self.c.blobs[id(node)][:size], dst)
+            return
+        if isinstance(node, A.Var):
+            home = self.vars_get(node)
+            for i in range(0, _align8(size), 8):
+                e.ldx(8, 1, 8, home + i)
+                e.stx(8, 8, dst + i, 1)
+            return
         if isinstance(node, A.MapRef):
             m = self.layout.maps["@" + node.name]
             key = self.key(node, m)
@@ -1587,6 +1598,12 @@ class _Gen:
             return
         self.address(node)
         self.read_mem(dst, size, 0, self._user(node))
+
+    def bytes_into(self, data: bytes, dst: int) -> None:
+        """scratch[dst:] = constant bytes, eight at a time (the rest of the last word zero)."""
+        for i in range(0, len(data), 8):
+            self.e.ld_imm64(1, struct.unpack("<q", data[i:i + 8].ljust(8, b"\0"))[0])
+            self.e.stx(8, 8, dst + i, 1)
 
     def bytes_equal(self, left: A.Expr, right: A.Expr, negate: bool) -> None:
         """r0 = (left == right) over every byte: arrays, structs and buffers, as bpftrace compares them."""
