@@ -514,6 +514,14 @@ def test_strftime():
     r = pycore("-e", 'BEGIN { printf("%s %s\\n", strftime("%f", 0), strftime("%f", 1000)); exit(); }')
     a, b = (int(x) for x in r.stdout.split())
     assert (b - a) % 1_000_000 == 1, r.stdout
+    # the seconds and %f of one instant: across a second's boundary the seconds roll over with them;
+    # '%%f' is a literal %f (it printed an empty line)
+    r = pycore("-e", 'BEGIN { printf("%s|%s|%s\\n", strftime("%s.%f", 0), strftime("%s.%f", 999999000), '
+                     'strftime("%f %%f", 0)); exit(); }')
+    first, second, literal = r.stdout.splitlines()[0].split("|")
+    whole = [float(x) for x in (first, second)]
+    assert abs(whole[1] - whole[0] - 0.999999) < 1e-6, r.stdout
+    assert literal == f"{first.split('.')[1]} %f", r.stdout
 
 
 @pytest.fixture

@@ -13,6 +13,7 @@ in this process, where bpftrace uses a uprobe on itself.
 from __future__ import annotations
 
 import os
+import re
 import struct
 import sys
 import time
@@ -557,8 +558,9 @@ class Script:
         if self._boot_ns is None:
             self._boot_ns = time.clock_gettime_ns(time.CLOCK_REALTIME) - time.clock_gettime_ns(time.CLOCK_BOOTTIME)
         wall = self._boot_ns + since_boot_ns
-        if "%f" in fmt:
-            fmt = fmt.replace("%f", f"{wall % 1_000_000_000 // 1000:06d}")
+        if "%f" in fmt:     # the microseconds of the same instant as the seconds (no separate reading
+            micros = f"{wall % 1_000_000_000 // 1000:06d}"      # to roll over between); '%%f' stays literal
+            fmt = re.sub(r"%(.)", lambda m: micros if m.group(1) == "f" else m.group(0), fmt)
         try:
             return time.strftime(fmt, time.localtime(wall // 1_000_000_000))
         except (ValueError, OverflowError, OSError):
