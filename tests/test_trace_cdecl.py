@@ -367,10 +367,22 @@ def test_header_declarations_and_unreadable_headers(tmp_path):
                                     "enum mode { M_A = 3, M_B };\n")
     (tmp_path / "bad.h").write_text("int x = __builtin_choose_expr(1, 2, 3) @@@ ;\n")
     program = (f'#include "{tmp_path}/bad.h"\n#include "{tmp_path}/req.h"\n'
-               'BEGIN { printf("%d %d\\n", sizeof(req_t), M_B); exit(); }')
+               'BEGIN { $r = (req_t *)0; printf("%d %d %d\\n", sizeof(req_t), M_B, sizeof(struct req)); exit(); }')
     r = pycore("-e", program)
     assert r.returncode == 0, r.stderr
-    assert r.stdout.startswith("20 4\n")
+    assert r.stdout.startswith("20 4 20\n")
+
+
+def test_missing_user_header_is_an_error(tmp_path):
+    """A user's "header" that is not there is an error at its line, as clang's in bpftrace (a struct of that
+    name must not silently become the kernel's: struct req is one); a system <header> is passed over
+    (the kernel's BTF has the types bpftrace's old tools include <linux/...> for)."""
+    program = '#include "no-such-req.h"\nBEGIN { printf("%d\\n", sizeof(struct req)); exit(); }'
+    r = pycore("-e", program)
+    assert r.returncode == 2 and r.stderr.startswith('stdin:1:1: error: #include "no-such-req.h": no such file')
+    assert bpftrace("-e", program).returncode != 0
+    r = pycore("-e", '#include <no/such/header.h>\nBEGIN { printf("%d\\n", sizeof(struct path)); exit(); }')
+    assert r.returncode == 0 and r.stdout.startswith("16\n"), r.stderr
 
 
 # -- fuzz: random text where a declaration goes ------------------------------------------------------

@@ -137,7 +137,15 @@ class Checker:
         from pycore.lang.macros import MacroError
 
         try:
-            spec, self._unread_headers = declare(self.head_macros().text(), kernel)
+            text = self.head_macros().text()
+            for inc in self.program.includes:    # a user's header must be there, as for clang (bpftrace);
+                if not inc.system and inc.path in self.head_macros().missing_quoted:   # a system one: BTF
+                    import os
+
+                    raise CheckError(f'#include "{inc.path}": no such file (looked in {os.getcwd()} and the '
+                                     "system's include directories)", inc.pos.line, inc.pos.col, self.filename,
+                                     self.source)
+            spec, self._unread_headers = declare(text, kernel)
             return spec
         except (DeclError, MacroError) as e:
             line, col = getattr(e, "line", 0), getattr(e, "col", 0)

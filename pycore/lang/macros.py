@@ -89,6 +89,7 @@ class Macros:
         self.filename = filename
         self._pp: Any = None
         self.missing: list[str] = []      # headers #include'd but not on this machine
+        self.missing_quoted: list[str] = []   # those of them #include'd as "file" (the user's, not the system's)
 
     def text(self) -> str:
         """The head preprocessed, with ``#line`` directives: what C declarations are read from
@@ -98,7 +99,7 @@ class Macros:
     def _preprocessor(self) -> Any:
         if self._pp is None:
             try:
-                self._pp = _run(self.head, self.filename, self.missing)
+                self._pp = _run(self.head, self.filename, self.missing, self.missing_quoted)
             except Exception as e:  # noqa: BLE001 - pcpp on a user's lines: whatever it raises, one line
                 raise MacroError(f"the script's # lines could not be preprocessed: {e}") from None
         return self._pp
@@ -138,7 +139,7 @@ def _suffixes_joined(pp: Any, tokens: list[Any]) -> list[Any]:
     return out
 
 
-def _run(head: str, filename: str, missing: list[str]) -> Any:
+def _run(head: str, filename: str, missing: list[str], quoted: list[str] | None = None) -> Any:
     """pcpp over ``head``: its macros, with every header it could find; the others listed in ``missing``."""
     import io
 
@@ -162,6 +163,8 @@ def _run(head: str, filename: str, missing: list[str]) -> Any:
         def on_include_not_found(self, is_malformed: bool, is_system_include: bool, curdir: str,
                                  includepath: str) -> None:
             missing.append(includepath)
+            if not is_system_include and quoted is not None:
+                quoted.append(includepath)
             raise OutputDirective(Action.IgnoreAndRemove)
 
     pp = Quiet()
