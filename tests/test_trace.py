@@ -13,6 +13,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import textwrap
@@ -1021,3 +1022,21 @@ def test_pton_like_bpftrace(tmp_path):
     assert '"@lo": {"1": ' in ours and '"0": ' not in ours
     bad = pycore("-e", 'BEGIN { print(pton("nope")); }')
     assert bad.returncode == 2 and "expects an IPv4/IPv6 address" in bad.stderr
+
+
+def test_sigusr1_prints_every_map_and_goes_on():
+    """SIGUSR1 prints every map as bpftrace does (then tracing goes on, and the end prints them again)."""
+    program = "BEGIN { @a = 1; @b[2] = 3; @s = hist(5); } interval:ms:50 { @c = count(); }"
+    outs = []
+    for argv in ([*PYCORE, "-e", program], [BPFTRACE, "-e", program]):
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        time.sleep(1.5)       # attached (bpftrace's start included)
+        proc.send_signal(signal.SIGUSR1)
+        time.sleep(0.5)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+        assert proc.returncode == 0, err
+        outs.append(re.sub(r"@c: \d+", "@c: N", out.replace("Attaching 2 probes...\n", "")))
+    ours, theirs = outs
+    assert ours == theirs
+    assert ours.startswith("@a: 1\n@b[2]: 3\n@c: N\n@s: \n[4, 8)") and ours.count("@a: 1\n") == 2

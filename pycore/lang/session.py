@@ -169,11 +169,21 @@ class TraceRunner:
         self.err = err or sys.stderr
         self._stop = False
         self._signals = 0
+        self._dump = False              # SIGUSR1 arrived: print the maps at the next wake-up
         self._chunks: list[str] = []    # output of the records polled, written once per poll
 
     def _on_signal(self, signum: int, frame: Any) -> None:
+        if signum == signal.SIGUSR1:      # bpftrace's: print every map now, and go on
+            self._dump = True
+            return
         self._signals += 1
         self._stop = True
+
+    def _dump_maps(self) -> None:
+        """SIGUSR1: every map as the end prints them (without the end's blank lines), tracing on."""
+        self._dump = False
+        for ev in self.script.final_maps():
+            self.emit(ev)
 
     def emit(self, ev: Event) -> None:
         from pycore.lang import output as O
@@ -222,7 +232,10 @@ class TraceRunner:
 
     def _poll(self, until: Callable[[], bool] | None = None) -> int:
         try:
-            return self.script.poll(self.emit, 0, printf=self._printf, until=until)
+            n = self.script.poll(self.emit, 0, printf=self._printf, until=until)
+            if self._dump:
+                self._dump_maps()
+            return n
         finally:
             self._write()
 
@@ -251,7 +264,7 @@ class TraceRunner:
         script = self.script
         child = None
         watch = None
-        old = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+        old = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1)}
         try:
             for s in old:
                 signal.signal(s, self._on_signal)
