@@ -93,7 +93,7 @@ _WORDS = {"__extension__": "", "__restrict": "", "__restrict__": "", "__inline":
 _WORD_RE = re.compile(r"\bunsigned\s+__int128\b|\bsigned\s+__int128\b|\b(?:" + "|".join(_WORDS) + r")\b")
 _PAREN_WORDS = re.compile(r"\b(?:__attribute__|__attribute|__asm__|__asm|asm|__declspec)\s*\(")
 
-# types gcc knows without a declaration; laid out in _builtin_type
+# types gcc knows without a declaration: stand-ins for the parser, laid out by Layout.typedef
 _PRELUDE = f"""#line 1 "{_BUILTIN}"
 typedef int __builtin_va_list; typedef int __i128__; typedef int __u128__; typedef int _Float128;
 typedef int _Float64x; typedef int _Float32x; typedef int _Float64; typedef int _Float32;

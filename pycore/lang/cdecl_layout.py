@@ -234,8 +234,8 @@ class Layout:
             elem = self.ctype(node.type)
             esize, ealign = self.sizes(node, elem)
             n = 0 if node.dim is None else self.const(node.dim)
-            if n < 0:
-                raise self.fail(node, f"array of negative size {n}")
+            if n < 0 or esize * n >= 1 << 32:
+                raise self.fail(node, f"array of {n} elements: BTF holds sizes from 0 to 4 GiB")
             key = ("array", elem, n)
             if key not in self.memo:
                 self.memo[key] = self.add("array", elem, self.index_type(), n, size=esize * n, align=ealign)
@@ -450,6 +450,12 @@ class Layout:
             end = max(end, offset)
         align = max(align, _aligned(attrs))
         size = _round(_round(end, 8) // 8, align)
+        if size >= 1 << 32:
+            raise self.fail(node, f"{kind} of {size} bytes: BTF holds sizes up to 4 GiB")
+        limit = 1 << (24 if any(m[3] for m in members) else 32)      # bits of a member's offset in BTF
+        if any(m[2] >= limit for m in members):
+            raise self.fail(node, f"a member of this {kind} lies beyond the {limit // 8 >> 20} MiB BTF can place "
+                                  f"it at{' in a struct with bitfields' if limit == 1 << 24 else ''}")
         self.put(tid, "struct", name, size, members, union=union)
         self.size[tid], self.align[tid] = size, align
         return tid
