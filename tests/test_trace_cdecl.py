@@ -303,6 +303,16 @@ def test_declarations_without_semicolons_as_bpftrace():
     assert ours == theirs == "8 12\n\n\n"
 
 
+def test_sizeof_of_declared_types_and_values_as_bpftrace():
+    """sizeof of a declared struct, of *p, of a 2-D array member and of a nested struct member; a cast to
+    a pointer to a pointer of a declared struct."""
+    ours, theirs = side_by_side(
+        "struct Req { int id; char path[32]; union { int a; long b; }; struct { char c; } nested; int grid[2][3]; };\n"
+        'BEGIN { $pp = (struct Req **)0; $p = (struct Req *)0; printf("%d %d %d %d\\n", sizeof(struct Req), '
+        "sizeof(*$p), sizeof($p->grid), sizeof($p->nested)); exit(); }")
+    assert ours == theirs == "80 80 24 1\n\n\n"
+
+
 def test_declared_type_in_begin_and_shadowing():
     """sizeof and enums of declarations in BEGIN; a declared task_struct hides the kernel's: its pid
     field, declared at the kernel's offset, is the task's pid, in both tracers."""
