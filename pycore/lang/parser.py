@@ -146,6 +146,12 @@ def parse(text: str, filename: str = "<stdin>") -> A.Program:
         if tok.start_pos is not None and text.startswith("/*", tok.start_pos):
             raise error("unterminated comment", tok.line, tok.column) from None
         width = len(tok) if "\n" not in tok else 1
+        typedef = re.search(r"(?:^|[;}]|\n)\s*(typedef)\s+$", text[:tok.start_pos or 0])
+        if typedef and not _program_started(text, typedef.start(1)):
+            line = text.count("\n", 0, typedef.start(1)) + 1
+            col = typedef.start(1) - text.rfind("\n", 0, typedef.start(1))
+            raise error("a typedef line is not taken before the probes (nor by bpftrace 0.17): define a struct, "
+                        "union or enum there, or typedef in a header and #include it", line, col, 7) from None
         raise error(f"unexpected {_token(tok)} — expected {_expected(accepts)}", tok.line or 1,
                     tok.column or 1, width) from None
     except UnexpectedInput as e:  # pragma: no cover - LALR raises the two above
@@ -160,6 +166,19 @@ def parse(text: str, filename: str = "<stdin>") -> A.Program:
             raise error(f"script nested too deeply (more than {MAX_DEPTH} levels)", deep.pos.line,
                         deep.pos.col)
     return program
+
+
+def _program_started(text: str, pos: int) -> bool:
+    """Whether a probe's body has opened before ``pos`` (a '{' outside the C definitions' braces)."""
+    depth = 0
+    for m in re.finditer(r"(?:struct|union|enum)\s+\w+\s*\{|[{}]", text[:pos]):
+        if m.group() == "}":
+            depth = max(0, depth - 1)
+        elif m.group() == "{" and depth == 0:
+            return True
+        else:
+            depth += 1
+    return False
 
 
 # -- trees of scripts parsed before ----------------------------------------------------------------
