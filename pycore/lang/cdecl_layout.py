@@ -211,6 +211,8 @@ class Layout:
         if isinstance(node, c_ast.Decl):
             for n in _definitions(node):
                 kind = "union" if isinstance(n, c_ast.Union) else "enum" if isinstance(n, c_ast.Enum) else "struct"
+                if not n.name and kind == "enum":      # enum { SHUT_RD, ... }: its constants are names
+                    self.enum(n, _attr_items(n.attributes))
                 tid = self.tag(kind, n.name, n) if n.name else None
                 if script and tid is not None:
                     self.declared.append(tid)

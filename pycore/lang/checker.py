@@ -782,12 +782,19 @@ class Checker:
 
         try:
             value = self.head_macros().value(name)
-            if value is None and self.program.includes and self.declared() is not None:
-                found = self.spec.enumerator(name)     # an enum of an #include'd header
-                return None if found is None else found[1]
-            return value
-        except MacroError as err:
-            raise self.error(node, str(err)) from None
+        except MacroError as err:   # glibc's '#define MSG_PEEK MSG_PEEK' names its header's enum constant
+            found = self._header_enumerator(name)
+            if found is None:
+                raise self.error(node, str(err)) from None
+            return found
+        return value if value is not None else self._header_enumerator(name)
+
+    def _header_enumerator(self, name: str) -> int | None:
+        """An enum constant of the script's #include'd headers (read as declarations), or None."""
+        if not self.program.includes or self.declared() is None:
+            return None
+        found = self.spec.enumerator(name)
+        return None if found is None else found[1]
 
     # -- calls -----------------------------------------------------------------------------
 
