@@ -415,3 +415,12 @@ def test_on_a_split_base(tmp_path, base):
         assert min(i for _, i in fn.params) >= len(middle)
     with DebugInfo.open(exe) as dbg, pytest.raises(TypeError):
         dbg.function("handle")                    # BTF needs a base spec
+
+
+def test_list_vv_adds_addresses(tmp_path, capsys):
+    """-vv: the parameters, then pycore's address and size line."""
+    exe, _ = _build(tmp_path, C_SOURCE, ["-g"])
+    assert main(["list", "-vv", f"uprobe:{exe}:handle"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1:6] == ["    req_t* r", "    union Num n", "    req_ptr* rpp", "    <unknown type> name",
+                          "    enum Color c"] and lines[6].startswith("    address: 0x") and len(lines) == 7

@@ -135,11 +135,11 @@ def test_rust_names_listed_demangled(rust_bins, capsys):
     v0, legacy = rust_bins["v0"], rust_bins["legacy"]
     assert main(["list", f"uprobe:{v0}:*Counter*"]) == 0
     assert capsys.readouterr().out.splitlines() == [f"uprobe:{v0}:<counter::Counter>::bump"]
-    assert main(["list", "-v", f"uprobe:{v0}:*Counter*"]) == 0
+    assert main(["list", "-vv", f"uprobe:{v0}:*Counter*"]) == 0   # -v: DWARF's parameters (std's only here)
     detail = capsys.readouterr().out.splitlines()[1]
     assert re.fullmatch(r"    address: 0x[0-9a-f]+  size: \d+  mangled: _RNvMCs\w+_7counterNtB\w+_7Counter4bump",
                         detail), detail
-    assert main(["list", "-v", f"uprobe:{legacy}:*Counter*"]) == 0
+    assert main(["list", "-vv", f"uprobe:{legacy}:*Counter*"]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[0] == f"uprobe:{legacy}:counter::Counter::bump"
     assert re.search(r"mangled: _ZN7counter7Counter4bump17h[0-9a-f]{16}E$", out[1])

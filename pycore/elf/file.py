@@ -127,13 +127,36 @@ class ElfFile:
         once, ``.symtab`` winning over ``.dynsym``."""
         if self._symbols is None:
             symbols: dict[str, int] = {}
-            with elf_errors(self.path):
-                for secname in (".dynsym", ".symtab"):   # .symtab wins: read last
-                    sec = self.elf.get_section_by_name(secname)
-                    if sec is None or not hasattr(sec, "iter_symbols"):
-                        continue
-                    for sym in sec.iter_symbols():
-                        if sym.name and sym["st_shndx"] != "SHN_UNDEF" and sym["st_value"]:
-                            symbols[sym.name] = sym["st_value"]
+            for secname in (".dynsym", ".symtab"):   # .symtab wins: read last
+                for name, value, _size, _type, shndx in self.raw_symbols(secname):
+                    if name and shndx and value:
+                        symbols[name] = value
             self._symbols = symbols
         return self._symbols
+
+    def raw_symbols(self, secname: str) -> Iterator[tuple[str, int, int, int, int]]:
+        """(name, value, size, STT_* type, section index) of each entry of symbol table
+        ``secname`` (none when it is absent), in file order.  Read with struct: pyelftools'
+        construct takes 80 µs a symbol (0.25 s for libc's .dynsym, 1.2 s for its debug file's
+        .symtab)."""
+        with elf_errors(self.path):
+            sec = self.elf.get_section_by_name(secname)
+            if sec is None or sec["sh_type"] not in ("SHT_SYMTAB", "SHT_DYNSYM"):
+                return
+            link = self.elf.get_section(sec["sh_link"])
+            if link["sh_type"] != "SHT_STRTAB":
+                raise ElfError(f"{self.path}: malformed ELF: {secname} links to section {sec['sh_link']}, "
+                               "not a string table")
+            data = self.section_data(secname) or b""
+            strtab = self.section_data(link.name) or b""
+        wide = self.elf.elfclass == 64
+        fmt = ("<" if self.elf.little_endian else ">") + ("IBBHQQ" if wide else "IIIBBH")
+        size = struct.calcsize(fmt)
+        for entry in struct.iter_unpack(fmt, data[:len(data) - len(data) % size]):
+            if wide:
+                st_name, info, _other, shndx, value, st_size = entry
+            else:
+                st_name, value, st_size, info, _other, shndx = entry
+            end = strtab.find(b"\0", st_name)
+            name = strtab[st_name:end].decode("utf-8", "replace") if st_name and end > st_name else ""
+            yield name, value, st_size, info & 0xF, shndx

@@ -109,21 +109,15 @@ def demangle_cxx(name: str) -> str:
 
 def functions(path: str) -> list[Function]:
     with ElfFile(path) as f, elf_errors(path):
-        elf = f.elf
         seen: dict[tuple[str, int], Function] = {}
         for secname in (".symtab", ".dynsym"):
-            sec = elf.get_section_by_name(secname)
-            if sec is None or not hasattr(sec, "iter_symbols"):
-                continue
-            for sym in sec.iter_symbols():
-                if sym["st_info"]["type"] not in ("STT_FUNC", "STT_LOOS") or not sym.name:
+            for name, value, size, kind, shndx in f.raw_symbols(secname):
+                if kind not in (2, 10) or not name or not shndx or not value:   # STT_FUNC, STT_GNU_IFUNC
                     continue
-                if sym["st_shndx"] == "SHN_UNDEF" or not sym["st_value"]:
-                    continue
-                name = sym.name.split("@", 1)[0]
-                key = (name, sym["st_value"])
+                name = name.split("@", 1)[0]
+                key = (name, value)
                 if key not in seen:
-                    seen[key] = Function(name, demangle(name), sym["st_value"], sym["st_size"])
+                    seen[key] = Function(name, demangle(name), value, size)
     return sorted(seen.values(), key=lambda f: (f.demangled, f.address))
 
 

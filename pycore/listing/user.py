@@ -7,7 +7,7 @@ Addresses are link-time (as ``readelf -n`` prints them, after the
 ``.stapsdt.base`` adjustment), with file offsets where uprobes attach.
 ``uprobe:`` with ``-v`` prints each function's parameters from the binary's
 DWARF (or its debug file's) as ``bpftrace -lv`` does, and address and size
-when there is no DWARF.
+when there is no DWARF; ``-vv`` both.
 """
 
 from __future__ import annotations
@@ -133,7 +133,7 @@ def uprobe_entries(pattern: ProbePattern, verbose: int, pid: int | None) -> Iter
             entry = Entry(f"{pattern.kind}:{path}:{shown}")
             if params is not None:
                 entry.details.extend(f"{INDENT}{line}" for line in params.get(fn.name, ()))
-            elif verbose:
+            if verbose >= 2 or verbose and params is None:
                 mangled = f"  mangled: {fn.name}" if fn.demangled != fn.name else ""
                 entry.details.append(f"{INDENT}address: {fn.address:#x}  size: {fn.size}{mangled}")
             yield entry
