@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
 __all__ = ["TraceSession", "TraceRunner", "trace", "DRAIN_SECONDS"]
 
-#: After Ctrl-C, how long ``pycore trace`` prints what the ring buffer holds before it gives up on
+#: How long after Ctrl-C ``pycore trace`` prints what the ring buffer holds before it gives up on
 #: the rest (counted on stderr): the whole exit stays within ~2 s however fast the probes fired.
 DRAIN_SECONDS = 1.0
 #: Events written to the output at once (one write, one flush).
@@ -169,6 +169,7 @@ class TraceRunner:
         self.err = err or sys.stderr
         self._stop = False
         self._signals = 0
+        self._first_signal = 0.0        # time.monotonic() of the first Ctrl-C or SIGTERM
         self._dump = False              # SIGUSR1 arrived: print the maps at the next wake-up
         self._chunks: list[str] = []    # output of the records polled, written once per poll
 
@@ -176,6 +177,8 @@ class TraceRunner:
         if signum == signal.SIGUSR1:      # bpftrace's: print every map now, and go on
             self._dump = True
             return
+        if not self._signals:
+            self._first_signal = time.monotonic()
         self._signals += 1
         self._stop = True
 
@@ -240,12 +243,12 @@ class TraceRunner:
             self._write()
 
     def _drain(self) -> None:
-        """Print what the ring holds once the probes are detached.  After Ctrl-C, for at most
-        DRAIN_SECONDS (a second Ctrl-C: at once): what is left is counted on stderr, not printed."""
+        """Print what the ring holds once the probes are detached.  After Ctrl-C, until DRAIN_SECONDS
+        after it (a second Ctrl-C: at once): what is left is counted on stderr, not printed."""
         import time
 
         interrupted = self._signals > 0
-        deadline = time.monotonic() + DRAIN_SECONDS
+        deadline = self._first_signal + DRAIN_SECONDS
 
         def enough() -> bool:
             return self._signals > 1 or (interrupted and time.monotonic() > deadline)

@@ -86,6 +86,7 @@ class Runner:
         self.obj: BpfObject | None = None
         self._stop = False
         self._signals = 0
+        self._first_signal = 0.0        # time.monotonic() of the first Ctrl-C or SIGTERM
         self._chunks: list[str] = []
 
     # -- attach ----------------------------------------------------------------
@@ -190,6 +191,8 @@ class Runner:
                 signal.signal(s, h)
 
     def _on_signal(self, signum: int, frame: Any) -> None:
+        if not self._signals:
+            self._first_signal = time.monotonic()
         self._signals += 1
         self._stop = True
 
@@ -216,13 +219,13 @@ class Runner:
             self._write()
 
     def _drain(self, obj: BpfObject) -> None:
-        """Print what the ring holds, the probes detached.  After Ctrl-C for at most DRAIN_SECONDS (a
-        second Ctrl-C: at once); what is left then is counted on stderr."""
+        """Print what the ring holds, the probes detached.  After Ctrl-C until DRAIN_SECONDS after it
+        (a second Ctrl-C: at once); what is left then is counted on stderr."""
         rb = self._ringbuf(obj)
         if rb is None:
             return
         interrupted = self._signals > 0
-        deadline = time.monotonic() + DRAIN_SECONDS
+        deadline = self._first_signal + DRAIN_SECONDS
 
         def enough() -> bool:
             return self._signals > 1 or (interrupted and time.monotonic() > deadline)
