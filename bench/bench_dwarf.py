@@ -1,8 +1,9 @@
 """Benchmark uprobe parameters from DWARF: ``pycore list -v`` against ``bpftrace -lv`` on
 libc with libc6-dbg (its separate debug file, 5.8 MB of .debug_info in 2,063 units).
 
-Measures, does not assert.  Whole processes, wall time and the child's peak
-RSS (ru_maxrss from wait4), median of ``--runs`` runs (peak: the largest):
+Measures, does not assert.  Whole processes: wall time, CPU time (user +
+system: what a loaded machine changes least) and the child's peak RSS
+(ru_maxrss from wait4), medians of ``--runs`` runs (peak: the largest):
 
 * ``uprobe:libc:getaddrinfo``: one function, found through .debug_aranges
   (no index, no cache);
@@ -12,7 +13,7 @@ RSS (ru_maxrss from wait4), median of ``--runs`` runs (peak: the largest):
 
 bpftrace 0.17 looks each listed function up in every unit in turn: its
 ``-lv 'uprobe:libc:*'`` takes minutes, so it runs ``--bpftrace-runs`` times
-(default 1).  The ratios are from this same run.  The listings are also
+(default 1; 0 leaves it out).  The ratios are from this same run.  The listings are also
 compared: bpftrace lists more names (symbol versions, the debug file's
 local symbols); for the functions both list, the parameter lines must be
 equal, and the count that differ is printed.
@@ -41,8 +42,8 @@ def pycore_command() -> list[str]:
     return [str(venv)] if venv.exists() else [sys.executable, "-m", "pycore"]
 
 
-def run(argv: list[str], env: dict[str, str]) -> tuple[float, float, str]:
-    """(wall seconds, peak RSS MiB, stdout) of one run."""
+def run(argv: list[str], env: dict[str, str]) -> tuple[float, float, float, str]:
+    """(wall seconds, CPU seconds, peak RSS MiB, stdout) of one run."""
     start = time.perf_counter()
     with tempfile.TemporaryFile() as out:
         proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.DEVNULL, env=env)
@@ -51,19 +52,22 @@ def run(argv: list[str], env: dict[str, str]) -> tuple[float, float, str]:
         if os.waitstatus_to_exitcode(status) != 0:
             raise SystemExit(f"{' '.join(argv)} exited {os.waitstatus_to_exitcode(status)}")
         out.seek(0)
-        return elapsed, usage.ru_maxrss / 1024, out.read().decode()
+        return elapsed, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, out.read().decode()
 
 
-def measure(argv: list[str], runs: int, env: dict[str, str], fresh_cache: bool = False) -> tuple[float, float, str]:
-    """(median wall, max peak RSS, last stdout); ``fresh_cache``: an empty cache directory each run."""
-    times, peaks, text = [], [], ""
+def measure(argv: list[str], runs: int, env: dict[str, str],
+            fresh_cache: bool = False) -> tuple[float, float, float, str]:
+    """(median wall, median CPU, max peak RSS, last stdout); ``fresh_cache``: an empty
+    cache directory each run."""
+    times, cpus, peaks, text = [], [], [], ""
     for _ in range(runs):
         with tempfile.TemporaryDirectory() as cache:
             e = dict(env, PYCORE_CACHE_DIR=cache) if fresh_cache else env
-            wall, rss, text = run(argv, e)
+            wall, cpu, rss, text = run(argv, e)
         times.append(wall)
+        cpus.append(cpu)
         peaks.append(rss)
-    return statistics.median(times), max(peaks), text
+    return statistics.median(times), statistics.median(cpus), max(peaks), text
 
 
 def entries(text: str) -> dict[str, list[str]]:
@@ -89,7 +93,7 @@ def main() -> int:
     bpftrace = shutil.which("bpftrace")
     with tempfile.TemporaryDirectory() as cache:
         env = dict(os.environ, PYTHONPATH=str(ROOT), PYCORE_CACHE_DIR=cache)
-        rows: list[tuple[str, float, float]] = []
+        rows: list[tuple[str, float, float, float]] = []
         one = ["list", "-v", f"uprobe:{LIBC}:getaddrinfo"]
         every = ["list", "-v", "uprobe:libc:*"]
         got = {}
@@ -100,27 +104,29 @@ def main() -> int:
             if argv is None:
                 run([*pycore, *every], env)                       # fills the cache
                 argv = [*pycore, *every]
-            wall, rss, text = measure(argv, runs, env, fresh)
-            rows.append((label, wall, rss))
+            wall, cpu, rss, text = measure(argv, runs, env, fresh)
+            rows.append((label, wall, cpu, rss))
             got[label] = text
         if bpftrace:
             for label, argv, runs in (("bpftrace -lv uprobe:libc:getaddrinfo", [bpftrace, "-lv", f"uprobe:{LIBC}:getaddrinfo"],
                                        args.runs),
                                       ("bpftrace -lv 'uprobe:libc:*'", [bpftrace, "-lv", "uprobe:libc:*"],
                                        args.bpftrace_runs)):
-                wall, rss, text = measure(argv, runs, env)
-                rows.append((label, wall, rss))
+                if not runs:
+                    continue
+                wall, cpu, rss, text = measure(argv, runs, env)
+                rows.append((label, wall, cpu, rss))
                 got[label] = text
-    width = max(len(label) for label, _, _ in rows)
+    width = max(len(row[0]) for row in rows)
     print(f"pycore: {' '.join(pycore)}   runs: {args.runs} (median wall, max peak RSS); "
           f"bpftrace 'uprobe:libc:*': {args.bpftrace_runs}")
-    print(f"{'command':<{width}}  {'wall s':>8}  {'RSS MiB':>8}")
-    for label, wall, rss in rows:
-        print(f"{label:<{width}}  {wall:8.3f}  {rss:8.1f}")
-    walls = {label: wall for label, wall, _ in rows}
-    print(f"largest pycore peak RSS: {max(r for label, _, r in rows if label.startswith('pycore')):.1f} MiB "
+    print(f"{'command':<{width}}  {'wall s':>8}  {'CPU s':>8}  {'RSS MiB':>8}")
+    for label, wall, cpu, rss in rows:
+        print(f"{label:<{width}}  {wall:8.3f}  {cpu:8.3f}  {rss:8.1f}")
+    walls = {row[0]: row[1] for row in rows}
+    print(f"largest pycore peak RSS: {max(row[3] for row in rows if row[0].startswith('pycore')):.1f} MiB "
           "(target < 80)")
-    if bpftrace:
+    if bpftrace and args.bpftrace_runs:
         bt = walls["bpftrace -lv 'uprobe:libc:*'"]
         for label in ("pycore list -v 'uprobe:libc:*' (first run)", "pycore list -v 'uprobe:libc:*' (cached)"):
             print(f"{label}: {walls[label] / bt:.4f}x bpftrace")
@@ -134,6 +140,9 @@ def main() -> int:
               + (f" (first: {differ[0]})" if differ else ""))
         if got["pycore list -v 'uprobe:libc:*' (first run)"] != got["pycore list -v 'uprobe:libc:*' (cached)"]:
             print("first and cached runs differ!")
+    elif bpftrace:
+        print(f"getaddrinfo: {walls['pycore list -v uprobe:libc:getaddrinfo'] / walls['bpftrace -lv uprobe:libc:getaddrinfo']:.2f}x"
+              " bpftrace (--bpftrace-runs 0: bpftrace's 'uprobe:libc:*' not run)")
     else:
         print("bpftrace not installed: no ratios")
     return 0

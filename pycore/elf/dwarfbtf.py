@@ -91,7 +91,9 @@ def die_name(die, integrate: bool = True) -> str:  # noqa: ANN001
     if a is None:
         return ""
     v = a.value
-    return v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v)
+    if isinstance(v, bytes):
+        return v.decode("utf-8", "replace")
+    return v if isinstance(v, str) else ""      # a string in a dwz file not read (DW_FORM_GNU_strp_alt)
 
 
 def attr_int(die, attr: str, default: int | None = None) -> int | None:  # noqa: ANN001
