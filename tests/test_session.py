@@ -21,7 +21,7 @@ def test_options_and_errors():
         pycore.open_tool("fget-crack", bogus=1)
     with pytest.raises(KeyError, match="no tool 'nope'"):
         pycore.open_tool("nope")
-    with pytest.raises(ValueError, match="--pattern is longer"):
+    with pytest.raises(ValueError, match="option .pattern. is longer than 31 bytes"):
         pycore.open_tool("fget-crack", pattern="x" * 40)
 
 

@@ -18,6 +18,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from pycore.tools import registry
+    from pycore.tools.api import OptionError, check_options
     from pycore.tools.runner import tool_parser
 
     try:
@@ -25,7 +26,13 @@ def run(args: argparse.Namespace) -> int:
     except KeyError as exc:
         print(f"pycore run: {exc.args[0]}", file=sys.stderr)
         return 2
+    # the parser and the checks are those open_tool uses: both come from the tool's Option declarations
     targs = tool_parser(tool_cls).parse_args(args.args)
+    try:
+        check_options(tool_cls, targs)
+    except OptionError as exc:
+        print(exc.cli, file=sys.stderr)
+        return 2
 
     from pycore.kernel.privileges import missing_privileges
 
@@ -35,4 +42,8 @@ def run(args: argparse.Namespace) -> int:
         return 2
     from pycore.tools.runner import Runner
 
-    return Runner(tool_cls(targs)).run()
+    try:
+        return Runner(tool_cls(targs)).run()
+    except OptionError as exc:   # a value only the kernel can judge (print-args' FUNC not in BTF)
+        print(exc.cli, file=sys.stderr)
+        return 2

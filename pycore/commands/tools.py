@@ -46,8 +46,10 @@ def run(args: argparse.Namespace) -> int:
         rows.append((name, cls, state, method))
     if args.json:
         for name, cls, state, method in rows:
+            options = [{"name": o.name, "flag": o.flag, "type": o.type.__name__, "default": o.default,
+                        "required": o.required, "help": o.help} for o in cls.options]
             print(json.dumps({"name": name, "description": cls.description,
-                              "attach": [m.name for m in cls.methods],
+                              "attach": [m.name for m in cls.methods], "options": options,
                               "runs_here": state, "method": method}))
         return 0
     width = max(len(r[0]) for r in rows)

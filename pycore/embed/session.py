@@ -17,8 +17,8 @@ from typing import Any
 
 from pycore.native.object import BpfObject
 from pycore.native.ringbuf import RingBuffer
-from pycore.tools.api import Method, NoMethod, Tool
-from pycore.tools.runner import Runner, tool_parser
+from pycore.tools.api import Method, NoMethod, Tool, tool_options
+from pycore.tools.runner import Runner
 
 __all__ = ["ToolSession", "open_tool", "NoMethod"]
 
@@ -27,8 +27,12 @@ def open_tool(name: str, *, pid: int = 0, **options: Any) -> ToolSession:
     """Load and attach the tool ``name`` (as ``pycore tools`` lists them).
 
     ``pid`` filters in the kernel like ``-p``; ``options`` are the tool's own
-    options with ``_`` for ``-`` (``pattern="crack"``, ``threshold=50``);
-    unknown ones raise TypeError.  Raises PermissionError (one line naming
+    (:attr:`Tool.options <pycore.tools.api.Tool.options>`: ``pattern="crack"``,
+    ``threshold=50``, ``func="vfs_read"`` for a positional one), converted and
+    checked before anything loads: TypeError for an unknown or missing option or a
+    value of the wrong kind, :class:`~pycore.tools.api.OptionError` (a ValueError)
+    for a value the tool refuses, both naming the option.  Nothing here exits the
+    process or writes to stderr.  Raises PermissionError (one line naming
     the missing capabilities), :class:`NoMethod` (no attach method works on
     this kernel: the message says what would), KeyError (no such tool),
     :class:`~pycore.kernel.process.TargetError` (``pid`` does not exist), or
@@ -39,24 +43,22 @@ def open_tool(name: str, *, pid: int = 0, **options: Any) -> ToolSession:
     from pycore.tools import registry
 
     tool_cls = registry.get(name)
+    if not isinstance(pid, int) or isinstance(pid, bool) or pid < 0:
+        raise TypeError(f"{name}: pid takes a process id (an int >= 0), not {pid!r}")
+    args = _tool_args(tool_cls, pid, options)
     if pid:
         check_pid(pid)
     why = missing_privileges()
     if why:
         raise PermissionError(f"pycore: {why}")
-    return ToolSession(tool_cls(_tool_args(tool_cls, pid, options), out=io.StringIO()))
+    return ToolSession(tool_cls(args, out=io.StringIO()))
 
 
 def _tool_args(tool_cls: type[Tool], pid: int, options: dict[str, Any]) -> Any:
-    """The namespace ``pycore run NAME`` would parse: defaults, then ``options``."""
-    args = tool_parser(tool_cls).parse_args([])
-    for key, value in options.items():
-        if not hasattr(args, key) or key in ("cmd", "duration", "json"):
-            known = sorted(k for k in vars(args) if k not in ("cmd", "duration", "json", "pid"))
-            raise TypeError(f"{tool_cls.name}: no option {key!r} (has: {', '.join(known) or 'none'})")
-        setattr(args, key, value)
-    args.pid = pid
-    return args
+    """The namespace ``pycore run NAME`` would parse, from the tool's declared options (no argv)."""
+    import argparse
+
+    return argparse.Namespace(**tool_options(tool_cls, options), pid=pid, cmd=None, duration=None, json=False)
 
 
 class ToolSession:
@@ -72,10 +74,7 @@ class ToolSession:
         self.tool = tool
         self._notes = io.StringIO()
         runner = Runner(tool, err=self._notes)
-        try:
-            self.obj: BpfObject = runner.open(tool.args.pid)
-        except SystemExit as exc:  # a tool rejecting an option, as it would on the command line
-            raise ValueError(str(exc.code)) from None
+        self.obj: BpfObject = runner.open(tool.args.pid)
         self._rb: RingBuffer | None = None
         if tool.event is not None:
             try:
@@ -96,6 +95,11 @@ class ToolSession:
         """The attach method in use (the first that worked)."""
         assert self.tool.method is not None
         return self.tool.method
+
+    @property
+    def options(self) -> dict[str, Any]:
+        """The tool's options as it runs with them: converted, defaults filled."""
+        return {o.name: getattr(self.tool.args, o.name) for o in self.tool.options}
 
     @property
     def notice(self) -> str:

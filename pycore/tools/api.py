@@ -32,9 +32,7 @@ opens_event`` and the programs ``fexit_open`` and ``tp_open``)::
                    Method("tracepoint/syscalls/sys_exit_openat", ("tp_open",), "tracepoint"))
         event = "opens_event"                  # None: no ring buffer
 
-        @classmethod
-        def add_arguments(cls, parser):
-            parser.add_argument("--min-fd", type=int, default=0)
+        options = (Option("min_fd", int, 0, "only descriptors from this one up"),)  # open_tool(min_fd=3), --min-fd 3
 
         def configure(self, obj, method):      # before load: .rodata
             obj.globals["min_fd"] = self.args.min_fd
@@ -58,11 +56,13 @@ from pycore.errors import PycoreError
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import argparse
+    from collections.abc import Callable, Mapping
     from typing import Any, ClassVar, TextIO
 
     from pycore.native.object import BpfObject
 
-__all__ = ["Method", "Tool", "NoMethod", "FEATURE_CHECKS", "NEEDS"]
+__all__ = ["Method", "Option", "OptionError", "Tool", "NoMethod", "FEATURE_CHECKS", "NEEDS", "tool_options",
+           "check_options"]
 
 # Method.feature -> the pycore.kernel.features check that predicts it (None: always there).
 FEATURE_CHECKS: dict[str, str | None] = {
@@ -111,6 +111,134 @@ class NoMethod(PycoreError):
     """No attach method of a tool works on this kernel; ``str()`` says why and what would."""
 
 
+class OptionError(PycoreError, ValueError):
+    """A tool option with a value the tool cannot use; ``.tool`` and ``.option`` (its keyword) name it.
+
+    ``str()`` is the API's message (``option 'pattern' ...``); :attr:`cli` is the line ``pycore run``
+    prints, which names the option as its flag (``--pattern ...``).
+    """
+
+    def __init__(self, tool: str, option: str, message: str, cli: str | None = None) -> None:
+        super().__init__(f"{tool}: {message}")
+        self.tool = tool
+        self.option = option
+        self.cli = f"pycore run {tool}: {cli or message}"
+
+
+class Option:
+    """One option of a tool, declared once for both faces of it.
+
+    ``open_tool(NAME, name=value)`` takes it as a keyword, converted and checked
+    here (:func:`tool_options`); ``pycore run NAME`` takes it as ``--name-with-dashes``
+    (or as a positional argument when ``positional``), its help built from the same
+    declaration.  ``type`` is ``str``, ``int``, ``float`` or ``bool`` (a flag);
+    ``check(value)`` returns what is wrong with a value (it reads after the option's
+    name: ``"is longer than 31 bytes"``) or None.
+    """
+
+    __slots__ = ("name", "type", "default", "help", "metavar", "choices", "required", "positional", "check")
+
+    def __init__(self, name: str, type: type = str, default: Any = None, help: str = "", *,
+                 metavar: str | None = None, choices: tuple[Any, ...] | None = None, required: bool = False,
+                 positional: bool = False, check: Callable[[Any], str | None] | None = None) -> None:
+        if type not in (str, int, float, bool):
+            raise TypeError(f"option {name}: type must be str, int, float or bool, not {type!r}")
+        self.name = name
+        self.type = type
+        self.default = False if type is bool and default is None else default
+        self.help = help
+        self.metavar = metavar
+        self.choices = tuple(choices) if choices is not None else None
+        self.required = required or positional
+        self.positional = positional
+        self.check = check
+
+    @property
+    def flag(self) -> str:
+        """How ``pycore run`` spells it: ``--no-events``, or the metavar of a positional one."""
+        return (self.metavar or self.name.upper()) if self.positional else "--" + self.name.replace("_", "-")
+
+    def add_to(self, parser: argparse.ArgumentParser) -> None:
+        """This option on ``pycore run NAME``'s parser."""
+        help = self.help
+        if self.default not in (None, False, "") and "default" not in help:
+            help = f"{help} (default {self.default})" if help else f"default {self.default}"
+        if self.type is bool:
+            parser.add_argument(self.flag, dest=self.name, action="store_true", help=help)
+        elif self.positional:
+            parser.add_argument(self.name, type=self.type, metavar=self.flag, choices=self.choices, help=help)
+        else:
+            parser.add_argument(self.flag, dest=self.name, type=self.type, default=self.default,
+                                metavar=self.metavar, choices=self.choices, required=self.required, help=help)
+
+    def error(self, tool: str, text: str) -> OptionError:
+        """``text`` (reading after the option's name) said of this option, in the API's words and the CLI's."""
+        return OptionError(tool, self.name, f"option {self.name!r} {text}", f"{self.flag} {text}")
+
+    def convert(self, tool: str, value: Any) -> Any:
+        """``value`` as the tool takes it: TypeError for a value of the wrong kind, OptionError (a
+        ValueError) for one the option refuses."""
+        kind = {str: "a str", int: "an int", float: "a number", bool: "True or False"}[self.type]
+        if value is None and not self.required and self.type is not bool:
+            return None
+        if self.type is bool:
+            if not isinstance(value, bool):
+                raise TypeError(f"{tool}: option {self.name!r} takes {kind}, not {value!r}")
+        elif self.type is str:
+            import os
+
+            if isinstance(value, os.PathLike):
+                value = os.fspath(value)
+            if not isinstance(value, str):
+                raise TypeError(f"{tool}: option {self.name!r} takes {kind}, not {type(value).__name__}")
+        else:
+            if isinstance(value, bool) or not isinstance(value, (int, float, str)) \
+                    or (self.type is int and isinstance(value, float)):
+                raise TypeError(f"{tool}: option {self.name!r} takes {kind}, not {type(value).__name__}")
+            try:
+                value = self.type(value)
+            except ValueError:
+                raise self.error(tool, f"takes {kind}, not {value!r}") from None
+            if self.type is float and (value != value or value in (float("inf"), float("-inf"))):
+                raise self.error(tool, f"takes a finite number, not {value!r}")
+        if self.choices is not None and value not in self.choices:
+            raise self.error(tool, f"is one of {', '.join(map(repr, self.choices))}, not {value!r}")
+        if self.check is not None:
+            problem = self.check(value)
+            if problem:
+                raise self.error(tool, problem)
+        return value
+
+
+def tool_options(tool_cls: type[Tool], given: Mapping[str, Any]) -> dict[str, Any]:
+    """Every option of ``tool_cls`` from ``given`` (keywords of ``open_tool``): defaults filled,
+    each converted and checked.  TypeError names an unknown option (and the known ones), a missing
+    required one, or a value of the wrong kind; :class:`OptionError` (a ValueError) a value refused."""
+    declared = {o.name: o for o in tool_cls.options}
+    for key in given:
+        if key not in declared:
+            raise TypeError(f"{tool_cls.name}: no option {key!r} (has: {', '.join(declared) or 'none'})")
+    values: dict[str, Any] = {}
+    for name, opt in declared.items():
+        if name in given:
+            values[name] = opt.convert(tool_cls.name, given[name])
+        elif opt.required:
+            raise TypeError(f"{tool_cls.name}: missing required option {name!r}")
+        else:
+            values[name] = opt.default
+    return values
+
+
+def check_options(tool_cls: type[Tool], args: argparse.Namespace) -> None:
+    """The checks of :func:`tool_options` on options ``pycore run`` parsed (argparse converted them)."""
+    for opt in tool_cls.options:
+        value = getattr(args, opt.name, None)
+        if value is not None and opt.check is not None:
+            problem = opt.check(value)
+            if problem:
+                raise opt.error(tool_cls.name, problem)
+
+
 class Tool:
     """Base of every tool; subclasses set the class attributes and override hooks.
 
@@ -122,6 +250,7 @@ class Tool:
     description: ClassVar[str]
     object: ClassVar[str]
     methods: ClassVar[tuple[Method, ...]]
+    options: ClassVar[tuple[Option, ...]] = ()   # the tool's own options: open_tool's keywords, pycore run's flags
     event: ClassVar[str | None] = None   # struct of the "events" ring buffer, None for none
     ringbuf: ClassVar[str] = "events"
 
@@ -134,7 +263,9 @@ class Tool:
 
     @classmethod
     def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
-        """Tool parameters (become .rodata in :meth:`configure`)."""
+        """``pycore run NAME``'s flags for :attr:`options` (declare options there, not here)."""
+        for opt in cls.options:
+            opt.add_to(parser)
 
     def configure(self, obj: BpfObject, method: Method) -> None:
         """Set .rodata/.bss globals before load (``targ_tgid`` is already set)."""

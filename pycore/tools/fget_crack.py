@@ -12,12 +12,15 @@ pattern is matched in the kernel either way.
 
 from __future__ import annotations
 
-import argparse
 from typing import Any
 
-from pycore.tools.api import Method, Tool
+from pycore.tools.api import Method, Option, Tool
 
 PATTERN_MAX = 31  # PYCORE_PATTERN_LEN - 1 (bpf_src/tools/tools.bpf.h)
+
+
+def _pattern_problem(pattern: str) -> str | None:
+    return f"is longer than {PATTERN_MAX} bytes" if len(pattern.encode()) > PATTERN_MAX else None
 
 
 class FgetCrack(Tool):
@@ -30,17 +33,11 @@ class FgetCrack(Tool):
                "descriptors returned by open/openat/openat2/creat/dup*/fcntl F_DUPFD, not every fget"),
     )
     event = "fget_event"
-
-    @classmethod
-    def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("--pattern", default="crack",
-                            help="substring of the file name, matched in the kernel (default: crack; "
-                                 f"at most {PATTERN_MAX} bytes; empty: every file)")
+    options = (Option("pattern", str, "crack", "substring of the file name, matched in the kernel (default: "
+                      f"crack; at most {PATTERN_MAX} bytes; empty: every file)", check=_pattern_problem),)
 
     def configure(self, obj, method: Method) -> None:
         pattern = self.args.pattern.encode()
-        if len(pattern) > PATTERN_MAX:
-            raise SystemExit(f"pycore run {self.name}: --pattern is longer than {PATTERN_MAX} bytes")
         obj.globals["pattern"] = self.args.pattern
         obj.globals["pattern_len"] = len(pattern)
 

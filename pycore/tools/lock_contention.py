@@ -16,12 +16,11 @@ file), so the names follow the running kernel.
 
 from __future__ import annotations
 
-import argparse
 import re
 import struct
 from typing import Any
 
-from pycore.tools.api import Method, Tool
+from pycore.tools.api import Method, Option, Tool
 
 FORMAT = "/sys/kernel/tracing/events/lock/contention_begin/format"
 # include/trace/events/lock.h, used when the format file cannot be read
@@ -67,12 +66,11 @@ class LockContention(Tool):
         Method("tracepoint/lock/contention_{begin,end}", ("tp_begin", "tp_end"), "tracepoint"),
     )
 
-    @classmethod
-    def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("--threshold", type=float, default=100.0, metavar="US",
-                            help="only blocks of at least this many microseconds (default 100)")
-        parser.add_argument("--flags", action="store_true",
-                            help="key the histograms by lock address and lock kind (SPIN, MUTEX, ...)")
+    options = (
+        Option("threshold", float, 100.0, "only blocks of at least this many microseconds (default 100)",
+               metavar="US", check=lambda us: "is negative" if us < 0 else None),
+        Option("flags", bool, help="key the histograms by lock address and lock kind (SPIN, MUTEX, ...)"),
+    )
 
     def configure(self, obj, method: Method) -> None:
         obj.globals["threshold_ns"] = int(self.args.threshold * 1000)

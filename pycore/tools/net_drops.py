@@ -26,7 +26,7 @@ import struct
 import time
 from typing import Any
 
-from pycore.tools.api import Method, Tool
+from pycore.tools.api import Method, Option, Tool
 
 PREFIXES = ("SKB_DROP_REASON_", "SKB_")
 # drop reasons of other subsystems carry the subsystem in the upper 16 bits
@@ -89,14 +89,12 @@ class NetDrops(Tool):
     )
     event = "net_drops_event"
 
-    @classmethod
-    def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("--netns", metavar="NAME_OR_INODE",
-                            help="only this network namespace: a name in /run/netns, 'host', or an inode")
-        parser.add_argument("--interface", metavar="NAME",
-                            help="only this interface (of --netns, or of ours)")
-        parser.add_argument("--no-events", action="store_true",
-                            help="print only the summary table (no line per drop)")
+    options = (
+        Option("netns", str, help="only this network namespace: a name in /run/netns, 'host', or an inode",
+               metavar="NAME_OR_INODE"),
+        Option("interface", str, help="only this interface (of --netns, or of ours)", metavar="NAME"),
+        Option("no_events", bool, help="print only the summary table (no line per drop)"),
+    )
 
     def __init__(self, args: argparse.Namespace, out: Any = None) -> None:
         super().__init__(args, out)

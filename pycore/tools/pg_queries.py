@@ -3,10 +3,9 @@ and ``query__done``), like bcc's dbslower; ``--min-ms`` filters in the kernel.""
 
 from __future__ import annotations
 
-import argparse
 from typing import Any
 
-from pycore.tools.api import Method, Tool
+from pycore.tools.api import Method, Option, Tool
 
 POSTGRES = "/usr/lib/postgresql/15/bin/postgres"
 
@@ -18,10 +17,11 @@ class PgQueries(Tool):
     methods = (Method("usdt/postgresql:query__start+query__done", ("query_start", "query_done"), "usdt"),)
     event = "pg_query_event"
 
-    @classmethod
-    def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("--min-ms", type=float, default=0.0, help="only queries at least this slow")
-        parser.add_argument("--binary", default=POSTGRES, help=f"the postgres binary (default {POSTGRES})")
+    options = (
+        Option("min_ms", float, 0.0, "only queries at least this slow",
+               check=lambda ms: "is negative" if ms < 0 else None),
+        Option("binary", str, POSTGRES, f"the postgres binary (default {POSTGRES})"),
+    )
 
     def configure(self, obj, method):  # noqa: ANN001
         obj.globals["min_ns"] = int(self.args.min_ms * 1e6)

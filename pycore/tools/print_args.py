@@ -12,11 +12,10 @@ tracepoint only exists where the kernel put one).
 
 from __future__ import annotations
 
-import argparse
 import struct
 from typing import Any
 
-from pycore.tools.api import Method, Tool
+from pycore.tools.api import Method, Option, OptionError, Tool
 
 
 def _strip(t: Any) -> Any:
@@ -70,10 +69,10 @@ class PrintArgs(Tool):
     methods = (Method("fentry/FUNC", ("print_args_entry",), "fentry"),)
     event = "args_event"
 
-    @classmethod
-    def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("func", metavar="FUNC", help="kernel function (from BTF)")
-        parser.add_argument("--deref", metavar="ARG", help="also print the struct this pointer argument points to")
+    options = (
+        Option("func", str, help="kernel function (from BTF)", positional=True, metavar="FUNC"),
+        Option("deref", str, help="also print the struct this pointer argument points to", metavar="ARG"),
+    )
 
     def configure(self, obj, method: Method) -> None:
         import btf
@@ -82,18 +81,19 @@ class PrintArgs(Tool):
         spec = btf.load_kernel_spec()
         ids = spec.ids_named(self.args.func, (Kind.FUNC,))
         if not ids:
-            raise SystemExit(f"pycore run print-args: {self.args.func} is not in this kernel's BTF")
+            raise OptionError(self.name, "func", f"option 'func': {self.args.func} is not in this kernel's BTF",
+                              f"{self.args.func} is not in this kernel's BTF")
         self.params = spec.type(spec.type(ids[0]).type_id).params
         self.deref_type = None
         if self.args.deref:
             names = [p.name for p in self.params]
             if self.args.deref not in names:
-                raise SystemExit(f"pycore run print-args: {self.args.func} has no argument "
-                                 f"{self.args.deref} (it has {', '.join(names)})")
+                raise self.options[1].error(self.name, f"is {self.args.deref!r}, which is no argument of "
+                                                       f"{self.args.func} (it has {', '.join(names)})")
             i = names.index(self.args.deref)
             ptr = _strip(self.params[i].type)
             if ptr.kind != Kind.PTR:
-                raise SystemExit(f"pycore run print-args: {self.args.deref} is not a pointer")
+                raise self.options[1].error(self.name, f"is {self.args.deref!r}, which is not a pointer")
             self.deref_type = _strip(ptr.type)
             obj.globals["deref_arg"] = i
             obj.globals["deref_size"] = getattr(self.deref_type, "size", 0)

@@ -17,10 +17,9 @@ probes since tracing began (uflow's way) and stderr says so.
 
 from __future__ import annotations
 
-import argparse
 from typing import Any
 
-from pycore.tools.api import Method, Tool
+from pycore.tools.api import Method, Option, Tool
 
 PYTHON = "/usr/bin/python3.11"
 
@@ -33,11 +32,8 @@ class PyCalls(Tool):
                       ("function_entry", "function_return", "line_enable"), "usdt"),)
     event = "py_call_event"
 
-    @classmethod
-    def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("--binary", default=None,
-                            help="the python binary (default: the -p process's executable, "
-                                 f"the -c command's, else {PYTHON})")
+    options = (Option("binary", str, help="the python binary (default: the -p process's executable, "
+                                          f"the -c command's, else {PYTHON})"),)
 
     def binary(self) -> str:
         """The file whose probes are attached."""

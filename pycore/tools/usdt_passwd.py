@@ -3,10 +3,9 @@
 
 from __future__ import annotations
 
-import argparse
 from typing import Any
 
-from pycore.tools.api import Method, Tool
+from pycore.tools.api import Method, Option, Tool
 
 
 def demo_binary() -> str:
@@ -29,9 +28,7 @@ class UsdtPasswd(Tool):
     methods = (Method("usdt/passwd:passwdfound", ("passwdfound",), "usdt"),)
     event = "passwd_event"
 
-    @classmethod
-    def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("--binary", default=None, help="the usdt-passwd binary (default: the built demo)")
+    options = (Option("binary", str, help="the usdt-passwd binary (default: the built demo)"),)
 
     def attach(self, obj, method):  # noqa: ANN001
         from pycore.tools.usdt_common import attach_usdt
