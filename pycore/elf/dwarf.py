@@ -198,7 +198,9 @@ class DebugInfo:
             params, variadic = _params(die)
             conv = self._conv()
             ids = conv.convert_many([type_of(p) for p in params] + [type_of(die)])
-            return FunctionTypes(name, [(die_name(p), i) for p, i in zip(params, ids)], ids[-1], variadic, self.spec)
+            out = FunctionTypes(name, [(die_name(p), i) for p, i in zip(params, ids)], ids[-1], variadic, self.spec)
+            self._trim()
+            return out
 
     def params_text(self, name: str) -> list[str] | None:
         """``name``'s parameters as ``bpftrace -lv`` prints them (no indent), None
@@ -289,6 +291,7 @@ class DebugInfo:
                 die = self._die(found[0], found[1])
             tid = self._conv().convert(die)
             self.spec               # noqa: B018 - brought up to date
+            self._trim()
             return tid
 
     @property
@@ -307,6 +310,16 @@ class DebugInfo:
             self._spec._cache.update(kept)
             self._spec_len = conv.writer.next_id
         return self._spec
+
+    def _trim(self) -> None:
+        """Let pyelftools forget the units and abbreviation tables it has read once a
+        few are kept: what was converted is memoised by offset, and a trace of every
+        libc function would otherwise keep 400 units (120 MB)."""
+        dw = self._dw
+        if len(dw._cu_cache) > 8:
+            dw._cu_cache.clear()
+            dw._cu_offsets_map.clear()
+            dw._abbrevtable_cache.clear()
 
     def _need_base(self) -> None:
         if self._base is None:
