@@ -424,3 +424,23 @@ def test_list_vv_adds_addresses(tmp_path, capsys):
     lines = capsys.readouterr().out.splitlines()
     assert lines[1:6] == ["    req_t* r", "    union Num n", "    req_ptr* rpp", "    <unknown type> name",
                           "    enum Color c"] and lines[6].startswith("    address: 0x") and len(lines) == 7
+
+
+@pytest.mark.skipif(not os.path.exists(LIBC) or not _libc_debug(), reason="libc6-dbg missing")
+def test_libc_functions_convert(base):
+    """Every 100th function of libc's DWARF: converted, each written type decodes, and its
+    parameters and structs format as C (real-world DWARF: glibc's own types)."""
+    fmt = CFormatter()
+    with DebugInfo.open(LIBC, base) as dbg:
+        names = sorted(dbg._get_index()["functions"])[::100]
+        found = [fn for fn in map(dbg.function, names) if fn is not None]
+        assert len(found) > 40
+        spec = dbg.spec
+        for fn in found:
+            assert len(fn.params) == len(dbg.params_text(fn.name))
+            for name, tid in fn.params:
+                assert fmt.declaration(spec.type(tid), name)
+        for tid in range(spec.first_id, len(spec)):
+            t = spec.type(tid)
+            if t.kind in (Kind.STRUCT, Kind.UNION) and t.name:
+                assert fmt.definition(t).startswith(("struct", "union"))
