@@ -340,6 +340,20 @@ def test_declared_struct_in_a_tracepoint(tmp_path):
     assert ours == theirs and "0 10000000\n" in ours
 
 
+@pytest.mark.kernel
+def test_kprobe_and_kfunc_casts_to_declared_structs():
+    """In the VMs: a kprobe's argument and a kfunc's typed argument cast to a declared struct laid over
+    the kernel's struct path read the same pointer as the kernel's own type, as in bpftrace."""
+    check = "@[(uint64)$p->dentry == (uint64)((struct path *){arg})->dentry] = count();"
+    for probe, arg in (("kfunc:vfs_open", "args->path"), ("kprobe:vfs_open", "arg0")):
+        program = ("struct mypath { void *mnt; void *dentry; };\n"
+                   f'{probe} /comm == "cat"/ {{ $p = (struct mypath *){arg}; {check.format(arg=arg)} }}')
+        ours, theirs = side_by_side(program, "-c", "/usr/bin/cat /etc/hostname")
+        assert re.search(r"(?m)^@\[1\]: [1-9]", ours) and "@[0]" not in ours, ours
+        assert [ln for ln in ours.splitlines() if ln.startswith("@")] == \
+            [ln for ln in theirs.splitlines() if ln.startswith("@")]
+
+
 # -- errors ----------------------------------------------------------------------------------------
 
 
@@ -384,6 +398,14 @@ def test_header_declarations_and_unreadable_headers(tmp_path):
     r = pycore("-e", program)
     assert r.returncode == 0, r.stderr
     assert r.stdout.startswith("20 4 20\n")
+
+
+def test_system_header_types_and_enum_constants_as_bpftrace():
+    """<sys/socket.h> read as bpftrace's clang reads it: glibc's struct msghdr (56 bytes) hides the kernel's,
+    and its enum constants are names, those behind '#define MSG_PEEK MSG_PEEK' too."""
+    ours, theirs = side_by_side('#include <sys/socket.h>\nBEGIN { printf("%d %d %d %d\\n", sizeof(struct msghdr), '
+                                "sizeof(struct sockaddr), SHUT_WR, MSG_PEEK); exit(); }")
+    assert ours == theirs == "56 16 1 2\n\n\n"
 
 
 def test_missing_user_header_is_an_error(tmp_path):
