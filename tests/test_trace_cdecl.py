@@ -398,6 +398,10 @@ def test_header_declarations_and_unreadable_headers(tmp_path):
     r = pycore("-e", program)
     assert r.returncode == 0, r.stderr
     assert r.stdout.startswith("20 4 20\n")
+    r = pycore("-e", program.replace("sizeof(struct req))", "sizeof(struct nope))"))
+    assert r.returncode == 2
+    assert (f"unknown type 'struct nope': not in the script's C declarations; pycore's C parser could not read "
+            f"{tmp_path}/bad.h:1: ") in r.stderr, r.stderr
 
 
 def test_system_header_types_and_enum_constants_as_bpftrace():
