@@ -156,7 +156,8 @@ def _bits(raw: bytes, bit_offset: int, bits: int, signed: bool) -> int:
     return v - (1 << bits) if signed and v >> (bits - 1) else v
 
 
-@pytest.mark.parametrize("flags", [["-g"], ["-gdwarf-4"], ["-gdwarf-2"]], ids=["dwarf5", "dwarf4", "dwarf2"])
+@pytest.mark.parametrize("flags", [["-g"], ["-gdwarf-4"], ["-gdwarf-2"], ["-g", "-fdebug-types-section"]],
+                         ids=["dwarf5", "dwarf4", "dwarf2", "dwarf5-type-units"])
 def test_c_types_as_gcc_laid_them_out(tmp_path, base, flags):
     exe, out = _build(tmp_path, C_SOURCE, flags)
     sizes, members, raw = _facts(out)

@@ -373,11 +373,12 @@ class DebugInfo:
         declared: dict[str, list[int]] = {}
         for unit in scanner.units():
             off = unit.offset
-            if unit.top is None or unit.unit_type not in (1, 3):   # compile and partial units
+            # compile and partial units; DWARF 5 type units (gcc -fdebug-types-section) for types
+            if unit.top is None or unit.unit_type not in (1, 2, 3):
                 continue
             for die in _top_dies(unit.top):
                 tag = die.tag
-                if tag == "DW_TAG_subprogram":
+                if tag == "DW_TAG_subprogram" and unit.unit_type != 2:
                     if "DW_AT_declaration" in die.attributes:
                         continue
                     names = [n for n in _function_names(die) if n not in functions]

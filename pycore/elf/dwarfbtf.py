@@ -52,9 +52,28 @@ def children(die) -> Iterator:  # noqa: ANN001
 
 def ref(die, attr: str = "DW_AT_type"):  # noqa: ANN001, ANN201
     """The DIE an attribute refers to, None when it is absent."""
-    if attr not in die.attributes:
+    a = die.attributes.get(attr)
+    if a is None:
         return None
+    if a.form == "DW_FORM_ref_sig8" and hasattr(die, "cu"):
+        return _by_signature(die.cu.dwarfinfo, a.value)
     return die.get_DIE_from_attribute(attr)
+
+
+def _by_signature(dw, sig: int):  # noqa: ANN001, ANN202
+    """The type a DW_FORM_ref_sig8 names: in DWARF 4's .debug_types (pyelftools), or in
+    a DWARF 5 type unit of .debug_info (``gcc -fdebug-types-section``), which pyelftools
+    does not look in."""
+    units = getattr(dw, "_pycore_type_units", None)
+    if units is None:
+        from pycore.elf.dwarfscan import type_units
+
+        units = dw._pycore_type_units = type_units(dw)
+    where = units.get(sig)
+    if where is None:
+        return dw.get_DIE_by_sig8(sig)      # .debug_types, else KeyError: malformed
+    cu = dw.get_CU_at(where[0])
+    return cu.get_DIE_from_refaddr(where[1])
 
 
 def _origin(die):  # noqa: ANN001, ANN202
@@ -213,6 +232,9 @@ class BtfConverter:
             return 0
         got = self._memo.get(die.offset)
         if got is not None:
+            return got
+        if "DW_AT_signature" in die.attributes:       # a declaration standing for a type unit's type
+            self._memo[die.offset] = got = self._id(ref(die, "DW_AT_signature"))
             return got
         tag = die.tag
         if tag in _STRUCTS:

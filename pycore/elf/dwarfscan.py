@@ -21,7 +21,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterator
 
-__all__ = ["Scanner", "Unit", "Die"]
+__all__ = ["Scanner", "Unit", "Die", "type_units"]
 
 _REFS = frozenset((0x11, 0x12, 0x13, 0x14, 0x15))   # ref1/2/4/8/udata: unit-relative
 _FORM_NAMES: dict[int, str] = {}
@@ -413,3 +413,30 @@ def _sleb(data: bytes, p: int) -> tuple[int, int]:
             return (out - (1 << shift) if b & 0x40 else out), p
         if shift > 70:
             raise ValueError("LEB128 number too long")
+
+
+def type_units(dw) -> dict[int, tuple[int, int]]:  # noqa: ANN001
+    """DWARF 5 type units of .debug_info: signature -> (unit offset, offset of its type
+    DIE), from the unit headers alone."""
+    sec = dw.debug_info_sec
+    if sec is None:
+        return {}
+    info = sec.stream.getvalue()[:sec.size]
+    e = "<" if dw.config.little_endian else ">"
+    u16, u32, u64 = struct.Struct(e + "H"), struct.Struct(e + "I"), struct.Struct(e + "Q")
+    out: dict[int, tuple[int, int]] = {}
+    off = 0
+    while off + 11 <= len(info):
+        length, pos, osize = u32.unpack_from(info, off)[0], off + 4, 4
+        if length == 0xFFFFFFFF:
+            length, pos, osize = u64.unpack_from(info, pos)[0], pos + 8, 8
+        end = pos + length
+        if end > len(info) or length < 7:
+            break
+        if u16.unpack_from(info, pos)[0] >= 5 and info[pos + 2] in (2, 6):   # DW_UT_type, split_type
+            at = pos + 4 + osize                    # version, unit type, address size, abbrev offset
+            sig = u64.unpack_from(info, at)[0]
+            type_off = (u32 if osize == 4 else u64).unpack_from(info, at + 8)[0]
+            out[sig] = (off, off + type_off)
+        off = end
+    return out
