@@ -124,9 +124,12 @@ class Checker:
         if self._declared is False:
             self._declared = None
             kernel = self.spec
-            from pycore.lang.cdecl import may_declare
+            program = self.program
+            if program is None or not (program.c_definitions or program.includes):
+                return None
+            from pycore.lang.cdecl import may_declare     # (1 ms: not for scripts without '#include' or C)
 
-            if self.program is not None and may_declare(self.program):
+            if may_declare(program):
                 self._declared = self._read_declarations(kernel)
                 if self._declared is not None:
                     self._spec = self._declared
