@@ -13,20 +13,45 @@ docs/architecture.md shows the layers. Names are imported on first use, so
 
 __version__ = "0.1.0"
 
-# public name -> module that defines it
+# public name -> module that defines it: the one list of public names (docs/architecture.md
+# "Public import paths" and docs/embedding.md say the same; tests/test_agent_api.py checks that
+# every PycoreError subclass of the package is here and that the three lists agree)
 _EXPORTS = {
+    # running things
     "open_tool": "pycore.embed.session",
+    "ToolSession": "pycore.embed.session",
     "trace": "pycore.lang.session",
     "TraceSession": "pycore.lang.session",
-    "ToolSession": "pycore.embed.session",
-    "NoMethod": "pycore.tools.api",
+    "Event": "pycore.lang.runtime",
     "BpfObject": "pycore.native.object",
     "RingBuffer": "pycore.native.ringbuf",
+    "Link": "pycore.native.object",
     "object_path": "pycore.native.shipped",
+    "Option": "pycore.tools.api",
+    "Hist": "pycore.hist",
+    "Bucket": "pycore.hist",
+    # errors: every one pycore raises, each a PycoreError
     "PycoreError": "pycore.errors",
     "BpfError": "pycore.errors",
     "ElfError": "pycore.errors",
     "FeatureMissing": "pycore.errors",
+    "PinError": "pycore.errors",
+    "PinMismatch": "pycore.errors",
+    "NoMethod": "pycore.tools.api",
+    "OptionError": "pycore.tools.api",
+    "ScriptError": "pycore.lang.errors",
+    "CheckError": "pycore.lang.errors",
+    "ScriptFeatureMissing": "pycore.lang.errors",
+    "ProbeError": "pycore.lang.errors",
+    "NoMatch": "pycore.lang.errors",
+    "TargetError": "pycore.kernel.process",
+    "UsdtError": "pycore.elf.stapsdt",
+    "PatternError": "pycore.listing.patterns",
+    "SkelError": "pycore.skel.errors",
+    "BuildError": "pycore.build.errors",
+    "AsmError": "pycore.asm.insn",
+    "LibbpfMissing": "pycore.native.libbpf",
+    "UnsupportedType": "pycore.native.codec",
 }
 
 __all__ = ["__version__", *_EXPORTS]
@@ -34,14 +59,27 @@ __all__ = ["__version__", *_EXPORTS]
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     # `X as X`: re-exported for mypy --strict (no implicit re-export; it cannot read __all__ here)
+    from pycore.asm.insn import AsmError as AsmError
+    from pycore.build.errors import BuildError as BuildError
+    from pycore.elf.stapsdt import UsdtError as UsdtError
     from pycore.embed.session import ToolSession as ToolSession, open_tool as open_tool
-    from pycore.lang.session import TraceSession as TraceSession, trace as trace
     from pycore.errors import BpfError as BpfError, ElfError as ElfError
     from pycore.errors import FeatureMissing as FeatureMissing, PycoreError as PycoreError
-    from pycore.native.object import BpfObject as BpfObject
+    from pycore.errors import PinError as PinError, PinMismatch as PinMismatch
+    from pycore.hist import Bucket as Bucket, Hist as Hist
+    from pycore.kernel.process import TargetError as TargetError
+    from pycore.lang.errors import CheckError as CheckError, NoMatch as NoMatch, ProbeError as ProbeError
+    from pycore.lang.errors import ScriptError as ScriptError, ScriptFeatureMissing as ScriptFeatureMissing
+    from pycore.lang.runtime import Event as Event
+    from pycore.lang.session import TraceSession as TraceSession, trace as trace
+    from pycore.listing.patterns import PatternError as PatternError
+    from pycore.native.codec import UnsupportedType as UnsupportedType
+    from pycore.native.libbpf import LibbpfMissing as LibbpfMissing
+    from pycore.native.object import BpfObject as BpfObject, Link as Link
     from pycore.native.ringbuf import RingBuffer as RingBuffer
     from pycore.native.shipped import object_path as object_path
-    from pycore.tools.api import NoMethod as NoMethod
+    from pycore.skel.errors import SkelError as SkelError
+    from pycore.tools.api import NoMethod as NoMethod, Option as Option, OptionError as OptionError
 
 
 def __getattr__(name: str):

@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterable, Mapping
+from typing import NamedTuple
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-__all__ = ["log2_bucket", "linear_bucket", "log2_hist", "linear_hist", "from_values",
-           "render_log2", "render_linear"]
+__all__ = ["log2_bucket", "linear_bucket", "log2_bounds", "linear_bounds", "log2_hist", "linear_hist",
+           "from_values", "render_log2", "render_linear", "Bucket", "Hist"]
 
 BAR_WIDTH = 52
 _F32 = struct.Struct("f")
@@ -45,6 +46,78 @@ def linear_bucket(value: int, lo: int, hi: int, step: int) -> int:
     if value >= hi:
         return (hi - lo) // step + 1
     return (value - lo) // step + 1
+
+
+def log2_bounds(bucket: int) -> tuple[int | None, int | None]:
+    """The values of :func:`log2_bucket`'s ``bucket``: ``(lo, hi)``, lo included, hi not; None where
+    the bucket has no bound (bucket 0 holds every negative value: ``(None, 0)``)."""
+    if bucket < 0:
+        raise ValueError(f"no log2 bucket {bucket}")
+    if bucket == 0:
+        return None, 0
+    if bucket == 1:
+        return 0, 1
+    return 1 << (bucket - 2), 1 << (bucket - 1)
+
+
+def linear_bounds(bucket: int, lo: int, hi: int, step: int) -> tuple[int | None, int | None]:
+    """The values of :func:`linear_bucket`'s ``bucket`` for ``lhist(v, lo, hi, step)``: ``(lo, hi)``
+    as :func:`log2_bounds` (the first bucket is ``(None, lo)``, the last ``(hi, None)``)."""
+    last = (hi - lo) // step + 1
+    if bucket < 0 or bucket > last:
+        raise ValueError(f"no bucket {bucket} in lhist({lo}, {hi}, {step}) (0 to {last})")
+    if bucket == 0:
+        return None, lo
+    if bucket == last:   # from hi, or below it when step does not divide hi - lo (as linear_bucket counts)
+        return min(lo + (last - 1) * step, hi), None
+    return lo + (bucket - 1) * step, min(lo + bucket * step, hi)
+
+
+class Bucket(NamedTuple):
+    """One row of a histogram: the values ``lo <= v < hi`` (None: unbounded) and how many fell there."""
+
+    lo: int | None
+    hi: int | None
+    count: int
+
+
+class Hist:
+    """A hist() or lhist() as counts per bucket index, with the bounds of each bucket.
+
+    ``counts`` is what a map read gives (``{bucket: count}``, as ``pycore.trace``'s ``map()``
+    returns a hist); ``lhist=(lo, hi, step)`` for a linear one.
+    """
+
+    def __init__(self, counts: Mapping[int, int], lhist: tuple[int, int, int] | None = None) -> None:
+        self.counts: dict[int, int] = _counts(counts)
+        self.lhist = lhist
+
+    def bounds(self, bucket: int) -> tuple[int | None, int | None]:
+        """``(lo, hi)`` of one bucket index: lo included, hi not, None unbounded."""
+        return linear_bounds(bucket, *self.lhist) if self.lhist else log2_bounds(bucket)
+
+    def buckets(self) -> list[Bucket]:
+        """The rows bpftrace prints, in order: every bucket from the first non-empty one to the last
+        (empty ones between included), with its bounds."""
+        used = [i for i, c in self.counts.items() if c]
+        if not used:
+            return []
+        return [Bucket(*self.bounds(i), self.counts.get(i, 0)) for i in range(min(used), max(used) + 1)]
+
+    @property
+    def total(self) -> int:
+        return sum(self.counts.values())
+
+    def text(self) -> str:
+        """The rows as bpftrace prints them."""
+        return render_linear(self.counts, *self.lhist) if self.lhist else render_log2(self.counts)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Hist) and (self.counts, self.lhist) == (other.counts, other.lhist)
+
+    def __repr__(self) -> str:
+        kind = f"lhist{self.lhist}" if self.lhist else "hist"
+        return f"<Hist {kind} {self.total} values in {len(self.buckets())} buckets>"
 
 
 def _log2_label(power: int) -> str:

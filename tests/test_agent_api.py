@@ -117,3 +117,183 @@ def test_cli_checks_as_the_api_does() -> None:
     r = subprocess.run([*PYCORE, "run", "lock-contention", "--threshold", "-5", "-d", "0"],
                        capture_output=True, text=True, timeout=60)
     assert (r.returncode, r.stdout, r.stderr) == (2, "", "pycore run lock-contention: --threshold is negative\n")
+
+
+# -- the small items -------------------------------------------------------------------------------
+
+def test_map_text_of_a_missing_map_names_those_that_exist() -> None:
+    require_root()
+    with pycore.trace("BEGIN { @calls = count(); @by[1] = sum(2); }") as session:
+        for read in (session.map_text, session.map, session.hist):
+            with pytest.raises(KeyError) as exc:
+                read("@nope")
+            assert exc.value.args[0] == "no map @nope (the script has: @by, @calls)"
+        assert session.map_text("calls") == "@calls: 1\n"
+
+
+def test_kprobe_on_a_kernel_without_kprobes_is_feature_missing_at_its_line() -> None:
+    require_root()
+    if os.path.exists("/sys/bus/event_source/devices/kprobe"):
+        pytest.skip("this kernel has kprobes")
+    program = "BEGIN { }\n\n  kprobe:vfs_read { @reads = count(); }\n"
+    with pytest.raises(pycore.FeatureMissing) as exc:
+        pycore.trace(program)
+    err = exc.value
+    assert isinstance(err, pycore.ScriptError) and isinstance(err, pycore.ScriptFeatureMissing)
+    assert (err.line, err.col) == (3, 3)
+    assert str(err).startswith("<program>:3:3: error: this kernel cannot attach kprobes")
+    assert err.format().splitlines()[1:] == ["  kprobe:vfs_read { @reads = count(); }", "  ^"]
+
+
+def test_unsafe_refusal_names_the_api_argument() -> None:
+    require_root()
+    with pytest.raises(pycore.ScriptError) as exc:
+        pycore.trace('BEGIN { system("true"); }')
+    assert str(exc.value) == "<program>:1:9: error: system() is unsafe: pass unsafe=True to pycore.trace() to allow it"
+    # the command line keeps its flag's name
+    r = subprocess.run([*PYCORE, "trace", "-e", 'BEGIN { system("true"); }'], capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 2 and "system() is unsafe: run with --unsafe to allow it" in r.stderr
+
+
+def _links_of(prog_id: int) -> int:
+    from tests.conftest import bpftool_show
+
+    return sum(1 for link in bpftool_show("link") if link.get("prog_id") == prog_id)
+
+
+def test_link_close_and_context_manager() -> None:
+    """Links close as everything else does; `with` detaches; destroy() stays as the same call."""
+    require_root()
+    from pycore import BpfObject, Link, object_path
+
+    with BpfObject(object_path("fget_crack")) as obj:
+        for prog in obj.programs.values():
+            prog.autoload = prog.name == "sys_exit_fd"
+        obj.load()
+        prog = obj.programs["sys_exit_fd"]
+        prog_id = _prog_id(prog.fd)
+        with prog.attach() as link:
+            assert isinstance(link, Link) and not link.closed
+            assert _links_of(prog_id) == 1
+        assert link.closed and _links_of(prog_id) == 0
+        with pytest.raises(ValueError, match="link is closed"):
+            link.fd
+        link.close()          # twice: nothing
+        again = prog.attach()
+        assert _links_of(prog_id) == 1
+        again.destroy()       # the old name
+        assert again.closed and _links_of(prog_id) == 0
+
+
+def _prog_id(fd: int) -> int:
+    with open(f"/proc/self/fdinfo/{fd}") as f:
+        for line in f:
+            if line.startswith("prog_id:"):
+                return int(line.split()[1])
+    raise AssertionError("no prog_id in fdinfo")
+
+
+# -- one public surface ----------------------------------------------------------------------------
+
+def _error_classes() -> dict[str, type]:
+    """Every PycoreError subclass a module of the package defines (found in the source, then imported)."""
+    import ast
+    import importlib
+    from pathlib import Path
+
+    root = Path(pycore.__file__).parent
+    found: dict[str, type] = {}
+    for path in sorted(root.rglob("*.py")):
+        if "lark_standalone" in path.name:
+            continue
+        tree = ast.parse(path.read_text())
+        names = [n.name for n in tree.body if isinstance(n, ast.ClassDef) and not n.name.startswith("_")]
+        if not names:
+            continue
+        module = ".".join(("pycore", *path.relative_to(root).with_suffix("").parts))
+        mod = importlib.import_module(module)
+        for name in names:
+            cls = getattr(mod, name)
+            if isinstance(cls, type) and issubclass(cls, pycore.PycoreError):
+                found[name] = cls
+    return found
+
+
+def test_every_error_class_is_importable_from_pycore() -> None:
+    errors = _error_classes()
+    assert {"ScriptError", "TargetError", "NoMethod", "OptionError", "PinMismatch"} <= set(errors)
+    for name, cls in errors.items():
+        assert name in pycore.__all__, name
+        assert getattr(pycore, name) is cls, name
+    from pycore import ScriptError, TargetError  # the issue's two
+
+    assert issubclass(ScriptError, pycore.PycoreError) and issubclass(TargetError, pycore.PycoreError)
+
+
+def _backticked(text: str) -> set[str]:
+    import re
+
+    return set(re.findall(r"`([A-Za-z_]+)`", text))
+
+
+def test_public_names_are_one_list() -> None:
+    """pycore.__all__, docs/architecture.md's "Public import paths" and docs/embedding.md's "Import
+    paths" name the same things, and each name imports."""
+    from pathlib import Path
+
+    docs = Path(__file__).resolve().parent.parent / "docs"
+    arch = (docs / "architecture.md").read_text().split("## Public import paths", 1)[1]
+    arch = arch.split("The modules that", 1)[0]
+    embed = (docs / "embedding.md").read_text().split("## Import paths", 1)[1].split("\n## ", 1)[0]
+    exported = set(pycore.__all__) - {"__version__"}
+    assert _backticked(arch) - {"pycore", "__all__"} == exported
+    assert _backticked(embed) - {"pycore", "__all__"} == exported
+    for name in exported:
+        assert getattr(pycore, name) is not None
+    assert {"trace", "TraceSession", "Event"} <= exported
+    tools = (docs / "embedding.md").read_text().split("- Names are those of `pycore tools`:", 1)[1].split(".\n", 1)[0]
+    listed = {w.strip() for w in tools.replace("\n", " ").split(",")}
+    assert listed == set(_registry())
+
+
+# -- typed: histograms with their bounds ------------------------------------------------------------
+
+from hypothesis import given, strategies as st  # noqa: E402
+
+
+@given(st.integers(min_value=-(2**63), max_value=2**64 - 1))
+def test_log2_bucket_bounds_hold_its_values(value: int) -> None:
+    from pycore.hist import log2_bounds, log2_bucket
+
+    lo, hi = log2_bounds(log2_bucket(value))
+    assert (lo is None or lo <= value) and (hi is None or value < hi)
+
+
+@given(st.integers(-10**6, 10**6), st.integers(-1000, 1000), st.integers(1, 1000), st.integers(1, 50))
+def test_linear_bucket_bounds_hold_its_values(value: int, lo: int, width: int, step: int) -> None:
+    from pycore.hist import linear_bounds, linear_bucket
+
+    hi = lo + width
+    b_lo, b_hi = linear_bounds(linear_bucket(value, lo, hi, step), lo, hi, step)
+    assert (b_lo is None or b_lo <= value) and (b_hi is None or value < b_hi)
+
+
+def test_trace_hist_buckets_with_bounds() -> None:
+    """What an agent does with a latency histogram: the rows bpftrace prints, with numbers, not labels."""
+    require_root()
+    from pycore import Bucket, Hist
+
+    program = ("BEGIN { @h = hist(0); @h = hist(5); @h = hist(6); @h = hist(100); @h = hist(-3);"
+               " @l = lhist(150, 0, 100, 50); @l = lhist(20, 0, 100, 50); @k[\"a\"] = hist(1); }")
+    with pycore.trace(program) as session:
+        h = session.hist("@h")
+        assert isinstance(h, Hist) and h.total == 5
+        assert h.buckets() == [Bucket(None, 0, 1), Bucket(0, 1, 1), Bucket(1, 2, 0), Bucket(2, 4, 0),
+                               Bucket(4, 8, 2), Bucket(8, 16, 0), Bucket(16, 32, 0), Bucket(32, 64, 0),
+                               Bucket(64, 128, 1)]
+        assert h.text() == session.map_text("@h").split("\n", 1)[1].rstrip("\n") + "\n"
+        assert session.hist("l").buckets() == [Bucket(0, 50, 1), Bucket(50, 100, 0), Bucket(100, None, 1)]
+        assert session.hist("@k", key="a").buckets() == [Bucket(1, 2, 1)]
+        with pytest.raises(TypeError, match="keyed: give key="):
+            session.hist("@k")

@@ -95,6 +95,7 @@ class Checker:
         self._declared: Spec | None | bool = False     # False: not read yet (pycore.lang.cdecl)
         self.params = params
         self.unsafe = unsafe
+        self.unsafe_hint = "run with --unsafe to allow it"   # pycore.trace() says its own argument
         self.filename = filename
         self.source = source
         self.maps: dict[str, MapInfo] = {}
@@ -809,7 +810,7 @@ class Checker:
         if n in _NO_VALUE_CALLS and not statement:
             raise self.error(e, f"{n}() gives no value")
         if n in ("system", "signal", "override") and not self.unsafe:
-            raise self.error(e, f"{n}() is unsafe: run with --unsafe to allow it")
+            raise self.error(e, f"{n}() is unsafe: {self.unsafe_hint}")
         if n == "printf":
             if not args or not isinstance(args[0], A.Str):
                 raise self.error(e, "printf() needs a format string first")

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from pycore.errors import PycoreError
+from pycore.errors import FeatureMissing, PycoreError
 
-__all__ = ["ScriptError", "CheckError", "ProbeError", "close_matches"]
+__all__ = ["ScriptError", "CheckError", "ScriptFeatureMissing", "ProbeError", "close_matches"]
 
 
 def close_matches(word: str, choices: list[str], n: int = 3, cutoff: float = 0.6) -> list[str]:
@@ -51,6 +51,21 @@ class ScriptError(PycoreError):
 
 class CheckError(ScriptError):
     """A script that parses but cannot run: unknown names, wrong types, a refused program."""
+
+
+class ScriptFeatureMissing(CheckError, FeatureMissing):
+    """A probe the running kernel cannot attach (a kprobe without CONFIG_KPROBES...), at its place in
+    the script: a :class:`~pycore.errors.FeatureMissing` that is also a :class:`ScriptError`."""
+
+    def __init__(self, missing: FeatureMissing, line: int, col: int, filename: str, source: str) -> None:
+        # ScriptError's fields without its __init__: FeatureMissing's takes (feature, advice)
+        self.message = str(missing)
+        self.line = line
+        self.col = col
+        self.filename = filename or "stdin"
+        self.source = source
+        self.width = 1
+        PycoreError.__init__(self, self._head())
 
 
 class ProbeError(PycoreError):

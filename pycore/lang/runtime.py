@@ -23,7 +23,8 @@ from pycore.lang.checker import AGGREGATES, Checked, Checker, MapInfo
 from pycore.lang.codegen import (SCRATCH_SIZE, TAG_CAT, TAG_CLEAR, TAG_EXIT, TAG_JOIN, TAG_PRINT_MAP,
                                   TAG_PRINT_VALUE, TAG_PRINTF, TAG_SYSTEM, TAG_TIME, TAG_ZERO, Action, Layout,
                                   generate)
-from pycore.lang.errors import NoMatch, ProbeError
+from pycore.errors import FeatureMissing
+from pycore.lang.errors import NoMatch, ProbeError, ScriptFeatureMissing
 from pycore.lang.probes import PROG_RAW_TRACEPOINT, Resolver, Target
 from pycore.lang.types import Array, Buffer, Inet, Int, Mac, Ptr, Record, Stack, Str, Timestamp, CgroupPath, Username, Tuple, Type, width
 from pycore.record import field, record
@@ -294,6 +295,9 @@ class Script:
                 continue
             try:
                 links = attach_target(prog, c.target, pid=self.pid)
+            except FeatureMissing as e:   # no kprobe PMU...: said at the probe, as a ScriptError too
+                raise ScriptFeatureMissing(e, c.block.pos.line, c.block.pos.col, self.filename,
+                                           self.text) from None
             except OSError as e:
                 from pycore.lang.errors import CheckError
 

@@ -20,6 +20,8 @@ if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable, Iterator
     from typing import Any, TextIO
 
+    from pycore.hist import Hist
+
 __all__ = ["TraceSession", "TraceRunner", "trace", "DRAIN_SECONDS"]
 
 #: How long after Ctrl-C ``pycore trace`` prints what the ring buffer holds before it gives up on
@@ -53,6 +55,7 @@ class TraceSession:
     def __init__(self, program: str, *, pid: int | None = None, params: tuple[str, ...] = (),
                  unsafe: bool = False, filename: str = "<program>") -> None:
         self.script = Script(program, filename=filename, params=params, pid=pid, unsafe=unsafe)
+        self.script.checker.unsafe_hint = "pass unsafe=True to pycore.trace() to allow it"
         self._pending: list[Event] = []
         self.ended = False
         try:
@@ -113,15 +116,37 @@ class TraceSession:
 
     def map(self, name: str) -> Any:
         """One map read now (``"@name"`` or ``"name"``)."""
+        return self.script.map_value(self._map_name(name))
+
+    def map_text(self, name: str) -> str:
+        """A map as bpftrace prints it (``"@name"`` or ``"name"``)."""
+        return self.script.map_text(self._map_name(name))
+
+    def hist(self, name: str, key: Any = None) -> Hist:
+        """A hist()/lhist() map read now as a :class:`pycore.hist.Hist` (``.buckets()`` with their
+        bounds); ``key`` picks one histogram of a keyed map (``@h[comm] = hist(...)``)."""
+        from pycore.hist import Hist
+
+        name = self._map_name(name)
+        info = self.script.layout.maps[name]
+        if info.kind not in ("hist", "lhist"):
+            raise TypeError(f"{name} is a {info.kind or 'value'} map, not a hist() or lhist()")
+        value = self.script.map_value(name)
+        if info.keys:
+            if key is None:
+                raise TypeError(f"{name} is keyed: give key= (one of {sorted(value, key=repr)[:10]!r})")
+            if key not in value:
+                raise KeyError(f"{name} has no key {key!r} (it has {sorted(value, key=repr)[:10]!r})")
+            value = value[key]
+        return Hist(value or {}, lhist=info.lhist if info.kind == "lhist" else None)
+
+    def _map_name(self, name: str) -> str:
+        """``@name`` of a map of the script; KeyError naming the maps it has otherwise."""
         if not name.startswith("@"):
             name = "@" + name
         if name not in self.script.layout.maps:
             raise KeyError(f"no map {name} (the script has: {', '.join(sorted(self.script.layout.maps)) or 'none'})")
-        return self.script.map_value(name)
-
-    def map_text(self, name: str) -> str:
-        """A map as bpftrace prints it."""
-        return self.script.map_text(name if name.startswith("@") else "@" + name)
+        return name
 
     @property
     def lost(self) -> int:

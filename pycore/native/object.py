@@ -65,7 +65,8 @@ def _check_btf(data: bytes, name: str) -> None:
 
 
 class Link:
-    """An attachment of a program; detached by :meth:`destroy`."""
+    """An attachment of a program; detached by :meth:`close` (or the end of a ``with`` block), as
+    everything else of pycore is; :meth:`destroy`, libbpf's word, is the same call."""
 
     def __init__(self, ptr, description: str) -> None:
         self._ptr = ptr
@@ -92,22 +93,34 @@ class Link:
         self._require()
         _check(lib.bpf_link__unpin(self._ptr), f"unpin {self.description}")
 
-    def destroy(self) -> None:
+    def close(self) -> None:
         """Detach (unless pinned) and free; safe to call twice."""
         ptr, self._ptr = self._ptr, None
         if ptr is not None:
             lib.bpf_link__destroy(ptr)
 
+    destroy = close   # libbpf's name, kept for callers written before close()
+
     @property
     def attached(self) -> bool:
         return self._ptr is not None
 
+    @property
+    def closed(self) -> bool:
+        return self._ptr is None
+
+    def __enter__(self) -> Link:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     def _require(self) -> None:
         if self._ptr is None:
-            raise ValueError(f"{self.description}: link already destroyed")
+            raise ValueError(f"{self.description}: the link is closed")
 
     def __repr__(self) -> str:
-        return f"<Link {self.description}{'' if self._ptr is not None else ' (destroyed)'}>"
+        return f"<Link {self.description}{'' if self._ptr is not None else ' (closed)'}>"
 
 
 class Program:
@@ -426,7 +439,7 @@ class BpfObject:
     def detach(self) -> None:
         with self._lock:
             for link in self._links:
-                link.destroy()
+                link.close()
             self._links.clear()
 
     @property
@@ -456,7 +469,7 @@ class BpfObject:
 
 def _close_native(ptr, links: list[Link]) -> None:
     for link in links:
-        link.destroy()
+        link.close()
     links.clear()
     lib.bpf_object__close(ptr)
 
