@@ -210,8 +210,21 @@ class TraceRunner:
     def _dump_maps(self) -> None:
         """SIGUSR1: every map as the end prints them (without the end's blank lines), tracing on."""
         self._dump = False
-        for ev in self.script.final_maps():
-            self.emit(ev)
+        self._print_maps()
+
+    def _print_maps(self) -> None:
+        """Every map, as the end prints them: each read once, for the one form printed (final_maps()
+        reads each twice, for its text and its Python value; a hist of many keys in a VM, slowly)."""
+        from pycore.lang import output as O
+
+        script = self.script
+        for name in sorted(script.layout.maps):
+            if self.json:
+                self._chunks.append(script.map_json(name))
+            elif self.folded:
+                self._chunks.append(O.folded(script.map_entries(name)))
+            else:
+                self._chunks.append(script.map_text(name))
 
     def emit(self, ev: Event) -> None:
         from pycore.lang import output as O
@@ -348,8 +361,7 @@ class TraceRunner:
             from pycore.lang import output as O
 
             self._chunks.append(O.EXIT_PREAMBLE)
-            for ev in script.final_maps():
-                self.emit(ev)
+            self._print_maps()
             self._write()
             lost = script.lost_events()
             if lost:
