@@ -373,32 +373,8 @@ class Resolver:
             t.argn = [CtxField(f"arg{i}", UINT64, PT_REGS[r]) for i, r in enumerate(ARG_REGS)]
             if ret:
                 t.retval = CtxField("retval", UINT64, PT_REGS["rax"])
-            if self.typed:
-                self._dwarf_args(t, path, f.name, text)
-            elif self.named_types:
-                t.debug = self.debug_info(path, text)
             out.append(t)
         return out
-
-    def _dwarf_args(self, t: Target, path: str, symbol: str, text: str) -> None:
-        """``args.NAME`` and a typed ``retval`` from the binary's DWARF, as bpftrace reads them: the
-        first six parameters in their argument registers (x86-64's System V order)."""
-        from pycore.errors import ElfError
-
-        dbg = t.debug = self.debug_info(path, text)
-        if dbg is None:
-            return
-        try:
-            fn = dbg.function(symbol)
-        except ElfError as e:
-            raise ProbeError(f"{text}: {e}") from None
-        if fn is None:
-            return
-        for i, (name, type_id) in enumerate(fn.params[:len(ARG_REGS)]):
-            f = CtxField(name or f"arg{i}", from_btf(fn.spec, type_id, user=True), PT_REGS[ARG_REGS[i]])
-            t.args[f.name] = f
-        if t.retval is not None and fn.ret:
-            t.retval = CtxField("retval", from_btf(fn.spec, fn.ret, user=True), PT_REGS["rax"])
 
     def _kretprobe(self, target, parts, offset, text) -> list[Target]:
         return self._kprobe(target, parts, offset, text, ret=True)
