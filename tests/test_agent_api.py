@@ -297,3 +297,167 @@ def test_trace_hist_buckets_with_bounds() -> None:
         assert session.hist("@k", key="a").buckets() == [Bucket(1, 2, 1)]
         with pytest.raises(TypeError, match="keyed: give key="):
             session.hist("@k")
+
+
+# -- typed: tool events, open_tool's overloads, per-CPU maps in skeletons ---------------------------
+
+def _event_tools() -> list[str]:
+    from pycore.tools import registry
+
+    return [n for n in registry.names() if registry.get(n).event is not None]
+
+
+@pytest.mark.parametrize("name", _event_tools())
+def test_each_tool_event_class_is_its_objects_struct(name: str) -> None:
+    """pycore.tools.MODULE.Event is a dataclass whose fields are the BTF struct's, in order (the codec
+    checks that when it decodes to it): so the class mypy sees is the one events are."""
+    import dataclasses
+    import importlib
+
+    from pycore import BpfObject, object_path
+    from pycore.embed.session import _use_event_type
+    from pycore.native.codec import decoder_for
+    from pycore.tools import registry
+
+    tool = registry.get(name)
+    module = importlib.import_module(registry.TOOLS[name])
+    assert tool.event_type is module.Event and dataclasses.is_dataclass(module.Event)
+    with BpfObject(object_path(tool.object)) as obj:
+        assert tool.event is not None
+        _use_event_type(obj, tool.event, module.Event)
+        codec = decoder_for(obj.btf, f"struct {tool.event}")
+        assert codec.cls is module.Event
+        assert type(codec.decode(bytes(codec.size))) is module.Event
+
+
+def test_tool_events_are_the_modules_event_class() -> None:
+    require_root()
+    import tempfile
+
+    from pycore.tools import fget_crack
+
+    with pycore.open_tool("fget-crack", pid=os.getpid(), pattern="typed-event") as tool:
+        with tempfile.TemporaryDirectory() as d:
+            os.close(os.open(os.path.join(d, "typed-event"), os.O_CREAT | os.O_RDWR, 0o600))
+        events = list(tool.events(timeout=0.5))
+    assert [type(e) for e in events] == [fget_crack.Event]
+    assert events[0].name == "typed-event" and events[0].pid == os.getpid()
+
+
+def test_open_tool_overloads_are_the_declared_options() -> None:
+    """open_tool's typed overloads (what mypy checks an agent against) say each tool's options with
+    the types and requiredness of its Option declarations, and its Event class."""
+    import inspect
+    import typing
+
+    from pycore.embed import session
+    from pycore.tools import registry
+
+    by_name = {}
+    for fn in typing.get_overloads(session.open_tool):
+        ann = inspect.signature(fn).parameters["name"].annotation
+        if ann.startswith("Literal["):
+            by_name[ann[len('Literal["'):-2]] = fn
+    assert set(by_name) == set(registry.names())
+    for name, fn in by_name.items():
+        tool = registry.get(name)
+        sig = inspect.signature(fn)
+        params = [p for p in sig.parameters.values() if p.name not in ("name", "pid")]
+        assert [p.name for p in params] == [o.name for o in tool.options], name
+        for p, opt in zip(params, tool.options):
+            want = opt.type.__name__ + (" | None" if opt.default is None and opt.type is not bool
+                                        and not opt.required else "")
+            assert p.annotation == want, (name, p.name, p.annotation, want)
+            assert (p.default is inspect.Parameter.empty) == opt.required, (name, p.name)
+        module = registry.TOOLS[name].rsplit(".", 1)[1]
+        expected = f"ToolSession[{module}.Event]" if tool.event else "ToolSession[NoReturn]"
+        assert sig.return_annotation == expected, (name, sig.return_annotation)
+
+
+def run_mypy(directory: "os.PathLike[str] | str", source: str, path: str = "") -> "subprocess.CompletedProcess[str]":
+    """mypy --strict on ``source`` (written as agent.py in ``directory``), as an agent's CI runs it."""
+    import pathlib
+    import textwrap
+
+    d = pathlib.Path(directory)
+    (d / "agent.py").write_text(textwrap.dedent(source))
+    env = {**os.environ, "MYPYPATH": path} if path else None
+    return subprocess.run([sys.executable, "-m", "mypy", "--strict", "--no-error-summary", "--cache-dir",
+                           str(pathlib.Path(__file__).resolve().parent.parent / ".mypy_cache"), "agent.py"],
+                          capture_output=True, text=True, cwd=d, timeout=600, env=env)
+
+
+TOOL_AGENT = """
+import os
+import pycore
+from pycore.tools import fget_crack
+
+def watch() -> list[str]:
+    names: list[str] = []
+    with pycore.open_tool("fget-crack", pid=os.getpid(), pattern="x") as tool:
+        for ev in tool.events(timeout=0.1):
+            e: fget_crack.Event = ev
+            names.append(f"{e.comm} {e.fd + 1} {ev.name}")
+        tool.poll(lambda ev: names.append(ev.comm), timeout=0)
+    with pycore.open_tool("print-args", func="vfs_read", deref="file") as args:
+        for call in args.events(timeout=0):
+            names.append(str(call.args[0] + call.nargs))
+    return names
+"""
+
+TOOL_AGENT_BAD = """
+import pycore
+
+def watch() -> None:
+    with pycore.open_tool("fget-crack", pattern="x") as tool:
+        for ev in tool.events():
+            print(ev.nmae)
+    pycore.open_tool("fget-crack", patern="x")
+    pycore.open_tool("lock-contention", threshold="50")
+    pycore.open_tool("fd-leak", pid="1")
+"""
+
+
+def test_mypy_checks_tool_options_and_event_fields(tmp_path: "os.PathLike[str]") -> None:
+    ok = run_mypy(tmp_path, TOOL_AGENT)
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    bad = run_mypy(tmp_path, TOOL_AGENT_BAD)
+    assert bad.returncode == 1, bad.stdout + bad.stderr
+    out = bad.stdout
+    assert 'agent.py:7: error: "Event" has no attribute "nmae"' in out, out
+    assert 'agent.py:8: error: Unexpected keyword argument "patern" for overloaded function "open_tool"; ' \
+           'did you mean "pattern"?' in out, out
+    for line in (9, 10):  # threshold="50" (a float), pid="1" (an int)
+        assert f'agent.py:{line}: error: No overload variant of "open_tool" matches argument types "str", "str"' \
+            in out, out
+
+
+PERCPU_AGENT = """
+from test_maps_skel import TestMaps
+
+def totals() -> int:
+    with TestMaps.open() as skel:
+        skel.load()
+        per_cpu: list[int] | None = skel.maps.pcpu_array.lookup_percpu(0)
+        rows: list[tuple[int, list[int]]] = skel.maps.lru_pcpu.items_percpu()
+        summed: int | None = skel.maps.pcpu_array.lookup(0)
+        return sum(per_cpu or []) + len(rows) + (summed or 0)
+"""
+
+
+def test_mypy_accepts_lookup_percpu_on_a_skeletons_per_cpu_map(tmp_path: "os.PathLike[str]") -> None:
+    """docs/embedding.md's `lookup_percpu`/`items_percpu` on a per-CPU map type-check (the .pyi
+    typed every map as a plain TypedMap), and stay refused on a map that is not per-CPU."""
+    import pathlib
+    import shutil
+
+    from pycore import object_path
+    from pycore.skel.generate import generate
+
+    d = pathlib.Path(tmp_path)
+    shutil.copy(object_path("test_maps"), d / "test_maps.bpf.o")
+    generate(str(d / "test_maps.bpf.o"), str(d / "test_maps_skel.py"), bytes_maps=["raw"])
+    ok = run_mypy(d, PERCPU_AGENT)
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    bad = run_mypy(d, PERCPU_AGENT.replace("lru_pcpu.items_percpu", "lru.items_percpu"))
+    assert bad.returncode == 1 and 'has no attribute "items_percpu"' in bad.stdout, bad.stdout

@@ -13,17 +13,56 @@ from __future__ import annotations
 
 import io
 from collections.abc import AsyncIterator, Callable, Iterator
-from typing import Any
+from typing import Any, Generic, Literal, NoReturn, TypeVar, overload
 
 from pycore.native.object import BpfObject
 from pycore.native.ringbuf import RingBuffer
 from pycore.tools.api import Method, NoMethod, Tool, tool_options
 from pycore.tools.runner import Runner
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from pycore.tools import fget_crack, net_drops, pg_queries, print_args, py_calls, usdt_passwd, vfs_unlink
+
 __all__ = ["ToolSession", "open_tool", "NoMethod"]
 
+E = TypeVar("E")
 
-def open_tool(name: str, *, pid: int = 0, **options: Any) -> ToolSession:
+# One overload per built-in tool, so mypy --strict checks an agent's options and the fields it reads
+# of the events (each tool module's Event dataclass).  The keywords and their types are those of the
+# tool's Option declarations (tests/test_agent_api.py compares them).  The last overload takes a name
+# known only at run time, with no options (give it `Any` to pass some: they are checked at run time);
+# a catch-all with **options would also accept every misspelt option of the tools above.
+@overload
+def open_tool(name: Literal["fget-crack"], *, pid: int = 0,
+              pattern: str = ...) -> ToolSession[fget_crack.Event]: ...
+@overload
+def open_tool(name: Literal["vfs-unlink"], *, pid: int = 0) -> ToolSession[vfs_unlink.Event]: ...
+@overload
+def open_tool(name: Literal["lock-contention"], *, pid: int = 0, threshold: float = ...,
+              flags: bool = ...) -> ToolSession[NoReturn]: ...
+@overload
+def open_tool(name: Literal["fd-leak"], *, pid: int = 0) -> ToolSession[NoReturn]: ...
+@overload
+def open_tool(name: Literal["print-args"], *, pid: int = 0, func: str,
+              deref: str | None = ...) -> ToolSession[print_args.Event]: ...
+@overload
+def open_tool(name: Literal["usdt-passwd"], *, pid: int = 0,
+              binary: str | None = ...) -> ToolSession[usdt_passwd.Event]: ...
+@overload
+def open_tool(name: Literal["pg-queries"], *, pid: int = 0, min_ms: float = ...,
+              binary: str = ...) -> ToolSession[pg_queries.Event]: ...
+@overload
+def open_tool(name: Literal["py-calls"], *, pid: int = 0,
+              binary: str | None = ...) -> ToolSession[py_calls.Event]: ...
+@overload
+def open_tool(name: Literal["net-drops"], *, pid: int = 0, netns: str | None = ..., interface: str | None = ...,
+              no_events: bool = ...) -> ToolSession[net_drops.Event]: ...
+@overload
+def open_tool(name: str, *, pid: int = 0) -> ToolSession[Any]: ...
+
+
+def open_tool(name: str, *, pid: int = 0, **options: Any) -> ToolSession[Any]:
     """Load and attach the tool ``name`` (as ``pycore tools`` lists them).
 
     ``pid`` filters in the kernel like ``-p``; ``options`` are the tool's own
@@ -61,13 +100,15 @@ def _tool_args(tool_cls: type[Tool], pid: int, options: dict[str, Any]) -> Any:
     return argparse.Namespace(**tool_options(tool_cls, options), pid=pid, cmd=None, duration=None, json=False)
 
 
-class ToolSession:
+class ToolSession(Generic[E]):
     """One attached tool.  Read events with :meth:`events` (iterator),
     :meth:`poll` (callback) or ``async for``; read aggregations with
     :meth:`summary`; :meth:`close` (or ``with``) detaches everything.
 
     One consumer at a time per session; :meth:`close` may be called from
-    any thread and ends a consumer blocked in :meth:`events`.
+    any thread and ends a consumer blocked in :meth:`events`.  Events are
+    the tool module's ``Event`` dataclass (``pycore.tools.fget_crack.Event``),
+    which ``open_tool``'s overloads name, so mypy checks the fields read.
     """
 
     def __init__(self, tool: Tool) -> None:
@@ -78,6 +119,8 @@ class ToolSession:
         self._rb: RingBuffer | None = None
         if tool.event is not None:
             try:
+                if tool.event_type is not None:
+                    _use_event_type(self.obj, tool.event, tool.event_type)
                 self._rb = RingBuffer(self.obj, tool.ringbuf, event=tool.event)
             except BaseException:
                 self.obj.close()
@@ -123,22 +166,22 @@ class ToolSession:
             raise ValueError(f"{self.name} has no event stream; read summary()")
         return self._rb
 
-    def events(self, timeout: float | None = None) -> Iterator[Any]:
+    def events(self, timeout: float | None = None) -> Iterator[E]:
         """Events (dataclasses) as they come; ends after ``timeout`` s without one, or at close()."""
         return self._ring().events(timeout)
 
-    def poll(self, callback: Callable[[Any], object], timeout: float | None = None) -> int:
+    def poll(self, callback: Callable[[E], object], timeout: float | None = None) -> int:
         """``callback(event)`` for each available event, waiting up to ``timeout`` s; returns the count."""
         return self._ring().poll(callback, timeout)
 
-    def __aiter__(self) -> AsyncIterator[Any]:
+    def __aiter__(self) -> AsyncIterator[E]:
         return self._ring().__aiter__()
 
-    def format(self, event: Any) -> str | None:
+    def format(self, event: E) -> str | None:
         """The line ``pycore run`` prints for ``event``."""
         return self.tool.format_event(event)
 
-    def as_dict(self, event: Any) -> dict[str, Any] | None:
+    def as_dict(self, event: E) -> dict[str, Any] | None:
         """The JSON object ``pycore run --json`` prints for ``event``."""
         return self.tool.event_json(event)
 
@@ -165,7 +208,7 @@ class ToolSession:
     def closed(self) -> bool:
         return self.obj.closed
 
-    def __enter__(self) -> ToolSession:
+    def __enter__(self) -> ToolSession[E]:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -174,3 +217,15 @@ class ToolSession:
     def __repr__(self) -> str:
         state = "closed" if self.closed else f"attached via {self.method.name}"
         return f"<ToolSession {self.name} {state}>"
+
+
+def _use_event_type(obj: BpfObject, struct_name: str, cls: type) -> None:
+    """Make the ring's records decode to the tool's own ``Event`` class (checked against the object's
+    BTF when the ring is made: a field that differs is a ValueError naming both lists)."""
+    from btf.kinds import Kind
+
+    from pycore.native.codec import codec_registry
+
+    ids = obj.btf.ids_named(struct_name, (Kind.STRUCT,))
+    if ids:
+        codec_registry(obj.btf).use_classes({ids[0]: cls})

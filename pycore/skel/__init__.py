@@ -16,8 +16,8 @@ time. A thin layer over BpfObject and RingBuffer: not a second loader.
 May import: :mod:`pycore.native`, :mod:`pycore.errors`, :mod:`btf`. Nothing above.
 """
 
-from pycore.skel.runtime import (MapAttr, Namespace, PerCpuMap, PlainMapAttr, ProgAttr, RingAttr, Section,
-                                 Skeleton, TypedMap, TypedRing, Var)
+from pycore.skel.runtime import (MapAttr, Namespace, PerCpuMap, PerCpuMapAttr, PlainMapAttr, ProgAttr, RingAttr,
+                                 Section, Skeleton, TypedMap, TypedRing, Var)
 
-__all__ = ["Skeleton", "Namespace", "Section", "Var", "ProgAttr", "MapAttr", "PlainMapAttr", "RingAttr",
-           "TypedMap", "PerCpuMap", "TypedRing"]
+__all__ = ["Skeleton", "Namespace", "Section", "Var", "ProgAttr", "MapAttr", "PerCpuMapAttr", "PlainMapAttr",
+           "RingAttr", "TypedMap", "PerCpuMap", "TypedRing"]

@@ -114,9 +114,9 @@ def render(model: SkelModel, stub: bool = False) -> str:
                 body.append(f'    {mp.attr}: _skel.PlainMapAttr = _skel.PlainMapAttr("{mp.name}")  # {mp.type_name}')
                 continue
             assert mp.key is not None and mp.value is not None
-            percpu = ", percpu=True" if mp.kind == "percpu" else ""
-            body.append(f"    {mp.attr}: _skel.MapAttr[{mp.key.ann}, {mp.value.ann}] = _skel.MapAttr(\n"
-                        f'        "{mp.name}", {_checks(mp.key.checks)}, {_checks(mp.value.checks)}{percpu})'
+            attr = "PerCpuMapAttr" if mp.kind == "percpu" else "MapAttr"   # lookup_percpu typed for mypy
+            body.append(f"    {mp.attr}: _skel.{attr}[{mp.key.ann}, {mp.value.ann}] = _skel.{attr}(\n"
+                        f'        "{mp.name}", {_checks(mp.key.checks)}, {_checks(mp.value.checks)})'
                         f"  # {mp.type_name}")
         ns("maps", "Namespace", body)
     for part, variables in m.parts.items():

@@ -173,6 +173,26 @@ class MapAttr(Generic[K, V]):
         raise AttributeError(f"maps.{self.name} is read-only")
 
 
+class PerCpuMapAttr(MapAttr[K, V]):
+    """A per-CPU map of the object, typed as a :class:`PerCpuMap` (``lookup_percpu``, ``items_percpu``)
+    so mypy accepts what per-CPU maps add; generated skeletons use it for every per-CPU map."""
+
+    __slots__ = ()
+
+    def __init__(self, name: str, key_types: tuple[type, ...], value_types: tuple[type, ...]) -> None:
+        super().__init__(name, key_types, value_types, percpu=True)
+
+    @overload  # type: ignore[override]
+    def __get__(self, ns: None, owner: type) -> PerCpuMapAttr[K, V]: ...
+    @overload
+    def __get__(self, ns: Namespace, owner: type) -> PerCpuMap[K, V]: ...
+
+    def __get__(self, ns: Namespace | None, owner: type) -> PerCpuMapAttr[K, V] | PerCpuMap[K, V]:
+        m = super().__get__(ns, owner)
+        assert ns is None or isinstance(m, PerCpuMap)
+        return m  # type: ignore[return-value]
+
+
 class PlainMapAttr:
     """A map with no key -> value contents (a ring buffer, a perf event array ...): the :class:`Map` itself."""
 

@@ -252,6 +252,7 @@ class Tool:
     methods: ClassVar[tuple[Method, ...]]
     options: ClassVar[tuple[Option, ...]] = ()   # the tool's own options: open_tool's keywords, pycore run's flags
     event: ClassVar[str | None] = None   # struct of the "events" ring buffer, None for none
+    event_type: ClassVar[type | None] = None   # the dataclass events decode to (the module's ``Event``)
     ringbuf: ClassVar[str] = "events"
 
     def __init__(self, args: argparse.Namespace, out: TextIO | None = None) -> None:

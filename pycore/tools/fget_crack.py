@@ -12,6 +12,7 @@ pattern is matched in the kernel either way.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from pycore.tools.api import Method, Option, Tool
@@ -21,6 +22,18 @@ PATTERN_MAX = 31  # PYCORE_PATTERN_LEN - 1 (bpf_src/tools/tools.bpf.h)
 
 def _pattern_problem(pattern: str) -> str | None:
     return f"is longer than {PATTERN_MAX} bytes" if len(pattern.encode()) > PATTERN_MAX else None
+
+
+@dataclasses.dataclass(slots=True, unsafe_hash=True)
+class Event:
+    """A file got by fd whose name holds the pattern: one event (``struct fget_event``), as ``open_tool`` yields it."""
+
+    pid: int = 0
+    tid: int = 0
+    fd: int = 0
+    via_syscall: int = 0        # 0: fget itself (fexit); else the system call that returned fd (fallback)
+    comm: str = ""
+    name: str = ""
 
 
 class FgetCrack(Tool):
@@ -33,6 +46,7 @@ class FgetCrack(Tool):
                "descriptors returned by open/openat/openat2/creat/dup*/fcntl F_DUPFD, not every fget"),
     )
     event = "fget_event"
+    event_type = Event
     options = (Option("pattern", str, "crack", "substring of the file name, matched in the kernel (default: "
                       f"crack; at most {PATTERN_MAX} bytes; empty: every file)", check=_pattern_problem),)
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import struct
 import time
+import dataclasses
 from typing import Any
 
 from pycore.tools.api import Method, Option, Tool
@@ -79,6 +80,22 @@ def protocol_name(proto: int) -> str:
     return PROTOCOLS.get(proto, f"{proto:#06x}")
 
 
+@dataclasses.dataclass(slots=True, unsafe_hash=True)
+class Event:
+    """One dropped packet: one event (``struct net_drops_event``), as ``open_tool`` yields it."""
+
+    ts: int = 0
+    location: int = 0
+    pid: int = 0
+    tid: int = 0
+    netns: int = 0
+    ifindex: int = 0
+    reason: int = 0
+    protocol: int = 0
+    pad: int = 0
+    comm: str = ""
+
+
 class NetDrops(Tool):
     name = "net-drops"
     description = "dropped packets by network namespace, interface and the kernel's drop reason"
@@ -88,6 +105,7 @@ class NetDrops(Tool):
         Method("tracepoint/skb/kfree_skb", ("tp_kfree_skb",), "tracepoint"),
     )
     event = "net_drops_event"
+    event_type = Event
 
     options = (
         Option("netns", str, help="only this network namespace: a name in /run/netns, 'host', or an inode",

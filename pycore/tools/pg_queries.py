@@ -3,11 +3,23 @@ and ``query__done``), like bcc's dbslower; ``--min-ms`` filters in the kernel.""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from pycore.tools.api import Method, Option, Tool
 
 POSTGRES = "/usr/lib/postgresql/15/bin/postgres"
+
+
+@dataclasses.dataclass(slots=True, unsafe_hash=True)
+class Event:
+    """One query and its latency: one event (``struct pg_query_event``), as ``open_tool`` yields it."""
+
+    pid: int = 0
+    pad: int = 0
+    start_ns: int = 0
+    latency_ns: int = 0
+    query: str = ""
 
 
 class PgQueries(Tool):
@@ -16,6 +28,7 @@ class PgQueries(Tool):
     object = "pg_queries"
     methods = (Method("usdt/postgresql:query__start+query__done", ("query_start", "query_done"), "usdt"),)
     event = "pg_query_event"
+    event_type = Event
 
     options = (
         Option("min_ms", float, 0.0, "only queries at least this slow",

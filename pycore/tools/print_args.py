@@ -13,6 +13,7 @@ tracepoint only exists where the kernel put one).
 from __future__ import annotations
 
 import struct
+import dataclasses
 from typing import Any
 
 from pycore.tools.api import Method, Option, OptionError, Tool
@@ -62,12 +63,25 @@ def format_value(t: Any, data: bytes, off: int = 0) -> str:
     return ""  # unions and the rest: bpftrace prints them empty too
 
 
+@dataclasses.dataclass(slots=True, unsafe_hash=True)
+class Event:
+    """One call: the raw 64-bit arguments, and the bytes *ARG points to: one event (``struct args_event``), as ``open_tool`` yields it."""
+
+    pid: int = 0
+    nargs: int = 0
+    args: list[int] = dataclasses.field(default_factory=lambda: [0] * 16)
+    deref_len: int = 0
+    pad: int = 0
+    deref: bytes = bytes(4096)
+
+
 class PrintArgs(Tool):
     name = "print-args"
     description = "print(args) of any kernel function with BTF (fentry), optionally *ARG's struct"
     object = "print_args"
     methods = (Method("fentry/FUNC", ("print_args_entry",), "fentry"),)
     event = "args_event"
+    event_type = Event
 
     options = (
         Option("func", str, help="kernel function (from BTF)", positional=True, metavar="FUNC"),

@@ -17,11 +17,26 @@ probes since tracing began (uflow's way) and stderr says so.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from pycore.tools.api import Method, Option, Tool
 
 PYTHON = "/usr/bin/python3.11"
+
+
+@dataclasses.dataclass(slots=True, unsafe_hash=True)
+class Event:
+    """A Python function entered or returned from: one event (``struct py_call_event``), as ``open_tool`` yields it."""
+
+    pid: int = 0
+    tid: int = 0
+    depth: int = 0
+    lineno: int = 0
+    is_return: int = 0
+    pad: bytes = bytes(7)
+    filename: str = ""
+    funcname: str = ""
 
 
 class PyCalls(Tool):
@@ -31,6 +46,7 @@ class PyCalls(Tool):
     methods = (Method("usdt/python:function__entry+function__return+line",
                       ("function_entry", "function_return", "line_enable"), "usdt"),)
     event = "py_call_event"
+    event_type = Event
 
     options = (Option("binary", str, help="the python binary (default: the -p process's executable, "
                                           f"the -c command's, else {PYTHON})"),)

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from pycore.tools.api import Method, Option, Tool
@@ -21,12 +22,23 @@ def demo_binary() -> str:
     raise UsdtError("usdt-passwd demo not built (needs sys/sdt.h: Debian systemtap-sdt-dev; ./dev.sh setup)")
 
 
+@dataclasses.dataclass(slots=True, unsafe_hash=True)
+class Event:
+    """A user the demo found: one event (``struct passwd_event``), as ``open_tool`` yields it."""
+
+    pid: int = 0
+    cookie: int = 0
+    username: str = ""
+    homedir: str = ""
+
+
 class UsdtPasswd(Tool):
     name = "usdt-passwd"
     description = "usernames and home directories from the usdt-passwd demo's passwdfound probe"
     object = "usdt_passwd"
     methods = (Method("usdt/passwd:passwdfound", ("passwdfound",), "usdt"),)
     event = "passwd_event"
+    event_type = Event
 
     options = (Option("binary", str, help="the usdt-passwd binary (default: the built demo)"),)
 

@@ -14,6 +14,7 @@ given, relative to the dirfd's or the cwd's directory.
 from __future__ import annotations
 
 import os
+import dataclasses
 from typing import Any
 
 from pycore.tools.api import Method, Tool
@@ -44,6 +45,20 @@ def where(ev: Any) -> tuple[str, str]:
     return os.path.basename(head.rstrip("/")) or "/", name
 
 
+@dataclasses.dataclass(slots=True, unsafe_hash=True)
+class Event:
+    """A file being unlinked: one event (``struct unlink_event``), as ``open_tool`` yields it."""
+
+    pid: int = 0
+    tid: int = 0
+    via_syscall: int = 0
+    pad: int = 0
+    comm: str = ""
+    name: str = ""
+    parent: str = ""
+    path: str = ""
+
+
 class VfsUnlink(Tool):
     name = "vfs-unlink"
     description = "files being unlinked: process, parent directory and name (fentry on vfs_unlink)"
@@ -55,6 +70,7 @@ class VfsUnlink(Tool):
                "successful unlink/unlinkat calls, names from the path as given"),
     )
     event = "unlink_event"
+    event_type = Event
 
     def configure(self, obj, method: Method) -> None:
         if method.feature == "fentry":
