@@ -461,3 +461,55 @@ def test_mypy_accepts_lookup_percpu_on_a_skeletons_per_cpu_map(tmp_path: "os.Pat
     assert ok.returncode == 0, ok.stdout + ok.stderr
     bad = run_mypy(d, PERCPU_AGENT.replace("lru_pcpu.items_percpu", "lru.items_percpu"))
     assert bad.returncode == 1 and 'has no attribute "items_percpu"' in bad.stdout, bad.stdout
+
+
+# -- mypy --strict on the three example agents ---------------------------------------------------
+
+# example -> (the line with a field read, the same line misspelt, mypy's complaint)
+TYPED_EXAMPLES = {
+    "embed_asyncio_trace.py": ('if ev.kind == "printf":', 'if ev.knd == "printf":',
+                               '"Event" has no attribute "knd"; maybe "kind"?'),
+    "embed_prometheus.py": ("opened.labels(comm=event.comm).inc()", "opened.labels(comm=event.com).inc()",
+                            '"Event" has no attribute "com"; maybe "comm"?'),
+    "embed_skeleton_pins.py": ("events={[e.seq for e in events]}", "events={[e.sequence for e in events]}",
+                               '"CallEvent" has no attribute "sequence"'),
+}
+
+
+@pytest.fixture(scope="module")
+def example_build(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """embed_skeleton_pins.py's object and skeleton, built as the example builds them (pycore build, skel)."""
+    import importlib.util
+    from pathlib import Path
+
+    d = tmp_path_factory.mktemp("example-build")
+    path = Path(__file__).resolve().parent.parent / "examples" / "embed_skeleton_pins.py"
+    spec = importlib.util.spec_from_file_location("embed_skeleton_pins", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    old = os.environ.get("PYCORE_EXAMPLE_BUILD")
+    os.environ["PYCORE_EXAMPLE_BUILD"] = str(d)
+    try:
+        return str(module.build_dir())
+    finally:
+        if old is None:
+            del os.environ["PYCORE_EXAMPLE_BUILD"]
+        else:
+            os.environ["PYCORE_EXAMPLE_BUILD"] = old
+
+
+@pytest.mark.parametrize("name", sorted(TYPED_EXAMPLES))
+def test_mypy_strict_on_the_example_agents(name: str, example_build: str, tmp_path: "os.PathLike[str]") -> None:
+    """Each example agent passes mypy --strict as it is, and fails with a field misspelt in a copy."""
+    from pathlib import Path
+
+    source = (Path(__file__).resolve().parent.parent / "examples" / name).read_text()
+    good, bad, complaint = TYPED_EXAMPLES[name]
+    assert source.count(good) == 1, (name, good)
+    ok = run_mypy(tmp_path, source, path=example_build)
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    typo = run_mypy(tmp_path, source.replace(good, bad), path=example_build)
+    line = source[:source.index(good)].count("\n") + 1
+    assert typo.returncode == 1, typo.stdout + typo.stderr
+    assert f"agent.py:{line}: error: {complaint}" in typo.stdout, typo.stdout

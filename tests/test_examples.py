@@ -21,6 +21,10 @@ EXPECT = {
     "embed_aggregation.py": ["still open: ['agg-demo-1', 'agg-demo-2']", "2 descriptors opened and never closed"],
     "embed_threads.py": ["a saw 2 b saw 1 alive [False, False]"],
     "embed_trace.py": ["event: tracing pid ", "calls: 3", "'@calls': 3", "at close: bye", "at close: @calls: 3"],
+    "embed_asyncio_trace.py": ["event: slept ", "bucket: [", "total: 3 lost: 0"],
+    "embed_prometheus.py": ["handled: 4 lost: 0", 'metric: demo_files_opened_total{comm="python'],
+    "embed_skeleton_pins.py": ["run: reused=False count=3 events=[1, 2, 3] total=3",
+                               "run: reused=True count=5 events=[4, 5] total=2", "pins left: False"],
 }
 
 
