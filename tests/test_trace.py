@@ -636,7 +636,7 @@ def test_stack_arguments(tmp_path):
 @pytest.mark.parametrize("program,message", [
     ('tracepoint:syscalls:sys_enter_openat { printf("%s\\n", str(args->filenme)); }', "did you mean 'filename'?"),
     ('tracepoint:syscalls:sys_enter_opnat { @ = count(); }', "no such tracepoint (did you mean 'sys_enter_openat'"),
-    ('BEGIN { $x = (struct dentri *)0; }', "unknown type 'struct dentri' in this kernel's BTF (did you mean 'struct dentry'?)"),
+    ('BEGIN { $x = (struct dentri *)0; }', "unknown type 'struct dentri': not in this kernel's BTF (did you mean 'struct dentry'?)"),
     ('BEGIN { printf("%d\\n", "x"); }', "%d specifier expects a value of type integer"),
     ('BEGIN { @x = 1 +; }', "expected an expression"),
     ('BEGIN { fo(); }', "unknown function fo()"),

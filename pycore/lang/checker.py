@@ -167,8 +167,8 @@ class Checker:
     def _where_types_are(self, dwarf: str = "") -> str:
         """Where an unknown type name was looked for, for its error (``dwarf``: the probed binary's path)."""
         places = [f"in {dwarf}'s DWARF"] if dwarf else []
-        if self._declared not in (False, None):
-            unread = getattr(self, "_unread_headers", [])
+        unread = getattr(self, "_unread_headers", [])
+        if self._declared not in (False, None) or unread:
             note = f"; pycore's C parser could not read {'; '.join(unread)}" if unread else ""
             places.insert(0, f"in the script's C declarations{note}")
         if not places:
