@@ -1,10 +1,11 @@
-"""examples/agent-template, as CI ships it: pycore built into a wheel, a clean venv, the template built
-into a wheel against that pycore (pycore_add_bpf_object) and installed, its console script run
-against the real kernel with a workload, and mypy --strict over the installed package, its generated
-skeleton included.
+"""examples/agent-template, as its README says to install it: pycore built into a wheel, a directory
+of wheels (pycore's, its dependencies', scikit-build-core's), then in a clean venv
+``pip install --no-index --find-links wheels/ .`` (the template built against that pycore by
+pycore_add_bpf_object, and installed, with no index: the public index's "pycore" is an unrelated
+project); its console script run against the real kernel with a workload, and mypy --strict over the
+installed package, its generated skeleton included.
 
-Slow (about 30 s the first time: pycore's wheel, the venv, the template's build; both pip runs
-reach PyPI for scikit-build-core and pycore's dependencies, never for pycore itself).
+Slow (about 30 s the first time: pycore's wheel, the downloads, the venv, the template's build).
 """
 
 from __future__ import annotations
@@ -51,20 +52,43 @@ def pycore_wheels(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
     return d
 
 
+# The README's commands, run as written (from the template's directory, wheels/ beside it); the test
+# checks the README still says exactly these.
+README_DOWNLOAD = "pip download -d wheels/ wheels/pycore-0.1.0-*.whl scikit-build-core"
+README_INSTALL = "pip install --no-index --find-links wheels/ ."
+
+
+def test_readme_says_how_to_install_from_a_wheel_directory() -> None:
+    text = (TEMPLATE / "README.md").read_text()
+    for line in ("pip wheel /path/to/pycore -w wheels/ --no-deps", README_DOWNLOAD, README_INSTALL):
+        assert f"\n{line}\n" in text, line
+    assert "unrelated" in text and "pip install .\n" not in text
+
+
 @pytest.fixture(scope="module")
 def agent_venv(pycore_wheels: pathlib.Path, tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
-    """A clean venv with pycore's wheel, then the template built from source (build isolation: pip gets
-    pycore from the wheel directory, scikit-build-core from PyPI) and installed. Returns the venv."""
+    """A clean venv, and the template installed into it by the README's commands: a wheels/ directory
+    with pycore's wheel, then what `pip download` adds to it, then `pip install --no-index
+    --find-links wheels/ .` from a copy of the template (its build isolation gets scikit-build-core
+    and pycore from wheels/ too). Returns the venv."""
+    import glob
+    import shlex
+
     venv = tmp_path_factory.mktemp("agent") / "venv"
     run([sys.executable, "-m", "venv", venv], "venv")
     py = venv / "bin" / "python"
-    wheel = next(pycore_wheels.glob("pycore-*.whl"))
-    run([py, "-m", "pip", "install", "--progress-bar=off", wheel], "pycore wheel install")
-    work = tmp_path_factory.mktemp("template-build")
-    run([py, "-m", "pip", "wheel", "--progress-bar=off", "--no-deps", "--find-links", pycore_wheels,
-         "-w", work, TEMPLATE], "template wheel build")
-    built = next(work.glob("agent_template-*.whl"))
-    run([py, "-m", "pip", "install", "--progress-bar=off", "--no-deps", built], "template install")
+    work = tmp_path_factory.mktemp("template") / "agent-template"
+    shutil.copytree(TEMPLATE, work, ignore=shutil.ignore_patterns("build", "wheels", "*.egg-info"))
+    (work / "wheels").mkdir()
+    shutil.copy(next(pycore_wheels.glob("pycore-*.whl")), work / "wheels")
+
+    def readme(line: str, what: str) -> None:
+        argv = [a for word in shlex.split(line) for a in (sorted(glob.glob(word, root_dir=work)) or [word])]
+        assert argv[0] == "pip"
+        run([py, "-m", "pip", argv[1], "--progress-bar=off", *argv[2:]], what, cwd=work)
+
+    readme(README_DOWNLOAD, "pip download")
+    readme(README_INSTALL, "install from wheels/")
     return venv
 
 
