@@ -26,7 +26,7 @@ __all__ = ["TraceSession", "TraceRunner", "trace", "DRAIN_SECONDS"]
 
 #: How long after Ctrl-C ``pycore trace`` prints what the ring buffer holds before it gives up on
 #: the rest (counted on stderr): the whole exit stays within ~2 s however fast the probes fired.
-DRAIN_SECONDS = 1.0
+DRAIN_SECONDS = 0.5
 #: Events written to the output at once (one write, one flush).
 WRITE_EVENTS = 256
 
@@ -352,8 +352,11 @@ class TraceRunner:
             poll_until(lambda: self._poll(stopped), stopped=stopped, duration=self.duration, child=child,
                        watch=watch, ready=script.ring().fileno())
             # detached first, so the ring holds all there is to print; then END, then the maps
+            ended = time.monotonic()
             script.detach()
+            detached = time.monotonic()
             self._drain()
+            drained = time.monotonic()
             for s in old:
                 signal.signal(s, signal.SIG_IGN)
             script.run_special("END")
@@ -366,6 +369,11 @@ class TraceRunner:
             lost = script.lost_events()
             if lost:
                 print((O.lost_json(lost) if self.json else O.lost_text(lost)).rstrip("\n"), file=self.err)
+            if self.verbose:    # how long the end took, by step (Ctrl-C must be prompt: tests/test_stop*.py)
+                since = f"{ended - self._first_signal:.3f} s after the signal, " if self._signals else ""
+                print(f"pycore trace: ended {since}detached in {detached - ended:.3f} s, ring printed in "
+                      f"{drained - detached:.3f} s, END and maps in {time.monotonic() - drained:.3f} s",
+                      file=self.err)
             return 0
         finally:
             for s in old:

@@ -30,7 +30,7 @@ __all__ = ["Runner", "add_common_arguments", "tool_parser", "reason", "DRAIN_SEC
 
 #: After Ctrl-C, how long the events the ring buffer holds are printed before the rest is given up
 #: (counted on stderr): the exit stays within ~2 s however fast the probes fired.
-DRAIN_SECONDS = 1.0
+DRAIN_SECONDS = 0.5
 WRITE_EVENTS = 256   # events written at once
 
 
