@@ -112,6 +112,19 @@ def test_cli_is_built_from_the_same_declarations(name: str) -> None:
         [(o.name, o.flag, o.type.__name__, o.required) for o in tool.options]
 
 
+def test_run_help_lists_every_tool_with_its_options() -> None:
+    from pycore.tools import registry
+
+    out = subprocess.run([*PYCORE, "run", "--help"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    rows = {line.split()[0]: line.split()[1:] for line in out.stdout.split("takes the same):\n", 1)[1].splitlines()}
+    assert list(rows) == registry.names()
+    for name, words in rows.items():
+        flags = [w.strip("[]") for w in words if w.strip("[]").startswith("--") or w.isupper()]
+        declared = [o.flag for o in registry.get(name).options]
+        assert [f for f in flags if f in declared] == declared, (name, words)
+
+
 def test_cli_checks_as_the_api_does() -> None:
     """The command line refuses what the API refuses, in one line with the flag's name."""
     r = subprocess.run([*PYCORE, "run", "lock-contention", "--threshold", "-5", "-d", "0"],

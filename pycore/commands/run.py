@@ -8,12 +8,34 @@ from __future__ import annotations
 import argparse
 import sys
 
-__all__ = ["add_arguments", "run"]
+__all__ = ["add_arguments", "run", "tools_help"]
+
+_TOOLS = "\0tools\0"   # the epilog's place holder: the tools are imported only when help is printed
+
+
+class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    def add_text(self, text: str | None) -> None:
+        super().add_text(tools_help() if text == _TOOLS else text)
+
+
+def tools_help() -> str:
+    """Every tool and its options, from the tools' own Option declarations (what open_tool takes too)."""
+    from pycore.tools import registry
+
+    lines = ["tools and their options (open_tool(NAME, option=value) takes the same):"]
+    for name in registry.names():
+        tool = registry.get(name)
+        usage = " ".join(o.flag if o.positional else f"[{o.flag}]" if o.type is bool
+                         else f"[{o.flag} {o.metavar or o.name.upper()}]" for o in tool.options)
+        lines.append(f"  {name} {usage}".rstrip())
+    return "\n".join(lines)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("tool", metavar="NAME", help="the tool ('pycore tools' lists them)")
     parser.add_argument("args", nargs=argparse.REMAINDER, help="its options ('pycore run NAME --help')")
+    parser.epilog = _TOOLS
+    parser.formatter_class = _HelpFormatter
 
 
 def run(args: argparse.Namespace) -> int:
