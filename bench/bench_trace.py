@@ -24,6 +24,12 @@
    it, for where the time goes: the same with ``-e 'BEGIN { exit(); }'`` (no
    tracepoint attached, so none detached: a tracepoint's detach waits ~80 ms
    for an RCU grace period, in both tools) and ``python -c pass``.
+6. args from DWARF (``--only dwarf``): a script using a libc function's args,
+   typed from libc6-dbg's DWARF, start to attached, with pycore's caches empty
+   ("first") and filled ("cached"): ``uprobe:libc:open_by_handle_at`` (whose
+   args bpftrace 0.17 reads too) against bpftrace's, and
+   ``uprobe:libc:getaddrinfo``'s ``str(args->name)`` (which aborts bpftrace
+   0.17) against bpftrace's ``str(arg0)``. Target: <= 1.0x.
 5. the floor (``--only floor``): how close to bpftrace any Python program can
    get on 1's start to attached. ``python -c pass``, then ``trace_floor.py``
    (maps made, a two-instruction program loaded and attached to the same
@@ -34,7 +40,7 @@
 The commands alternate within each round, one warm-up round; medians.
 Measures, does not assert.
 
-    python bench/bench_trace.py [--runs N] [--events N] [--only startup|overhead|kfunc|cmd|floor] [--pycore PATH]
+    python bench/bench_trace.py [--runs N] [--events N] [--only startup|overhead|kfunc|cmd|floor|dwarf] [--pycore PATH]
 """
 
 from __future__ import annotations
@@ -148,7 +154,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", type=int, default=7)
     ap.add_argument("--events", type=int, default=500000)
-    ap.add_argument("--only", choices=("startup", "overhead", "kfunc", "cmd", "floor"), help="run one section")
+    ap.add_argument("--only", choices=("startup", "overhead", "kfunc", "cmd", "floor", "dwarf"), help="run one section")
     ap.add_argument("--pycore", metavar="PATH", help="the pycore command to measure, e.g. a wheel installed "
                     "in a venv of its own (default: this checkout's .venv/bin/pycore, an editable install)")
     args = ap.parse_args()
@@ -212,6 +218,8 @@ def main() -> int:
 
     if args.only in (None, "cmd"):
         cmd_run(bpftrace, pycore, args.runs)
+    if args.only in (None, "dwarf"):
+        dwarf_args(bpftrace, pycore, args.runs)
     # 2. per-event overhead
     if args.only in (None, "floor"):
         floor(bpftrace, pycore, args.runs)
@@ -237,6 +245,46 @@ def main() -> int:
         print(f"  (pycore - bare) / (bpftrace - bare): {(m['pycore'] - m['bare']) / (m['bpftrace'] - m['bare']):.2f} "
               "(target <= 1.2)")
     return 0
+
+
+DWARF_READY = ' BEGIN { printf("ready\\n"); }'
+HANDLE = 'uprobe:libc:open_by_handle_at { printf("%d\\n", args->flags); }'
+GAI = 'uprobe:libc:getaddrinfo { printf("%s\\n", str(args->name)); }'
+GAI_REG = 'uprobe:libc:getaddrinfo { printf("%s\\n", str(arg0)); }'
+
+
+def dwarf_args(bpftrace: str, pycore: list[str], runs: int) -> None:
+    """6. Start to attached of scripts using a libc function's args (libc6-dbg's DWARF)."""
+    commands = {"pycore, first": (pycore + ["trace", "-e", HANDLE + DWARF_READY], True),
+                "pycore, cached": (pycore + ["trace", "-e", HANDLE + DWARF_READY], False),
+                "bpftrace": ([bpftrace, "-B", "none", "-e", HANDLE + DWARF_READY], False),
+                "pycore getaddrinfo args": (pycore + ["trace", "-e", GAI + DWARF_READY], False),
+                "bpftrace getaddrinfo arg0": ([bpftrace, "-B", "none", "-e", GAI_REG + DWARF_READY], False)}
+    warm = tempfile.mkdtemp(prefix="bench-dwarf-cache-")
+    results: dict[str, tuple[list[float], list[float]]] = {n: ([], []) for n in commands}
+    try:
+        for i in range(runs + 1):
+            for name, (argv, cold) in commands.items():
+                cache = tempfile.mkdtemp(prefix="bench-dwarf-cold-") if cold else warm
+                env = {**os.environ, "XDG_CACHE_HOME": cache} if name.startswith("pycore") else None
+                try:
+                    wall, rss = to_ready(argv, env)
+                finally:
+                    if cold:
+                        shutil.rmtree(cache, ignore_errors=True)
+                if i:
+                    results[name][0].append(wall)
+                    results[name][1].append(rss)
+    finally:
+        shutil.rmtree(warm, ignore_errors=True)
+    print(f"args from DWARF (libc6-dbg), start to attached ({runs} runs each, alternating)")
+    med = {}
+    for name, (walls, rss) in results.items():
+        med[name] = statistics.median(walls)
+        print(f"  {name:<26} {med[name]:7.3f} s   peak {max(rss):6.1f} MiB")
+    print(f"  ratio pycore/bpftrace, open_by_handle_at's args: cached {med['pycore, cached'] / med['bpftrace']:.2f}x, "
+          f"first {med['pycore, first'] / med['bpftrace']:.2f}x; getaddrinfo's args against bpftrace's arg0: "
+          f"{med['pycore getaddrinfo args'] / med['bpftrace getaddrinfo arg0']:.2f}x (target <= 1.0x)")
 
 
 def cmd_run(bpftrace: str, pycore: list[str], runs: int) -> None:

@@ -75,10 +75,12 @@ class Compiled:
     listing: str = ""
 
 
-# A uprobe's consumers run newest first (the kernel adds each at the head of the probed address's
-# list); a tracepoint's programs, in the order they were attached. Probes of a kind fire in the
-# script's order in bpftrace: so user-space probes attach in reverse.
-_NEWEST_FIRST = frozenset({"uprobe", "uretprobe", "usdt"})
+# Probes on one place fire in the order bpftrace fires them (measured side by side on 6.12,
+# tests/test_trace_order_kernel.py): the script's order for tracepoints, uprobes, uretprobes, kprobes,
+# kretprobes and kfuncs, and the reverse for kretfuncs. A uprobe's consumers, a kprobe's aggregated
+# probes and an fentry trampoline's programs run newest first (the kernel adds each at the head of
+# its list), so those kinds attach in reverse; the others in the script's order.
+_NEWEST_FIRST = frozenset({"uprobe", "uretprobe", "usdt", "kprobe", "kfunc"})
 
 
 def attach_order(compiled: list) -> list:
