@@ -526,3 +526,60 @@ def test_mypy_strict_on_the_example_agents(name: str, example_build: str, tmp_pa
     line = source[:source.index(good)].count("\n") + 1
     assert typo.returncode == 1, typo.stdout + typo.stderr
     assert f"agent.py:{line}: error: {complaint}" in typo.stdout, typo.stdout
+
+
+# -- docs/embedding.md's bad-input table, the rows of this part of the API ---------------------------
+
+UNPRIVILEGED = r"""
+import os, sys
+os.setgid(65534); os.setgroups([]); os.setuid(65534)
+import pycore
+for call in (lambda: pycore.open_tool("fget-crack"), lambda: pycore.trace("BEGIN { }")):
+    try:
+        call()
+    except PermissionError as exc:
+        print(type(exc).__name__, exc)
+"""
+
+
+def test_bad_input_table() -> None:
+    """Each row of docs/embedding.md's "Errors" table that needs no special kernel, as an agent hits it."""
+    require_root()
+    docs = (pathlib_root() / "docs" / "embedding.md").read_text().split("## Errors", 1)[1]
+    # not root: run as nobody (no CAP_BPF or CAP_PERFMON)
+    r = subprocess.run([sys.executable, "-c", UNPRIVILEGED], capture_output=True, text=True, timeout=60, cwd="/")
+    lines = r.stdout.splitlines()
+    assert r.returncode == 0 and len(lines) == 2, r.stdout + r.stderr
+    assert all(line.startswith("PermissionError pycore: ") and "CAP_BPF" in line for line in lines), lines
+    assert "`PermissionError` from `open_tool` and `trace`" in docs
+    # no attach method works here (print-args needs fentry): NoMethod, unless this kernel has fentry
+    try:
+        pycore.open_tool("print-args", func="vfs_read").close()
+    except pycore.NoMethod as exc:
+        assert "what would work:" in str(exc)
+    # unknown tool, unknown option, missing option, wrong kind, refused value
+    with pytest.raises(KeyError, match="no tool 'nope'; known: fget-crack"):
+        pycore.open_tool("nope")
+    with pytest.raises(TypeError, match=r"no option 'bogus' \(has: threshold, flags\)"):
+        pycore.open_tool("lock-contention", bogus=1)
+    with pytest.raises(pycore.OptionError, match="option 'threshold' takes a number"):
+        pycore.open_tool("lock-contention", threshold="fast")
+    # a pid that does not exist
+    with pytest.raises(pycore.TargetError):
+        pycore.open_tool("fget-crack", pid=2**22 + 1)
+    with pytest.raises(pycore.TargetError):
+        pycore.trace("BEGIN { }", pid=2**22 + 1)
+    # a script refused, at its place
+    with pytest.raises(pycore.ScriptError) as exc:
+        pycore.trace("BEGIN { @x = nosuchfunc(1); }")
+    assert (exc.value.line, exc.value.col) == (1, 14)
+    assert exc.value.format().splitlines()[1:] == ["BEGIN { @x = nosuchfunc(1); }", " " * 13 + "^"]
+    # a map the script does not have
+    with pycore.trace("BEGIN { @a = count(); }") as session, pytest.raises(KeyError, match="the script has: @a"):
+        session.map("@b")
+
+
+def pathlib_root() -> "pathlib.Path":
+    import pathlib
+
+    return pathlib.Path(__file__).resolve().parent.parent
