@@ -12,8 +12,7 @@ Buckets are indexes as bpftrace's BPF code computes them (:func:`log2_bucket`,
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterable, Mapping
-from typing import NamedTuple
+from collections.abc import Iterable, Iterator, Mapping
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -73,12 +72,28 @@ def linear_bounds(bucket: int, lo: int, hi: int, step: int) -> tuple[int | None,
     return lo + (bucket - 1) * step, min(lo + bucket * step, hi)
 
 
-class Bucket(NamedTuple):
-    """One row of a histogram: the values ``lo <= v < hi`` (None: unbounded) and how many fell there."""
+class Bucket:
+    """One row of a histogram: the values ``lo <= v < hi`` (None: unbounded) and how many fell there.
+    Unpacks as ``lo, hi, count = bucket`` (not a NamedTuple: ``count`` would hide tuple.count)."""
 
-    lo: int | None
-    hi: int | None
-    count: int
+    __slots__ = ("lo", "hi", "count")
+
+    def __init__(self, lo: int | None, hi: int | None, count: int) -> None:
+        self.lo = lo
+        self.hi = hi
+        self.count = count
+
+    def __iter__(self) -> Iterator[int | None]:
+        return iter((self.lo, self.hi, self.count))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Bucket) and (self.lo, self.hi, self.count) == (other.lo, other.hi, other.count)
+
+    def __hash__(self) -> int:
+        return hash((self.lo, self.hi, self.count))
+
+    def __repr__(self) -> str:
+        return f"Bucket(lo={self.lo}, hi={self.hi}, count={self.count})"
 
 
 class Hist:
@@ -102,7 +117,7 @@ class Hist:
         used = [i for i, c in self.counts.items() if c]
         if not used:
             return []
-        return [Bucket(*self.bounds(i), self.counts.get(i, 0)) for i in range(min(used), max(used) + 1)]
+        return [Bucket(*self.bounds(i), count=self.counts.get(i, 0)) for i in range(min(used), max(used) + 1)]
 
     @property
     def total(self) -> int:

@@ -182,7 +182,7 @@ class PerCpuMapAttr(MapAttr[K, V]):
     def __init__(self, name: str, key_types: tuple[type, ...], value_types: tuple[type, ...]) -> None:
         super().__init__(name, key_types, value_types, percpu=True)
 
-    @overload  # type: ignore[override]
+    @overload
     def __get__(self, ns: None, owner: type) -> PerCpuMapAttr[K, V]: ...
     @overload
     def __get__(self, ns: Namespace, owner: type) -> PerCpuMap[K, V]: ...
