@@ -583,3 +583,25 @@ def pathlib_root() -> "pathlib.Path":
     import pathlib
 
     return pathlib.Path(__file__).resolve().parent.parent
+
+
+def test_tool_notes_go_to_the_notice_not_stderr(tmp_path: "pathlib.Path", capfd: pytest.CaptureFixture[str]) -> None:
+    """py-calls on an interpreter whose frames it cannot walk says so: in session.notice (it wrote to
+    the agent's stderr), as `pycore run` says it on stderr."""
+    require_root()
+    import shutil
+
+    from tests.test_py_calls import FAKE_PYTHON
+
+    if not os.path.exists("/usr/include/x86_64-linux-gnu/sys/sdt.h"):
+        pytest.fail("systemtap-sdt-dev is not installed (dev.sh installs it)")
+    src = tmp_path / "fake.c"
+    src.write_text(FAKE_PYTHON)
+    exe = tmp_path / "fakepython"
+    subprocess.run([shutil.which("gcc") or "cc", "-O1", str(src), "-o", str(exe)], check=True)
+    capfd.readouterr()
+    with pycore.open_tool("py-calls", binary=str(exe)) as tool:
+        notice = tool.notice
+    assert notice == (f"pycore: py-calls: {exe}: no Py_Version symbol (CPython before 3.11, or not CPython); "
+                      "depth is counted from the probes since tracing began")
+    assert capfd.readouterr() == ("", "")

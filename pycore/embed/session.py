@@ -114,6 +114,7 @@ class ToolSession(Generic[E]):
     def __init__(self, tool: Tool) -> None:
         self.tool = tool
         self._notes = io.StringIO()
+        tool.err = self._notes          # the tool's notes too: nothing goes to the process's stderr
         runner = Runner(tool, err=self._notes)
         self.obj: BpfObject = runner.open(tool.args.pid)
         self._rb: RingBuffer | None = None
@@ -146,7 +147,8 @@ class ToolSession(Generic[E]):
 
     @property
     def notice(self) -> str:
-        """The fallback notice ``pycore run`` prints on stderr ('' when the first method worked)."""
+        """What ``pycore run`` prints on stderr: the fallback notice ('' when the first method worked)
+        and the tool's notes (py-calls on an interpreter whose frames it cannot walk, ...)."""
         return self._notes.getvalue().strip()
 
     @property

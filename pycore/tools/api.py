@@ -243,7 +243,10 @@ class Tool:
     """Base of every tool; subclasses set the class attributes and override hooks.
 
     An instance lives for one run; ``self.args`` holds the parsed options,
-    ``self.method`` the attach method in use, ``self.out`` the output stream.
+    ``self.method`` the attach method in use, ``self.out`` the output stream,
+    ``self.err`` where notes for the user go (stderr under ``pycore run``; a
+    :class:`~pycore.embed.session.ToolSession`'s ``notice`` in an agent, whose
+    stderr the library never writes).
     """
 
     name: ClassVar[str]
@@ -258,6 +261,7 @@ class Tool:
     def __init__(self, args: argparse.Namespace, out: TextIO | None = None) -> None:
         self.args = args
         self.out = out or sys.stdout
+        self.err: TextIO = sys.stderr
         self.method: Method | None = None
 
     # -- hooks ---------------------------------------------------------------

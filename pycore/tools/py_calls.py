@@ -73,7 +73,6 @@ class PyCalls(Tool):
 
     def configure(self, obj, method):  # noqa: ANN001
         import os
-        import sys
 
         from pycore.elf.cpython import PythonBinary, layout_for
         from pycore.elf.usdt import UsdtFile, check_binary
@@ -89,7 +88,7 @@ class PyCalls(Tool):
         layout, why = layout_for(python)
         if layout is None:
             print(f"pycore: py-calls: {path}: {why}; depth is counted from the probes "
-                  "since tracing began", file=sys.stderr)
+                  "since tracing began", file=self.err)
             return
         self.runtime = python.runtime_address()
         obj.globals["walk_frames"] = 1
@@ -131,12 +130,10 @@ class PyCalls(Tool):
                 "depth": ev.depth, "filename": ev.filename, "funcname": ev.funcname, "lineno": ev.lineno}
 
     def summary(self, obj):  # noqa: ANN001
-        import sys
-
         unread = obj.globals["frames_unread"]
         if unread:
             print(f"pycore: py-calls: {unread} events without depth (the interpreter's frames "
-                  "could not be read; shown at depth -1)", file=sys.stderr)
+                  "could not be read; shown at depth -1)", file=self.err)
         return ""
 
     def summary_json(self, obj):  # noqa: ANN001
