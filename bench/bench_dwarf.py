@@ -118,7 +118,7 @@ def main() -> int:
                 rows.append((label, wall, cpu, rss))
                 got[label] = text
     width = max(len(row[0]) for row in rows)
-    print(f"pycore: {' '.join(pycore)}   runs: {args.runs} (median wall, max peak RSS); "
+    print(f"pycore: {' '.join(pycore)}   runs: {args.runs} (median wall and CPU, max peak RSS); "
           f"bpftrace 'uprobe:libc:*': {args.bpftrace_runs}")
     print(f"{'command':<{width}}  {'wall s':>8}  {'CPU s':>8}  {'RSS MiB':>8}")
     for label, wall, cpu, rss in rows:
