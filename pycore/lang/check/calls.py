@@ -1,0 +1,349 @@
+"""Checking of function calls: printf's format against its arguments, print, output and map
+functions, str/buf/ntop/pton/kaddr and the rest of bpftrace's functions, with their types.
+"""
+
+from __future__ import annotations
+
+from pycore.lang import ast as A
+from pycore.lang.check.records import AGGREGATES, Checked, MapInfo
+from pycore.lang.errors import close_matches
+from pycore.lang.types import (INT64, STRING_SIZE, UINT64, USYM, Array, Buffer, Inet, Int, Mac, Ptr, Record, Stack, Str,
+                               TextInt, Timestamp, CgroupPath, Tuple, Type, Void, type_name)
+
+
+_NO_VALUE_CALLS = {"printf", "print", "exit", "delete", "clear", "zero", "time", "join", "system", "signal", "cat",
+                   "override"}
+
+
+class Calls:
+    """Function calls: each builtin function's arguments and its value's type."""
+
+    # -- calls -----------------------------------------------------------------------------
+
+    def call(self, c: Checked, e: A.Call, statement: bool) -> Type:
+        n = e.name
+        args = e.args
+        if n in AGGREGATES:
+            raise self.error(e, f"{n}() is assigned to a map: @name = {n}(...)")
+        if n in _NO_VALUE_CALLS and not statement:
+            raise self.error(e, f"{n}() gives no value")
+        if n in ("system", "signal", "override") and not self.unsafe:
+            raise self.error(e, f"{n}() is unsafe: {self.unsafe_hint}")
+        if n == "printf":
+            if not args or not isinstance(args[0], A.Str):
+                raise self.error(e, "printf() needs a format string first")
+            types = [self.expr(c, a) for a in args[1:]]
+            for a, t in zip(args[1:], types):
+                if isinstance(t, (Record, Array, Void, Tuple)):
+                    raise self.error(a, f"printf cannot print {t}" + (": print() it, or give its elements, $t.0"
+                                                                      if isinstance(t, Tuple) else ""))
+            from pycore.lang.output import validate_format
+
+            why = validate_format(args[0].value, types)
+            if why:
+                raise self.error(args[0], why)
+            return Void()
+        if n == "print":
+            if not args or len(args) > 3:
+                raise self.error(e, "print() takes a map or a value")
+            a0 = args[0]
+            if isinstance(a0, A.MapRef) and not a0.keys:
+                if "@" + a0.name not in self.maps:
+                    self.maps["@" + a0.name] = MapInfo("@" + a0.name, pos=a0.pos)
+                c.types[id(a0)] = Void()
+            else:
+                t = self.expr(c, a0)
+                if isinstance(t, Void) and not (isinstance(a0, A.Builtin) and a0.name == "args"):
+                    raise self.error(a0, "nothing to print")
+            return Void()
+        if n in ("exit",):
+            if args:
+                raise self.error(e, "exit() takes no argument")
+            return Void()
+        if n in ("delete",):
+            if len(args) != 1 or not isinstance(args[0], A.MapRef):
+                raise self.error(e, "delete() takes a map element: delete(@m[key])")
+            keys = self.map_keys(c, args[0])
+            self.map_use(args[0], keys)
+            c.types[id(args[0])] = Void()
+            return Void()
+        if n in ("clear", "zero"):
+            if len(args) != 1 or not isinstance(args[0], A.MapRef) or args[0].keys:
+                raise self.error(e, f"{n}() takes a whole map: {n}(@m)")
+            if "@" + args[0].name not in self.maps:
+                self.maps["@" + args[0].name] = MapInfo("@" + args[0].name, pos=args[0].pos)
+            c.types[id(args[0])] = Void()
+            return Void()
+        if n == "time":
+            if len(args) > 1 or (args and not isinstance(args[0], A.Str)):
+                raise self.error(e, "time() takes an optional format string")
+            return Void()
+        if n == "str":
+            if not 1 <= len(args) <= 2:
+                raise self.error(e, "str(pointer[, length])")
+            if isinstance(args[0], A.Positional):     # str($1): the parameter's text, whatever it holds
+                t = c.types[id(args[0])] = Str(len(self.positional_text(args[0]).encode()) + 1)
+                return t if len(args) == 1 else Str(min(t.size, self.constant(c, args[1]) + 1))
+            t = self.expr(c, args[0])
+            if isinstance(t, Str):
+                return t
+            if not isinstance(t, (Int, Ptr)):
+                raise self.error(args[0], f"str() needs a pointer, not {t}")
+            size = STRING_SIZE
+            if len(args) == 2:
+                size = self.constant(c, args[1]) + 1 if not _is_runtime(args[1]) else STRING_SIZE
+                if _is_runtime(args[1]):
+                    self.expr(c, args[1])
+                size = max(1, min(size, 1024))
+            return Str(size)
+        if n in ("strncmp",):
+            if len(args) != 3:
+                raise self.error(e, "strncmp(a, b, n)")
+            for a in args[:2]:
+                if not isinstance(self.expr(c, a), Str):
+                    raise self.error(a, "strncmp() compares strings")
+            self.constant(c, args[2])
+            return INT64
+        if n in ("strcontains",):
+            if len(args) != 2:
+                raise self.error(e, "strcontains(haystack, needle)")
+            hay, needle = (self.expr(c, a) for a in args)
+            for a, t in zip(args, (hay, needle)):
+                if not isinstance(t, Str):
+                    raise self.error(a, "strcontains() takes strings")
+            # the search is unrolled: bound its size well below the verifier's limits
+            work = hay.size * (len(args[1].value) if isinstance(args[1], A.Str) else needle.size)
+            if work > 16384:
+                raise self.error(e, f"strcontains(): a {hay.size}-byte haystack and a {needle.size}-byte needle "
+                                    "are too long to search; shorten them with str(x, n)")
+            return INT64
+        if n == "strftime":
+            if len(args) != 2:
+                raise self.error(e, f"strftime() requires 2 arguments ({len(args)} provided)")
+            if not isinstance(args[0], A.Str):
+                raise self.error(args[0], f"strftime() expects a string literal ({self.expr(c, args[0])} provided)")
+            t = self.expr(c, args[1])
+            if not _integer(t):
+                raise self.error(args[1], f"strftime() only supports integer arguments ({t} provided)")
+            return Timestamp(fmt=args[0].value)
+        if n == "cgroupid":
+            if len(args) != 1 or not isinstance(args[0], A.Str):
+                raise self.error(e, 'cgroupid("/sys/fs/cgroup/PATH")')
+            from pycore.kernel.cgroup import cgroup_id
+
+            try:
+                c.consts[id(e)] = cgroup_id(args[0].value)
+            except ValueError as err:
+                raise self.error(args[0], f"cgroupid: {err}") from None
+            except OSError as err:
+                raise self.error(args[0], f"cgroupid: {args[0].value}: {err.strerror}") from None
+            return UINT64
+        if n == "cgroup_path":
+            if not 1 <= len(args) <= 2:
+                raise self.error(e, f"cgroup_path() requires 1 or 2 arguments ({len(args)} provided)")
+            t = self.expr(c, args[0])
+            if not _integer(t):
+                raise self.error(args[0], f"cgroup_path() only supports integer arguments ({t} provided)")
+            if len(args) == 2 and not isinstance(args[1], A.Str):
+                raise self.error(args[1], "cgroup_path(): the filter must be a string literal")
+            return CgroupPath(filter=args[1].value if len(args) == 2 else "*")
+        if n in ("ksym", "usym"):
+            if len(args) != 1:
+                raise self.error(e, f"{n}(address)")
+            t = self.expr(c, args[0])
+            if not isinstance(t, (Int, Ptr)):
+                raise self.error(args[0], f"{n}() needs an address")
+            return USYM if n == "usym" else Int(8, False, n)
+        if n == "kaddr":
+            if len(args) != 1 or not isinstance(args[0], A.Str):
+                raise self.error(e, 'kaddr("symbol")')
+            if kernel_address(args[0].value) is None:
+                raise self.error(args[0], f"kaddr: no kernel symbol {args[0].value!r} in /proc/kallsyms"
+                                          " (or its addresses are hidden: kptr_restrict)")
+            return UINT64
+        if n == "reg":
+            return self.reg(c, e)
+        if n == "uaddr":
+            return self.uaddr(c, e)
+        if n == "pton":
+            return self.pton(c, e)
+        if n in ("uptr", "kptr"):
+            if len(args) != 1:
+                raise self.error(e, f"{n}() takes one argument: an address or a pointer")
+            t = self.expr(c, args[0])
+            if not isinstance(t, (Int, Ptr)):
+                raise self.error(args[0], f"{n}() expects an address or a pointer, not {t}")
+            user = n == "uptr"
+            return Ptr(t.target, user, t.spec) if isinstance(t, Ptr) else Ptr(0, user)
+        if n == "bswap":
+            if len(args) != 1:
+                raise self.error(e, "bswap() takes one integer")
+            t = self.expr(c, args[0])
+            if not isinstance(t, Int):
+                raise self.error(args[0], f"bswap() only supports integer arguments, not {t}")
+            return Int(t.size, False)
+        if n == "ntop":
+            return self.ntop(c, e)
+        if n == "buf":
+            return self.buf(c, e)
+        if n == "macaddr":
+            if len(args) != 1:
+                raise self.error(e, "macaddr() takes one argument: 6 bytes, or a pointer to them")
+            t = self.expr(c, args[0])
+            if isinstance(t, (Str, Array)) and t.size != 6:
+                raise self.error(args[0], f"macaddr() argument must be 6 bytes in size, not {t.size}")
+            if not isinstance(t, (Array, Ptr)):
+                raise self.error(args[0], f"macaddr() only supports array or pointer arguments, not {t}")
+            return Mac()
+        if n in ("kstack", "ustack"):
+            limit, mode = 127, ""
+            for i, a in enumerate(args):
+                if i == 0 and isinstance(a, A.Builtin) and a.name in ("perf", "bpftrace"):
+                    mode = "" if a.name == "bpftrace" else a.name
+                    continue
+                limit = self.constant(c, a)
+                if not 1 <= limit <= 1024:
+                    raise self.error(a, f"{n}() takes a limit of 1..1024 frames, not {limit}")
+            return Stack(n == "ustack", limit, mode=mode)
+        if n == "join":
+            if not args:
+                raise self.error(e, "join(array[, separator])")
+            t = self.expr(c, args[0])
+            if not isinstance(t, (Int, Ptr)) or (isinstance(t, Int) and t.display):
+                raise self.error(args[0], f"join() only supports int or pointer arguments ({t} provided)")
+            return Void()
+        if n in ("system", "signal"):
+            for a in args:
+                self.expr(c, a)
+            return Void()
+        if n == "override":
+            if c.target.kind != "kprobe":
+                raise self.error(e, f"override() can only be used in kprobes, not in {c.target.probe}")
+            if len(args) != 1 or not isinstance(self.expr(c, args[0]), Int):
+                raise self.error(e, "override(integer): the value the probed function returns instead")
+            return Void()
+        if n == "path":
+            if c.target.kind not in ("kfunc", "kretfunc"):
+                raise self.error(e, "path() can only be used in kfunc and kretfunc probes (the kernel's bpf_d_path "
+                                    f"helper), not in {c.target.probe}")
+            t = self.expr(c, args[0]) if len(args) == 1 else None
+            spec = getattr(t, "spec", None)
+            named = type_name(spec, t.target if isinstance(t, Ptr) else getattr(t, "btf_id", 0)) if spec else ""
+            if not isinstance(t, (Ptr, Record)) or named != "struct path":
+                raise self.error(e, f"path() expects a struct path or a pointer to one, not {t}")
+            return Str(STRING_SIZE)
+        if n == "sizeof":
+            c.consts[id(e)] = self.sizeof(c, e)
+            return UINT64
+        if n == "cat":
+            if not args or not isinstance(args[0], A.Str):
+                raise self.error(e, "cat() needs a file name (a format string) first")
+            types = [self.expr(c, a) for a in args[1:]]
+            from pycore.lang.output import validate_format
+
+            why = validate_format(args[0].value, types, "cat")
+            if why:
+                raise self.error(args[0], why)
+            return Void()
+        near = close_matches(n, ["printf", "print", "str", "strncmp", "strcontains", "strftime", "cgroupid", "cgroup_path", "path", "override", "ksym", "usym",
+                                 "kaddr", "uptr", "kptr", "ntop", "macaddr", "buf", "reg", "bswap", "time", "join", "exit", "delete", "clear",
+                                 "zero", *AGGREGATES], n=1)
+        hint = f" (did you mean {near[0]}()?)" if near else ""
+        raise self.error(e, f"unknown function {n}(){hint}")
+
+    def pton(self, c: Checked, e: A.Call) -> Type:
+        """``pton("10.0.0.1")``: the address's bytes, known when checked (4 for IPv4, 16 for IPv6), an
+        array of uint8 as bpftrace's (which refuses IPv4-mapped IPv6 text; it is 16 bytes here)."""
+        import socket
+
+        from btf.kinds import Kind
+
+        if len(e.args) != 1 or not isinstance(e.args[0], A.Str):
+            raise self.error(e, 'pton() takes one string literal: pton("10.0.0.1")')
+        text = e.args[0].value
+        for family in (socket.AF_INET, socket.AF_INET6):
+            try:
+                raw = socket.inet_pton(family, text)
+                break
+            except OSError:
+                continue
+        else:
+            raise self.error(e.args[0], f"pton() expects an IPv4/IPv6 address, got {text!r}")
+        c.blobs[id(e)] = raw
+        u8 = next((i for i in self.spec.ids_named("u8", (Kind.TYPEDEF,))), 0) or \
+            next((i for i in self.spec.ids_named("unsigned char", (Kind.INT,))), 0)
+        return Array(u8, len(raw), 1, False, self.spec)
+
+    def buf(self, c: Checked, e: A.Call) -> Type:
+        """buf(data[, length]): raw bytes (at most STRING_SIZE) from an array, a pointer or a string, for %r."""
+        args = e.args
+        if not 1 <= len(args) <= 2:
+            raise self.error(e, "buf(data[, length]) takes 1 or 2 arguments")
+        t = self.expr(c, args[0])
+        if len(args) == 1 and not isinstance(t, Array):
+            raise self.error(e, f"buf() expects a length argument for non-array type {t}")
+        if not isinstance(t, (Array, Ptr, Str)):
+            raise self.error(args[0], f"buf() expects an array, a pointer or a string, not {t}")
+        if len(args) == 2:
+            if not is_literal(args[1]):
+                if not isinstance(self.expr(c, args[1]), Int):
+                    raise self.error(args[1], "buf(): the length must be an integer")
+            elif self.constant(c, args[1]) < 0:
+                raise self.error(args[1], "buf(): the length cannot be negative")
+        return Buffer()
+
+    def ntop(self, c: Checked, e: A.Call) -> Type:
+        """ntop([af, ]addr): an IPv4 address from an integer, IPv4/IPv6 from 4 or 16 bytes in memory."""
+        args = e.args
+        if not 1 <= len(args) <= 2:
+            raise self.error(e, "ntop([af, ]address) takes 1 or 2 arguments")
+        if len(args) == 2 and not isinstance(self.expr(c, args[0]), Int):
+            raise self.error(args[0], "ntop(): the address family must be an integer (AF_INET 2, AF_INET6 10)")
+        a = args[-1]
+        t = self.expr(c, a)
+        if isinstance(t, (Str, Array)):
+            if t.size not in (4, 16):
+                raise self.error(a, f"ntop() argument must be 4 or 16 bytes in size, not {t.size}")
+        elif not isinstance(t, (Int, Ptr)):
+            raise self.error(a, f"ntop() expects an integer or array argument, got {t}")
+        return Inet()
+
+
+def kernel_address(name: str) -> int | None:
+    """kaddr(name): the kernel symbol's address, read once per name."""
+    if name not in _KADDR:
+        from pycore.kernel.kallsyms import Kallsyms
+
+        try:
+            _KADDR[name] = Kallsyms().address(name)
+        except OSError:
+            _KADDR[name] = None
+    return _KADDR[name]
+
+
+_KADDR: dict[str, int | None] = {}
+
+
+def _integer(t: Type) -> bool:
+    """An integer that arithmetic takes: not one printed as text (a strftime() timestamp, a cgroup path)."""
+    return isinstance(t, Int) and not isinstance(t, TextInt)
+
+
+def _is_runtime(e: A.Expr) -> bool:
+    return not isinstance(e, (A.Int, A.Positional))
+
+
+def is_literal(e: A.Expr) -> bool:
+    """An integer written in the script: ``4``, ``$1``, ``-1`` (a length known when the script is checked)."""
+    if isinstance(e, A.Unary) and e.op == "-":
+        e = e.operand
+    return isinstance(e, (A.Int, A.Positional))
+
+
+def _fmt_kind(t: Type) -> str:
+    """What a printf argument is, for format checking: 'int', 'str' or 'ptr'."""
+    if isinstance(t, Str):
+        return "str"
+    if isinstance(t, Ptr):
+        return "ptr"
+    return "int"

@@ -1,0 +1,405 @@
+"""The checker's core: one instance per script, statements, maps (keys and values agreed by every
+use) and expressions; the concerns it calls on are the mixins of this package.
+"""
+
+from __future__ import annotations
+
+from pycore.lang import ast as A
+from pycore.lang.check.builtins import Builtins, _BUILTIN_TYPES
+from pycore.lang.check.calls import Calls
+from pycore.lang.check.records import AGGREGATES, Checked, MapInfo
+from pycore.lang.check.types import Types
+from pycore.lang.errors import CheckError, close_matches
+from pycore.lang.probes import Target
+from pycore.lang.types import (INT64, STRING_SIZE, Array, Buffer, is_aggregate, Inet, Int, Ptr, Record, Stack, Str,
+                               TextInt, Tuple, Type, Void, from_btf, tuple_type)
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from btf import Spec
+    from pycore.lang.macros import Macros
+
+
+class Checker(Types, Builtins, Calls):
+    """Types a whole program; one instance per script run."""
+
+    def __init__(self, spec_loader, params: tuple[str, ...] = (), *, unsafe: bool = False,  # noqa: ANN001
+                 filename: str = "", source: str = "", program: A.Program | None = None) -> None:
+        self._spec_loader = spec_loader
+        # the script's '#' lines, read for macros only when a name needs them (pycore.lang.macros)
+        self.has_head = program is not None and bool(program.includes or program.directives)
+        self.program = program
+        self._macros: Macros | None = None
+        self._named: dict[str, int | None] = {}   # name -> its enum or macro value: each looked up once
+        self._spec: Spec | None = None
+        self._declared: Spec | None | bool = False     # False: not read yet (pycore.lang.cdecl)
+        self.params = params
+        self.unsafe = unsafe
+        self.unsafe_hint = "run with --unsafe to allow it"   # pycore.trace() says its own argument
+        self.filename = filename
+        self.source = source
+        self.maps: dict[str, MapInfo] = {}
+        self.cpid = 0   # the -c command's pid, set by the runtime before checking
+        self._loops = 0  # while loops around the statement being checked (break, continue)
+
+    @property
+    def spec(self) -> Spec:
+        """The kernel's BTF; once the script's C declarations are read (at once when it has definitions,
+        on the first type name otherwise), them as split BTF on it, their names hiding the kernel's."""
+        if self._spec is None:
+            self._spec = self._spec_loader()
+            if self.program is not None and self.program.c_definitions:
+                self.types_spec()
+        return self._spec
+
+    def error(self, node: A.Node, message: str) -> CheckError:
+        pos = node.pos
+        return CheckError(message, pos.line, pos.col, self.filename, self.source)
+
+    # -- entry -----------------------------------------------------------------------------
+
+    def check(self, block: A.ProbeBlock, target: Target) -> Checked:
+        if self._declared is False and self.program is not None and self.program.c_definitions:
+            self.declared()      # a declaration that does not parse is an error, used or not
+        c = Checked(block, target)
+        if block.predicate is not None:
+            self.condition(c, block.predicate, "predicate")
+        self._loops = 0
+        self.stmts(c, block.body)
+        return c
+
+    # -- statements ------------------------------------------------------------------------
+
+    def stmts(self, c: Checked, body: list[A.Stmt]) -> None:
+        for s in body:
+            self.stmt(c, s)
+
+    def stmt(self, c: Checked, s: A.Stmt) -> None:
+        if isinstance(s, A.ExprStmt):
+            e = s.expr
+            if isinstance(e, A.Call):
+                self.call(c, e, statement=True)
+            else:
+                self.expr(c, e)
+        elif isinstance(s, A.Assign):
+            self.assign(c, s)
+        elif isinstance(s, A.IncDec):
+            self.incdec(c, s)
+        elif isinstance(s, A.If):
+            self.condition(c, s.cond, "if()")
+            self.stmts(c, s.then)
+            if s.else_:
+                self.stmts(c, s.else_)
+        elif isinstance(s, A.While):
+            self.condition(c, s.cond, "while()")
+            self._loops += 1
+            self.stmts(c, s.body)
+            self._loops -= 1
+        elif isinstance(s, A.Unroll):
+            n = self.constant(c, s.count)
+            if not 1 <= n <= 100:
+                raise self.error(s, f"unroll count must be 1..100, not {n}")
+            self.stmts(c, s.body)
+        elif isinstance(s, A.Block):
+            self.stmts(c, s.body)
+        elif isinstance(s, A.Return):
+            pass
+        elif isinstance(s, (A.Break, A.Continue)):
+            if not self._loops:
+                raise self.error(s, f"{type(s).__name__.lower()} used outside of a loop")
+        else:
+            raise self.error(s, f"unsupported statement {type(s).__name__}")
+
+    def condition(self, c: Checked, e: A.Expr, where: str) -> None:
+        """A predicate's, if's, while's or ternary's condition: an integer or a pointer, as in bpftrace."""
+        t = self.expr(c, e)
+        if not isinstance(t, (Int, Ptr)) or isinstance(t, TextInt):
+            raise self.error(e, f"Invalid condition in {where}: {t}")
+
+    def incdec(self, c: Checked, s: A.IncDec) -> Type:
+        """``x++``, ``--@m[k]``: a statement, or an expression whose value is the old (postfix) or
+        new (prefix) value, as in bpftrace; a pointer variable steps by its pointee's size, as in C."""
+        target = s.target
+        if isinstance(target, A.Var):
+            t = c.variables.get(target.name)
+            if t is None:
+                c.variables[target.name] = INT64
+            elif not isinstance(t, (Int, Ptr)) or isinstance(t, TextInt):
+                raise self.error(s, f"${target.name} is {t}: {s.op} needs an integer or a pointer")
+            c.types[id(target)] = c.variables[target.name]
+            return c.variables[target.name]
+        if isinstance(target, A.MapRef):
+            keys = self.map_keys(c, target)
+            m = self.map_use(target, keys)
+            self.map_value(target, m, "int", INT64)
+            c.types[id(target)] = m.value or INT64
+            return INT64
+        raise self.error(s, f"{s.op} needs a $variable or a @map")
+
+    def assign(self, c: Checked, s: A.Assign) -> None:
+        target, value = s.target, s.value
+        if isinstance(target, A.MapRef):
+            keys = self.map_keys(c, target)
+            m = self.map_use(target, keys)
+            if isinstance(value, A.Call) and value.name in AGGREGATES:
+                if s.op != "=":
+                    raise self.error(s, f"{value.name}() takes '=', not '{s.op}'")
+                self.aggregate(c, value, m)
+                return
+            vt = self.expr(c, value)
+            if s.op != "=" and not isinstance(vt, Int):
+                raise self.error(value, f"'{s.op}' needs an integer, not {vt}")
+            if isinstance(vt, Inet):
+                self.map_value(target, m, "str", vt)
+            elif isinstance(vt, Str):
+                self.map_value(target, m, "str", Str(max(vt.size, STRING_SIZE)))
+            elif isinstance(vt, (Int, Ptr)):
+                self.map_value(target, m, "int", INT64 if isinstance(vt, Ptr) else vt)
+            elif isinstance(vt, Stack):
+                self.map_value(target, m, "int", vt)
+            elif is_aggregate(vt):      # a struct or array read whole, as bpftrace keeps one
+                if m.value is not None and m.value != vt:
+                    raise self.error(value, f"@{target.name} holds {m.value}, cannot assign {vt}")
+                self.map_value(target, m, "str", vt)
+            else:
+                raise self.error(value, f"a map cannot hold {vt}")
+            c.types[id(target)] = m.value or INT64
+        elif isinstance(target, A.Var):
+            vt = self.expr(c, value)
+            if isinstance(vt, Void):
+                raise self.error(value, f"${target.name} cannot hold {vt}")
+            old = c.variables.get(target.name)
+            if s.op != "=":
+                stepped = isinstance(old, Ptr) and s.op in ("+=", "-=")   # C's pointer arithmetic
+                if old is None or not isinstance(old, Int) and not stepped or not isinstance(vt, Int):
+                    raise self.error(s, f"'{s.op}' needs an integer ${target.name}")
+                if stepped:
+                    vt = old
+            if old is not None and type(old) is not type(vt) and not (isinstance(old, Int) and isinstance(vt, Ptr)) \
+                    or isinstance(old, Tuple) and old != vt or is_aggregate(old) and old != vt:
+                raise self.error(s, f"${target.name} holds {old}, cannot assign {vt}")
+            if isinstance(vt, Str) and isinstance(old, Str) and old.size < vt.size:
+                vt = Str(vt.size)
+            c.variables[target.name] = old if (old is not None and isinstance(old, Str) and old.size >= vt.size) else vt
+            c.types[id(target)] = c.variables[target.name]
+        else:
+            raise self.error(s, "can only assign to a $variable or a @map")
+
+    # -- maps ------------------------------------------------------------------------------
+
+    def map_keys(self, c: Checked, ref: A.MapRef) -> tuple[Type, ...]:
+        out = []
+        for k in ref.keys:
+            t = self.expr(c, k)
+            if isinstance(t, Ptr):
+                t = Ptr(t.target, t.user, t.spec)   # printed in hex, as bpftrace prints pointer keys
+            elif isinstance(t, Int):
+                t = t if isinstance(t, TextInt) else Int(8, t.signed, t.display)
+            elif isinstance(t, Tuple):
+                raise self.error(k, f"a map key cannot be a tuple {t}: give its elements as the key, @m[a, b]")
+            elif not isinstance(t, (Str, Stack, Inet, Record, Array)):
+                raise self.error(k, f"a map key cannot be {t}")
+            out.append(t)
+        return tuple(out)
+
+    def map_use(self, ref: A.MapRef, keys: tuple[Type, ...]) -> MapInfo:
+        name = "@" + ref.name
+        m = self.maps.get(name)
+        if m is None:
+            m = self.maps[name] = MapInfo(name, pos=ref.pos)
+        if m.keys is None:
+            m.keys = keys
+        elif len(m.keys) != len(keys):
+            raise self.error(ref, f"{name} is used with {len(m.keys)} key(s) elsewhere, here with {len(keys)}")
+        else:
+            merged = []
+            for old, new, node in zip(m.keys, keys, ref.keys):
+                if type(old) is not type(new):
+                    raise self.error(node, f"{name}: key is {old} elsewhere, {new} here")
+                merged.append(Str(max(old.size, new.size)) if isinstance(old, Str) else old)
+            m.keys = tuple(merged)
+        return m
+
+    def map_value(self, node: A.Node, m: MapInfo, kind: str, value: Type | None) -> None:
+        if m.kind and m.kind != kind or (m.value is not None and value is not None
+                                          and _held(kind, m.value) != _held(kind, value)):
+            raise self.error(node, f"{m.name} holds {_held(m.kind, m.value)} values elsewhere; "
+                                   f"here {_held(kind, value)}")
+        m.kind = kind
+        if value is not None:
+            if isinstance(m.value, Str) and isinstance(value, Str):
+                value = Str(max(m.value.size, value.size))
+            m.value = value
+
+    def aggregate(self, c: Checked, call: A.Call, m: MapInfo) -> None:
+        n = call.name
+        want = {"count": 0, "sum": 1, "min": 1, "max": 1, "avg": 1, "stats": 1, "hist": 1, "lhist": 4}[n]
+        if len(call.args) != want:
+            raise self.error(call, f"{n}() takes {want} argument{'s' if want != 1 else ''}, not {len(call.args)}")
+        for a in call.args[:1]:
+            t = self.expr(c, a)
+            if not isinstance(t, (Int, Ptr)):
+                raise self.error(a, f"{n}() needs an integer, not {t}")
+        if n == "lhist":
+            lo, hi, step = (self.constant(c, a) for a in call.args[1:])
+            if step <= 0 or hi <= lo:
+                raise self.error(call, "lhist(value, min, max, step) needs min < max and step > 0")
+            if (hi - lo) // step > 1000:
+                raise self.error(call, "lhist: more than 1000 buckets")
+            if m.lhist and m.lhist != (lo, hi, step):
+                raise self.error(call, f"{m.name}: lhist bounds differ from elsewhere")
+            m.lhist = (lo, hi, step)
+        self.map_value(call, m, n, None)
+        c.types[id(call)] = Void()
+
+    # -- expressions -----------------------------------------------------------------------
+
+    def constant(self, c: Checked, e: A.Expr) -> int:
+        """An expression that must be known when the script is compiled (lhist bounds, unroll)."""
+        if isinstance(e, A.Int):
+            return e.value
+        if isinstance(e, A.Positional):
+            v = self.positional(e)
+            if isinstance(v, int):
+                return v
+        if isinstance(e, A.Builtin) and e.name not in _BUILTIN_TYPES:
+            v = c.consts.get(id(e))   # known already: the code generator asks again, without BTF
+            if v is None:
+                v = self.named_constant(e, e.name)
+            if v is not None:
+                c.consts[id(e)] = v
+                return v
+        if isinstance(e, A.Unary) and e.op == "-":
+            return -self.constant(c, e.operand)
+        if isinstance(e, A.Binary) and e.op in ("+", "-", "*", "/"):
+            a, b = self.constant(c, e.left), self.constant(c, e.right)
+            return {"+": a + b, "-": a - b, "*": a * b, "/": a // b if b else 0}[e.op]
+        raise self.error(e, "expected a constant integer here")
+
+    def expr(self, c: Checked, e: A.Expr) -> Type:
+        t = self._expr(c, e)
+        c.types[id(e)] = t
+        return t
+
+    def _expr(self, c: Checked, e: A.Expr) -> Type:
+        if isinstance(e, A.Int):
+            return INT64
+        if isinstance(e, A.Str):
+            return Str(len(e.value.encode()) + 1)
+        if isinstance(e, A.Positional):
+            v = self.positional(e)
+            if not isinstance(v, int):   # bpftrace: $N is a number unless str($N) says otherwise
+                raise self.error(e, f'${e.index} used numerically but given "{v}". Try using str(${e.index}).')
+            return INT64
+        if isinstance(e, A.Builtin):
+            return self.builtin(c, e)
+        if isinstance(e, A.Var):
+            t = c.variables.get(e.name)
+            if t is None:
+                near = close_matches(e.name, list(c.variables), n=1)
+                hint = f" (did you mean ${near[0]}?)" if near else ""
+                raise self.error(e, f"${e.name} is used before it is assigned{hint}")
+            return t
+        if isinstance(e, A.MapRef):
+            keys = self.map_keys(c, e)
+            name = "@" + e.name
+            m = self.maps.get(name)
+            if m is None:
+                m = self.map_use(e, keys)
+                return INT64  # read before any write: bpftrace reads 0
+            self.map_use(e, keys)
+            if m.kind == "str":
+                return m.value or Str()
+            if m.kind in ("hist", "lhist", "stats"):
+                raise self.error(e, f"{name} is a {m.kind}: it can be printed, not read as a value")
+            return m.value if isinstance(m.value, (Int, Stack)) else INT64
+        if isinstance(e, A.Binary):
+            return self.binary(c, e)
+        if isinstance(e, A.Unary):
+            t = self.expr(c, e.operand)
+            if e.op == "*":
+                if isinstance(t, Int) and not t.display:
+                    return INT64    # as bpftrace: the int64 at that address (loads.bt's *kaddr("avenrun"))
+                if not isinstance(t, Ptr):
+                    raise self.error(e, f"cannot dereference {t}")
+                return self.pointee(e, t)
+            if e.op == "!":
+                return INT64
+            if e.op in ("-", "~"):
+                if not isinstance(t, Int):
+                    raise self.error(e, f"'{e.op}' needs an integer, not {t}")
+                return INT64 if e.op == "-" else t
+            if e.op == "&":
+                raise self.error(e, "'&' (address of) is not supported")
+            raise self.error(e, f"unknown operator {e.op}")
+        if isinstance(e, A.Ternary):
+            self.condition(c, e.cond, "ternary")
+            a, b = self.expr(c, e.then), self.expr(c, e.else_)
+            if type(a) is not type(b) and not (isinstance(a, (Int, Ptr)) and isinstance(b, (Int, Ptr))):
+                raise self.error(e, f"the two sides of ?: differ: {a} and {b}")
+            if isinstance(a, Str):
+                return Str(max(a.size, b.size))
+            return a
+        if isinstance(e, A.Cast):
+            return self.cast(c, e)
+        if isinstance(e, A.Field):
+            return self.field(c, e)
+        if isinstance(e, A.Index):
+            return self.index(c, e)
+        if isinstance(e, A.Call):
+            return self.call(c, e, statement=False)
+        if isinstance(e, A.IncDec):
+            return self.incdec(c, e)
+        if isinstance(e, A.Tuple):
+            elems = tuple(self.expr(c, x) for x in e.elems)
+            for x, t in zip(e.elems, elems):
+                if isinstance(t, Void):
+                    raise self.error(x, f"a tuple cannot hold {t}")
+            return tuple_type(elems)
+        raise self.error(e, f"unsupported expression {type(e).__name__}")
+
+    def binary(self, c: Checked, e: A.Binary) -> Type:
+        a, b = self.expr(c, e.left), self.expr(c, e.right)
+        op = e.op
+        if op in ("==", "!=") and isinstance(a, Str) and isinstance(b, Str):
+            return INT64
+        if op in ("==", "!=") and (is_aggregate(a) or isinstance(a, Buffer)) and (is_aggregate(b) or isinstance(b, Buffer)):
+            if type(a) is not type(b) or a.size != b.size:   # bpftrace: the same type and size, byte for byte
+                raise self.error(e, f"'{op}' compares two values of one type and size, not {a} and {b}")
+            return INT64
+        if op in ("&&", "||"):
+            return INT64
+        if isinstance(a, TextInt) or isinstance(b, TextInt):
+            raise self.error(e, f"Type mismatch for '{op}': comparing '{a}' with '{b}'")
+        for side, t in ((e.left, a), (e.right, b)):
+            if not isinstance(t, (Int, Ptr)):
+                raise self.error(side, f"'{op}' needs integers, not {t}" +
+                                 (" (compare strings with == or strncmp)" if isinstance(t, Str) else ""))
+        if op in ("==", "!=", "<", "<=", ">", ">="):
+            return INT64
+        if isinstance(a, Ptr) and op in ("+", "-") and isinstance(b, Int):
+            return a   # pointer arithmetic in steps of the pointee's size, as C does
+        if isinstance(b, Ptr) and op == "+" and isinstance(a, Int):
+            return b
+        if isinstance(a, Ptr) and isinstance(b, Ptr) and op not in ("&", "|", "^"):
+            raise self.error(e, f"'{op}' cannot be used on two pointers ({a} and {b})")
+        signed = getattr(a, "signed", False) and getattr(b, "signed", False)
+        return Int(8, signed)
+
+    def index(self, c: Checked, e: A.Index) -> Type:
+        t = self.expr(c, e.expr)
+        it = self.expr(c, e.index)
+        if not isinstance(it, Int):
+            raise self.error(e.index, f"an index must be an integer, not {it}")
+        if isinstance(t, Ptr):
+            return self.pointee(e, t)
+        if isinstance(t, Array):
+            return from_btf(t.spec, t.elem_id, user=t.user)
+        if isinstance(t, Str):
+            return Int(1, True)
+        raise self.error(e, f"cannot index {t}")
+
+
+def _held(kind: str, value: Type | None) -> str:
+    """What a map holds, for messages: its kind, or inet or mac (which share the str kind's buffers)."""
+    return str(value) if isinstance(value, Inet) else kind

@@ -1,0 +1,52 @@
+"""What the checker hands on to the lowering and the runtime: each map's agreed shape, each checked
+(block, target) pair's types and known values, and the names of the probe kinds both read.
+"""
+
+from __future__ import annotations
+
+from pycore.lang import ast as A
+from pycore.lang.probes import Target
+from pycore.lang.types import Type, width
+from pycore.record import field, record
+
+
+# value kinds of maps filled by aggregation functions
+AGGREGATES = ("count", "sum", "min", "max", "avg", "stats", "hist", "lhist")
+
+
+@record
+class MapInfo:
+    """What a map holds, agreed by every use in the script."""
+
+    name: str
+    keys: tuple[Type, ...] | None = None      # None: not keyed yet; () scalar map
+    kind: str = ""                             # "int", "str", or one of AGGREGATES
+    value: Type | None = None                  # for "int"/"str"
+    lhist: tuple[int, int, int] | None = None  # (min, max, step)
+    pos: A.Pos | None = None
+
+    @property
+    def key_size(self) -> int:
+        return sum(_slot(t) for t in self.keys or ()) or 8
+
+
+_slot = width
+
+
+@record
+class Checked:
+    """The checker's result for one (probe block, target) pair."""
+
+    block: A.ProbeBlock
+    target: Target
+    types: dict[int, Type] = field(default_factory=dict)       # id(expr node) -> its type
+    consts: dict[int, int] = field(default_factory=dict)       # id(node) -> value known when checked (sizeof)
+    ip_relative: dict[int, int] = field(default_factory=dict)  # id(node) -> its distance from the probe's ip (uaddr)
+    blobs: dict[int, bytes] = field(default_factory=dict)      # id(node) -> bytes known when checked (pton)
+    variables: dict[str, Type] = field(default_factory=dict)   # $x -> type
+
+    def type_of(self, node: A.Expr) -> Type:
+        return self.types[id(node)]
+
+
+USER_PROBES = frozenset({"uprobe", "uretprobe", "usdt"})

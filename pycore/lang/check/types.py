@@ -1,0 +1,290 @@
+"""Checking of types: type names looked up where bpftrace looks (the script's C declarations, the
+probed binary's DWARF, the kernel's BTF), casts, fields and members (through anonymous ones),
+pointees and sizeof.
+"""
+
+from __future__ import annotations
+
+from pycore.lang import ast as A
+from pycore.lang.check.records import USER_PROBES, Checked
+from pycore.lang.errors import CheckError, close_matches
+from pycore.lang.types import Int, Ptr, Record, Tuple, Type, Void, from_btf, type_name
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from btf import Spec
+    from pycore.lang.macros import Macros
+
+
+_BPFTRACE_INTS = {f"{u}int{b}": f"{'u' if u else 's'}{b}" for u in ("", "u") for b in (8, 16, 32, 64)}
+
+
+class Types:
+    """Type names (the script's declarations, the probed binary's DWARF, the kernel's BTF), casts,
+    fields and members, pointees and sizeof."""
+
+    # -- where type names are looked up: the script's declarations, then the kernel's BTF ----
+
+    def types_spec(self) -> Spec:
+        """The spec that type names are looked up in: the script's declarations over the kernel's BTF."""
+        declared = self.declared()
+        return declared if declared is not None else self.spec
+
+    def declared(self) -> Spec | None:
+        """The types the script's C definitions and #include'd headers declare (pycore.lang.cdecl), as
+        split BTF on the kernel's; None if it declares none. Read once."""
+        if self._declared is False:
+            self._declared = None
+            kernel = self.spec
+            program = self.program
+            if program is None or not (program.c_definitions or program.includes):
+                return None
+            from pycore.lang.cdecl import may_declare     # (1 ms: not for scripts without '#include' or C)
+
+            if may_declare(program):
+                self._declared = self._read_declarations(kernel)
+                if self._declared is not None:
+                    self._spec = self._declared
+        return self._declared  # type: ignore[return-value]
+
+    def _read_declarations(self, kernel: Spec) -> Spec | None:
+        from pycore.lang.cdecl import DeclError, declare
+        from pycore.lang.macros import MacroError
+
+        try:
+            text = self.head_macros().text()
+            for inc in self.program.includes:    # a user's header must be there, as for clang (bpftrace);
+                if not inc.system and inc.path in self.head_macros().missing_quoted:   # a system one: BTF
+                    import os
+
+                    raise CheckError(f'#include "{inc.path}": no such file (looked in {os.getcwd()} and the '
+                                     "system's include directories)", inc.pos.line, inc.pos.col, self.filename,
+                                     self.source)
+            spec, self._unread_headers = declare(text, kernel)
+            return spec
+        except (DeclError, MacroError) as e:
+            line, col = getattr(e, "line", 0), getattr(e, "col", 0)
+            raise CheckError(str(e), line, col, self.filename, self.source) from None
+
+    def head_macros(self) -> Macros:
+        """The script's '#' lines and C definitions, preprocessed once (pycore.lang.macros)."""
+        from pycore.lang.cdecl import SCRIPT, script_text
+        from pycore.lang.macros import Macros
+
+        if self._macros is None:
+            self._macros = Macros(script_text(self.program), SCRIPT)
+        return self._macros
+
+    def _where_types_are(self, dwarf: str = "") -> str:
+        """Where an unknown type name was looked for, for its error (``dwarf``: the probed binary's path)."""
+        places = [f"in {dwarf}'s DWARF"] if dwarf else []
+        unread = getattr(self, "_unread_headers", [])
+        if self._declared not in (False, None) or unread:
+            note = f"; pycore's C parser could not read {'; '.join(unread)}" if unread else ""
+            places.insert(0, f"in the script's C declarations{note}")
+        if not places:
+            return "in this kernel's BTF"
+        return ", ".join(places) + ", nor in this kernel's BTF"
+
+    def pointee(self, node: A.Node, p: Ptr) -> Type:
+        if p.target == 0 or p.spec is None:
+            raise self.error(node, "cannot dereference a pointer of unknown type: cast it first, e.g. (struct path *)arg0")
+        t = from_btf(p.spec, p.target, user=p.user)
+        if isinstance(t, Void):
+            raise self.error(node, "cannot dereference a void pointer: cast it first")
+        return t
+
+    def cast(self, c: Checked, e: A.Cast) -> Type:
+        inner = self.expr(c, e.expr)
+        tn = e.type
+        name = tn.name.strip()
+        ints = _C_INTS
+        if not isinstance(inner, (Int, Ptr)):
+            raise self.error(e, f"cannot cast {inner} to {name}{' *' * tn.pointer_depth}")
+        if tn.pointer_depth == 0:
+            if name in ints:
+                return Int(*ints[name])
+            raise self.error(e, f"cannot cast to {name} (cast to an integer type, or to a pointer: ({name} *))")
+        # an address from a register or an integer field points where the probe's code runs, as in
+        # bpftrace: user memory in uprobes and USDT, kernel memory elsewhere (uptr()/kptr() say otherwise)
+        user = inner.user if isinstance(inner, Ptr) else c.target.kind in USER_PROBES
+        target, spec = self.named_type(c, e, name)
+        for _ in range(tn.pointer_depth - 1):
+            target = self._pointer_to(target, spec)
+        return Ptr(target, user, spec)
+
+    def named_type(self, c: Checked, node: A.Node, name: str) -> tuple[int, Spec]:
+        """(BTF id, the spec holding it) of a C type name, looked up as bpftrace does: the script's own
+        declarations, then (in uprobes and USDT) the probed binary's DWARF, then the kernel's BTF."""
+        dbg = getattr(c.target, "debug", None)
+        if dbg is not None and name != "void":
+            from btf.kinds import Kind
+
+            word, _, rest = name.partition(" ")
+            kinds = {"struct": (Kind.STRUCT,), "union": (Kind.UNION,), "enum": (Kind.ENUM, Kind.ENUM64)}
+            plain = rest.strip() if word in kinds and rest else name
+            declared = self.declared()
+            mine = declared is not None and any(
+                i >= declared.first_id for i in declared.ids_named(plain, kinds.get(word, (Kind.TYPEDEF,))))
+            if not mine:
+                from pycore.errors import ElfError
+
+                try:
+                    found = dbg.named(word if word in kinds and rest else "typedef", plain)
+                except ElfError as err:
+                    raise self.error(node, str(err)) from None
+                if found:
+                    return found, dbg.spec
+        return self.btf_type(node, name, dwarf=c.target.attach[1] if dbg is not None else ""), self.spec
+
+    def _pointer_to(self, type_id: int, spec: Spec | None = None) -> int:
+        from btf.kinds import Kind
+
+        spec = spec or self.spec
+        while spec is not None:      # the script's declarations, then the kernel's BTF under them
+            for i in spec.ids_of_kind(Kind.PTR):
+                if spec.type(i).type_id == type_id:
+                    return i
+            spec = spec.base
+        return 0
+
+    def btf_type(self, node: A.Node, name: str, dwarf: str = "") -> int:
+        """The BTF id of a C type name (``struct path``, ``u64``, ``void``)."""
+        from btf.kinds import Kind
+
+        if name == "void":
+            return 0
+        name = _BPFTRACE_INTS.get(name, name)   # (uint64 *)p: the kernel's own names for bpftrace's
+        kinds = {"struct": (Kind.STRUCT,), "union": (Kind.UNION,), "enum": (Kind.ENUM, Kind.ENUM64)}
+        word, _, rest = name.partition(" ")
+        self.types_spec()     # the script's declarations first: self.spec is them from here on
+        if word in kinds and rest:
+            ids = self.spec.ids_named(rest.strip(), kinds[word])
+            what = f"{word} {rest.strip()}"
+            pool_kinds = kinds[word]
+        else:
+            ids = self.spec.ids_named(name, (Kind.TYPEDEF, Kind.INT))
+            what = name
+            pool_kinds = (Kind.TYPEDEF,)
+        if ids:
+            return ids[0]
+        prefix = (rest or name).strip()[:3].encode()
+        try:
+            near = {self.spec.name(i) for i in self.spec.ids_matching(prefix + b".*", pool_kinds)}
+        except Exception:  # noqa: BLE001 - a suggestion is a courtesy
+            near = set()
+        guess = close_matches((rest or name).strip(), list(near), n=2)
+        hint = f" (did you mean {' or '.join(repr((word + ' ' if rest else '') + g) for g in guess)}?)" if guess else ""
+        raise self.error(node, f"unknown type {what!r}: not {self._where_types_are(dwarf)}{hint}")
+
+    def field(self, c: Checked, e: A.Field) -> Type:
+        base = e.expr
+        if isinstance(base, A.Builtin) and base.name == "args":
+            return self.args_field(c, e)
+        t = self.expr(c, base)
+        if isinstance(t, Tuple):
+            if e.arrow or not e.name.isdigit():
+                raise self.error(e, f"a tuple's elements are .0 to .{len(t.elems) - 1}, not {'->' if e.arrow else '.'}{e.name}")
+            if int(e.name) >= len(t.elems):
+                raise self.error(e, f"invalid tuple index: {e.name}; the tuple has {len(t.elems)} elements")
+            return t.elems[int(e.name)]
+        if isinstance(t, Ptr):
+            if not e.arrow:
+                # bpftrace lets '.' follow a pointer to a struct as '->' would
+                pass
+            t = self.pointee(e, t)
+        elif e.arrow:
+            raise self.error(e, f"'->' needs a pointer, and this is {t} (use '.')")
+        if not isinstance(t, Record):
+            raise self.error(e, f"{t} has no fields (.{e.name})")
+        member, _ = self.member(e, t, e.name)
+        return from_btf(t.spec, member.type_id, user=t.user)
+
+    def member(self, node: A.Node, rec: Record, name: str):  # noqa: ANN201 - (btf Member, bit offset)
+        """A member by name, looking inside anonymous structs and unions (as C does)."""
+        from btf.layout import skip
+
+        found = _find_member(rec.spec, rec.spec.type(rec.btf_id), name, 0)
+        if found is None:
+            names = _member_names(rec.spec, rec.spec.type(rec.btf_id))
+            near = close_matches(name, names, n=1)
+            hint = f" (did you mean {near[0]!r}?)" if near else ""
+            raise self.error(node, f"{type_name(rec.spec, rec.btf_id)} has no field {name!r}{hint}")
+        del skip
+        return found
+
+    def sizeof(self, c: Checked, e: A.Call) -> int:
+        """sizeof(TYPE) or sizeof(expression): bytes, known when the script is checked."""
+        from btf.layout import sizeof
+
+        if len(e.args) != 1:
+            raise self.error(e, "sizeof() takes one type or expression")
+        a = e.args[0]
+        if isinstance(a, A.TypeName):
+            if a.pointer_depth:
+                return 8
+            type_id, spec = self.named_type(c, a, a.name)   # (may read the script's declarations: self.spec after)
+            return sizeof(spec.type(type_id)) or 0
+        if isinstance(a, A.Builtin) and a.name in _C_INTS:
+            return _C_INTS[a.name][0]
+        if isinstance(a, A.Builtin) and self.program is not None and (self.program.c_definitions
+                                                                     or self.program.includes):
+            from btf.kinds import Kind
+
+            ids = self.types_spec().ids_named(a.name, (Kind.TYPEDEF,))    # sizeof(req_t), a declared typedef
+            if ids and ids[0] >= self.spec.first_id:
+                return sizeof(self.spec.type(ids[0])) or 0
+        t = self.expr(c, a)
+        if isinstance(t, Void):
+            raise self.error(a, "sizeof() of a value with no size")
+        return t.size
+
+
+_C_INTS = {"int8": (1, True), "int16": (2, True), "int32": (4, True), "int64": (8, True),
+           "uint8": (1, False), "uint16": (2, False), "uint32": (4, False), "uint64": (8, False),
+           "char": (1, True), "short": (2, True), "int": (4, True), "long": (8, True),
+           "unsigned": (4, False), "unsigned int": (4, False), "unsigned long": (8, False),
+           "u8": (1, False), "u16": (2, False), "u32": (4, False), "u64": (8, False),
+           "s8": (1, True), "s16": (2, True), "s32": (4, True), "s64": (8, True)}
+
+
+def _find_member(spec, t, name: str, bit_base: int):  # noqa: ANN001, ANN202
+    from btf.kinds import Kind
+    from btf.layout import skip
+
+    t = skip(t)
+    if t.kind not in (Kind.STRUCT, Kind.UNION):
+        return None
+    for m in t.members:
+        if m.name == name:
+            return m, bit_base + m.bit_offset
+    for m in t.members:
+        if not m.name:
+            found = _find_member(spec, m.type, name, bit_base + m.bit_offset)
+            if found is not None:
+                return found
+    return None
+
+
+def _member_names(spec, t) -> list[str]:  # noqa: ANN001
+    from btf.layout import skip
+
+    t = skip(t)
+    out = []
+    for m in getattr(t, "members", ()):
+        if m.name:
+            out.append(m.name)
+        else:
+            out.extend(_member_names(spec, m.type))
+    return out
+
+
+# the offset of a member found through anonymous members is the sum of theirs
+def member_offset(spec, rec: Record, name: str) -> tuple[int, int, int]:  # noqa: ANN001
+    """(byte offset, bitfield bit offset within the loaded word, bitfield size) of ``name`` in ``rec``."""
+    found = _find_member(spec, spec.type(rec.btf_id), name, 0)
+    assert found is not None
+    m, bits = found
+    if m.bitfield_size:
+        return bits // 8, bits % 8, m.bitfield_size
+    return bits // 8, 0, 0
