@@ -1,0 +1,253 @@
+"""Lowering of calls: statements (print, printf, exit, clear...) as ring-buffer records, and calls
+that have a value (str, ntop, kaddr, ...), dispatched to the lowering of their kind.
+"""
+
+from __future__ import annotations
+
+from pycore.lang import ast as A
+from pycore.lang.lower.layout import (Action, _align8, LOST_OFF, TAG_PRINTF, TAG_EXIT, TAG_PRINT_MAP, TAG_CLEAR,
+                                      TAG_ZERO, TAG_TIME, TAG_PRINT_VALUE, TAG_JOIN, TAG_SYSTEM, TAG_CAT)
+from pycore.lang.probes import REGS
+from pycore.lang.types import Array, Record, Str, Tuple, Type, Void, is_buffer, width
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+
+class Calls:
+    """Calls as statements (output records in the ring buffer) and calls as values."""
+
+    def call_stmt(self, call: A.Call) -> None:
+        n = call.name
+        e = self.e
+        if n == "printf":
+            types = [self.t(a) for a in call.args[1:]]
+            idx = self.layout.action(Action(TAG_PRINTF, call.args[0].value, types))
+            self.emit_record(idx, call.args[1:], types)
+        elif n == "print":
+            a0 = call.args[0]
+            if isinstance(a0, A.MapRef) and not a0.keys and self.t(a0) == Void():
+                extra = tuple(self._const(a) for a in call.args[1:])
+                idx = self.layout.action(Action(TAG_PRINT_MAP, "@" + a0.name, [], extra))
+                self.emit_record(idx, [], [])
+            elif isinstance(a0, A.Builtin) and a0.name == "args":
+                self.print_args(a0)
+            else:
+                t = self.t(a0)
+                if isinstance(t, Record):
+                    idx = self.layout.action(Action(TAG_PRINT_VALUE, "", [t]))
+                    self.emit_record(idx, [a0], [t])
+                else:
+                    idx = self.layout.action(Action(TAG_PRINT_VALUE, "", [t]))
+                    self.emit_record(idx, [a0], [t])
+        elif n == "exit":
+            idx = self.layout.action(Action(TAG_EXIT))
+            self.emit_record(idx, [], [])
+            e.ja(self.exit_label)
+        elif n in ("clear", "zero"):
+            idx = self.layout.action(Action(TAG_CLEAR if n == "clear" else TAG_ZERO, "@" + call.args[0].name))
+            self.emit_record(idx, [], [])
+        elif n == "time":
+            fmt = call.args[0].value if call.args else "%H:%M:%S\n"
+            idx = self.layout.action(Action(TAG_TIME, fmt))
+            self.emit_record(idx, [], [])
+        elif n == "delete":
+            ref = call.args[0]
+            m = self.layout.maps["@" + ref.name]
+            key = self.key(ref, m)
+            e.ld_map(1, self.fds[m.name])
+            self._ptr(2, key)
+            e.call("map_delete_elem")
+        elif n == "join":
+            idx = self.layout.action(Action(TAG_JOIN, call.args[1].value if len(call.args) > 1 else " "))
+            self.emit_join(idx, call.args[0])
+        elif n in ("system", "cat"):
+            types = [self.t(a) for a in call.args[1:]]
+            idx = self.layout.action(Action(TAG_SYSTEM if n == "system" else TAG_CAT, call.args[0].value, types))
+            self.emit_record(idx, call.args[1:], types)
+        elif n == "override":     # the probed function returns this instead of running (kprobe, --unsafe)
+            self.scalar(call.args[0])
+            e.mov_reg(2, 0)
+            e.mov_reg(1, 9)
+            e.call("override_return")
+        elif n == "signal":
+            a = call.args[0]
+            sig = _SIGNALS.get(a.value, 0) if isinstance(a, A.Str) else self._const(a)
+            e.mov_imm(1, sig)
+            e.call("send_signal")
+        else:
+            self.scalar_or_string(call)
+
+    def print_args(self, node: A.Builtin) -> None:
+        """print(args): the whole context record (tracepoint fields or function arguments)."""
+        tgt = self.c.target
+        fields = list(tgt.args.values())
+        types: list[Type] = [f.type for f in fields]
+        idx = self.layout.action(Action(TAG_PRINT_VALUE, "args", types, tuple(f.name for f in fields)))
+        size = 8 + sum(width(t) for t in types)
+        rec = self.f.region(size)
+        self.e.ld_imm64(0, idx)
+        self.e.stx(8, 8, rec, 0)
+        pos = rec + 8
+        for f in fields:
+            if isinstance(f.type, Str):
+                self.ctx_string(f, pos, f.type.size)
+                pos += _align8(f.type.size)
+            elif isinstance(f.type, Array):
+                self.e.mov_reg(0, 9)
+                self.e.alu_imm("add", 0, f.offset)
+                self.read_mem(pos, f.type.size, 0, False)
+                pos += width(f.type)
+            else:
+                self.ctx_load(f)
+                self.e.stx(8, 8, pos, 0)
+                pos += 8
+        self.output(rec, size)
+
+    def emit_record(self, idx: int, args: list[A.Expr], types: list[Type]) -> None:
+        """A ring-buffer record: u64 action index, then each argument (8 bytes, or its buffer)."""
+        size = 8 + sum(width(t) for t in types)
+        rec = self.f.region(size)
+        self.values_into(args, types, rec + 8)
+        self.e.ld_imm64(0, idx)
+        self.e.stx(8, 8, rec, 0)
+        self.output(rec, size)
+
+    def values_into(self, args: Sequence[A.Expr], types: Sequence[Type], pos: int) -> None:
+        """scratch[pos:] = each value in turn, each :func:`width` bytes: an output record's arguments,
+        a tuple's elements."""
+        for a, t in zip(args, types):
+            if is_buffer(t):
+                self.string_into(a, pos, t.size)
+            elif isinstance(t, (Record, Array)):
+                self.address(a)
+                self.read_mem(pos, t.size, 0, t.user)
+            else:
+                self.scalar(a)
+                self.e.stx(8, 8, pos, 0)
+                self.usym_pid(t, pos)
+            pos += width(t)
+
+    def tuple_element(self, node: A.Field) -> int:
+        """``$t.N``: the element's scratch offset; a tuple not in a variable is built into a region first.
+        The caller releases the region (``self.f.mark()`` before, ``release`` after)."""
+        t = self.t(node.expr)
+        assert isinstance(t, Tuple)
+        if isinstance(node.expr, A.Var):   # already in scratch: read it in place
+            return self.vars_get(node.expr) + t.offsets()[int(node.name)]
+        tmp = self.f.region(_align8(t.size))
+        self.string_into(node.expr, tmp, t.size)
+        return tmp + t.offsets()[int(node.name)]
+
+    def _is_tuple_field(self, node: A.Expr) -> bool:
+        return isinstance(node, A.Field) and isinstance(self.t(node.expr), Tuple)
+
+    def emit_join(self, idx: int, arr: A.Expr) -> None:
+        """join(argv): up to 16 user strings of 64 bytes from a char ** (execve's argv)."""
+        e = self.e
+        n, width = 16, 64
+        size = 8 + n * width
+        rec = self.f.region(size)
+        self.scalar(arr)
+        base = self.f.slot()
+        e.stx(8, 10, base, 0)
+        for i in range(n):
+            e.st(8, 8, rec + 8 + i * width, 0)
+        for i in range(n):
+            p = self.f.slot()
+            # p = argv[i]
+            e.mov_reg(1, 8)
+            e.alu_imm("add", 1, rec + 8 + i * width)   # temporarily read the pointer into the slot's buffer
+            e.mov_imm(2, 8)
+            e.ldx(8, 3, 10, base)
+            e.alu_imm("add", 3, 8 * i)
+            e.call("probe_read_user")
+            e.ldx(8, 3, 8, rec + 8 + i * width)
+            e.stx(8, 10, p, 3)
+            e.st(8, 8, rec + 8 + i * width, 0)
+            skip = e.label()
+            e.jmp_imm("jeq", 3, 0, skip)
+            e.mov_reg(1, 8)
+            e.alu_imm("add", 1, rec + 8 + i * width)
+            e.mov_imm(2, width)
+            e.call("probe_read_user_str")
+            e.place(skip)
+        e.ld_imm64(0, idx)
+        e.stx(8, 8, rec, 0)
+        self.output(rec, size)
+
+    def output(self, rec: int, size: int) -> None:
+        """ringbuf_output(rec); count a lost event when the ring is full."""
+        e = self.e
+        e.ld_map(1, self.fds["$ring"])
+        self._ptr(2, rec)
+        e.mov_imm(3, size)
+        e.mov_imm(4, 0)
+        e.call("ringbuf_output")
+        ok = e.label()
+        e.jmp_imm("jeq", 0, 0, ok)
+        e.ldx(8, 1, 8, LOST_OFF)
+        e.alu_imm("add", 1, 1)
+        e.stx(8, 8, LOST_OFF, 1)
+        e.place(ok)
+
+    # -- calls with values ----------------------------------------------------------------------
+
+    def call_value(self, node: A.Call) -> None:
+        e = self.e
+        n = node.name
+        t = self.t(node)
+        if n == "strftime":      # the nanoseconds; the format is the type's, applied when printed
+            self.scalar(node.args[1])
+            return
+        if n == "cgroup_path":   # the id; its paths are found when printed
+            self.scalar(node.args[0])
+            return
+        if n in ("ksym", "usym"):
+            self.scalar(node.args[0])
+            if n == "usym":
+                e.mov_reg(6, 0)
+                e.call("get_current_pid_tgid")
+                e.alu_imm("rsh", 0, 32)
+                slot = self.f.slot()
+                e.stx(8, 10, slot, 0)
+                e.mov_reg(0, 6)
+            return
+        if n == "kaddr":
+            from pycore.lang.check import kernel_address
+
+            addr = kernel_address(node.args[0].value)
+            if addr is None:
+                raise self.error(node, f"kaddr: no kernel symbol {node.args[0].value!r}")
+            e.ld_imm64(0, addr)
+            return
+        if n == "reg":
+            e.ldx(8, 0, 9, REGS[node.args[0].value])
+            return
+        if n in ("uptr", "kptr"):   # the same address; only its type says where it points
+            self.scalar(node.args[0])
+            return
+        if n == "bswap":   # a byte has no order to reverse: only the zero-extension
+            self.scalar(node.args[0])
+            if t.size == 1:
+                e.alu_imm("and", 0, 0xFF)
+            else:
+                e.bswap(0, 8 * t.size)
+            return
+        if n in ("kstack", "ustack"):
+            self.stack_id(n == "ustack", t.limit)
+            return
+        if n == "strncmp":
+            self.string_compare(node.args[0], node.args[1], True, self._const(node.args[2]))
+            return
+        if n == "strcontains":
+            self.strcontains(node.args[0], node.args[1])
+            return
+        if isinstance(t, Str):
+            raise self.error(node, f"{n}() is a string here")
+        raise self.error(node, f"{n}() has no value")
+
+
+_SIGNALS = {"SIGTERM": 15, "SIGKILL": 9, "SIGINT": 2, "SIGUSR1": 10, "SIGUSR2": 12, "SIGSTOP": 19,
+            "SIGCONT": 18, "SIGHUP": 1, "SIGQUIT": 3, "SIGABRT": 6}

@@ -1,0 +1,235 @@
+"""Lowering of map accesses: keys built in scratch, reads, writes, adds, aggregations, hist buckets.
+"""
+
+from __future__ import annotations
+
+from pycore.lang import ast as A
+from pycore.lang.check import MapInfo
+from pycore.lang.lower.layout import BPF_ANY, BPF_NOEXIST
+from pycore.lang.types import Int, Type, is_buffer, width
+
+
+class Maps:
+    """Map keys and values: plain hashes for ``@m = v``, per-CPU hashes for aggregations."""
+
+    def key(self, ref: A.MapRef, m: MapInfo, extra: int = 0) -> int:
+        """Build ``ref``'s key in scratch (plus ``extra`` trailing bytes); returns its offset."""
+        e = self.e
+        size = m.key_size + extra
+        off = self.f.region(size)
+        if not ref.keys:
+            e.st(8, 8, off, 0)
+            return off
+        pos = off
+        for k, kt in zip(ref.keys, m.keys or ()):
+            if is_buffer(kt):
+                self.string_into(k, pos, kt.size)
+            else:
+                self.scalar(k)
+                e.stx(8, 8, pos, 0)
+                self.usym_pid(kt, pos)
+            pos += width(kt)
+        return off
+
+    def usym_pid(self, t: Type, pos: int) -> None:
+        """After a usym address stored at scratch[pos], its process's pid (what names it at print time)."""
+        if isinstance(t, Int) and t.display == "usym":
+            self.e.call("get_current_pid_tgid")
+            self.e.alu_imm("rsh", 0, 32)
+            self.e.stx(8, 8, pos + 8, 0)
+
+    def _ptr(self, reg: int, off: int) -> None:
+        """reg = r8 + off (a pointer into scratch)."""
+        self.e.mov_reg(reg, 8)
+        if off:
+            self.e.alu_imm("add", reg, off)
+
+    def map_update(self, m: MapInfo, key: int, val: int, flags: int) -> None:
+        e = self.e
+        e.ld_map(1, self.fds[m.name])
+        self._ptr(2, key)
+        self._ptr(3, val)
+        e.mov_imm(4, flags)
+        e.call("map_update_elem")
+
+    def map_lookup(self, m: MapInfo, key: int) -> None:
+        e = self.e
+        e.ld_map(1, self.fds[m.name])
+        self._ptr(2, key)
+        e.call("map_lookup_elem")
+
+    def map_write_reg(self, ref: A.MapRef, m: MapInfo) -> None:
+        """@m[k] = r0."""
+        tmp = self.f.slot()
+        self.e.stx(8, 10, tmp, 0)
+        key = self.key(ref, m)
+        val = self.f.region(width(m.value) if m.value is not None else 8)
+        self.e.ldx(8, 0, 10, tmp)
+        self.e.stx(8, 8, val, 0)
+        if m.value is not None:
+            self.usym_pid(m.value, val)
+        self.map_update(m, key, val, BPF_ANY)
+
+    def map_read(self, ref: A.MapRef, m: MapInfo) -> None:
+        """r0 = @m[k], or 0 when absent."""
+        e = self.e
+        key = self.key(ref, m)
+        self.map_lookup(m, key)
+        done = e.label()
+        e.jmp_imm("jeq", 0, 0, done)
+        e.ldx(8, 0, 0, 0)
+        e.place(done)
+
+    def map_add(self, ref: A.MapRef, m: MapInfo, from_reg: bool) -> None:
+        """@m[k] += r0 (inserting r0 when absent); per-CPU maps need no atomics."""
+        e = self.e
+        tmp = self.f.slot()
+        e.stx(8, 10, tmp, 0)
+        key = self.key(ref, m)
+        self._add_at(m, key, tmp, 0)
+
+    def _add_at(self, m: MapInfo, key: int, delta_slot: int, word: int, nwords: int = 1,
+                init: list[tuple[int, int | None]] | None = None) -> None:
+        """value[word] += stack[delta_slot]; when the key is new, insert ``init`` words (slot or None: 0)."""
+        e = self.e
+        self.map_lookup(m, key)
+        have, done = e.label(), e.label()
+        e.jmp_imm("jne", 0, 0, have)
+        val = self.f.region(8 * nwords)
+        for i in range(nwords):
+            src = (init[i][1] if init else (delta_slot if i == word else None))
+            if src is None:
+                e.st(8, 8, val + 8 * i, 0)
+            else:
+                e.ldx(8, 1, 10, src)
+                e.stx(8, 8, val + 8 * i, 1)
+        self.map_update(m, key, val, BPF_NOEXIST)
+        e.ja(done)
+        e.place(have)
+        e.ldx(8, 1, 0, 8 * word)
+        e.ldx(8, 2, 10, delta_slot)
+        e.alu_reg("add", 1, 2)
+        e.stx(8, 0, 8 * word, 1)
+        e.place(done)
+
+    def aggregate(self, ref: A.MapRef, m: MapInfo, call: A.Call) -> None:
+        e = self.e
+        n = call.name
+        if n == "count":
+            e.mov_imm(0, 1)
+            self.map_add(ref, m, True)
+            return
+        self.scalar(call.args[0])
+        v = self.f.slot()
+        e.stx(8, 10, v, 0)
+        if n == "sum":
+            key = self.key(ref, m)
+            self._add_at(m, key, v, 0)
+        elif n in ("avg", "stats"):
+            one = self.f.slot()
+            e.st(8, 10, one, 1)
+            key = self.key(ref, m)
+            # value: [count, total]
+            self._add_at(m, key, one, 0, 2, [(0, one), (1, v)])
+            self._add_existing(m, key, v, 1)
+        elif n in ("min", "max"):
+            key = self.key(ref, m)
+            self.map_lookup(m, key)
+            have, done, store = e.label(), e.label(), e.label()
+            e.jmp_imm("jne", 0, 0, have)
+            val = self.f.region(16)
+            e.ldx(8, 1, 10, v)
+            e.stx(8, 8, val, 1)
+            e.st(8, 8, val + 8, 1)
+            self.map_update(m, key, val, BPF_ANY)
+            e.ja(done)
+            e.place(have)
+            e.ldx(8, 1, 10, v)
+            e.ldx(8, 2, 0, 8)           # set?
+            e.jmp_imm("jeq", 2, 0, store)
+            e.ldx(8, 2, 0, 0)
+            # keep the old value unless the new one is smaller (min) / larger (max): signed, as bpftrace
+            e.jmp_reg("jsge" if n == "min" else "jsle", 1, 2, done)
+            e.place(store)
+            e.stx(8, 0, 0, 1)
+            e.st(8, 0, 8, 1)
+            e.place(done)
+        elif n in ("hist", "lhist"):
+            e.ldx(8, 0, 10, v)
+            if n == "hist":
+                self.log2_bucket()
+            else:
+                lo, hi, step = m.lhist
+                self.linear_bucket(lo, hi, step)
+            b = self.f.slot()
+            e.stx(8, 10, b, 0)
+            key = self.key(ref, m, extra=8)
+            e.ldx(8, 0, 10, b)
+            e.stx(8, 8, key + m.key_size, 0)
+            one = self.f.slot()
+            e.st(8, 10, one, 1)
+            self._add_at(m, key, one, 0)
+        else:
+            raise self.error(call, f"{n}() is not supported here")
+
+    def _add_existing(self, m: MapInfo, key: int, delta_slot: int, word: int) -> None:
+        """value[word] += delta, only when the key exists (its insert already counted it)."""
+        e = self.e
+        # the insert path of _add_at stored [1, v]; an existing entry got count += 1 only
+        # so add v to the total here when the entry existed before: look it up again
+        self.map_lookup(m, key)
+        done = e.label()
+        e.jmp_imm("jeq", 0, 0, done)
+        e.ldx(8, 1, 0, 0)
+        e.jmp_imm("jeq", 1, 1, done)     # count == 1: just inserted with its total
+        e.ldx(8, 1, 0, 8 * word)
+        e.ldx(8, 2, 10, delta_slot)
+        e.alu_reg("add", 1, 2)
+        e.stx(8, 0, 8 * word, 1)
+        e.place(done)
+
+    def log2_bucket(self) -> None:
+        """r0 = hist bucket of r0: 0 negative, 1 zero, 2 + floor(log2 v) above."""
+        e = self.e
+        neg, zero, done = e.label(), e.label(), e.label()
+        e.jmp_imm("jslt", 0, 0, neg)
+        e.jmp_imm("jeq", 0, 0, zero)
+        e.mov_imm(1, 0)             # r1 = floor(log2 v), by halving steps
+        for shift in (32, 16, 8, 4, 2, 1):
+            skip = e.label()
+            e.mov_reg(2, 0)
+            e.alu_imm("rsh", 2, shift)
+            e.jmp_imm("jeq", 2, 0, skip)
+            e.mov_reg(0, 2)
+            e.alu_imm("add", 1, shift)
+            e.place(skip)
+        e.mov_reg(0, 1)
+        e.alu_imm("add", 0, 2)
+        e.ja(done)
+        e.place(neg)
+        e.mov_imm(0, 0)
+        e.ja(done)
+        e.place(zero)
+        e.mov_imm(0, 1)
+        e.place(done)
+
+    def linear_bucket(self, lo: int, hi: int, step: int) -> None:
+        """r0 = lhist bucket of r0: 0 below lo, 1 + (v - lo) / step inside, the last at hi and up."""
+        e = self.e
+        below, above, done = e.label(), e.label(), e.label()
+        e.ld_imm64(1, lo)
+        e.jmp_reg("jslt", 0, 1, below)
+        e.ld_imm64(1, hi)
+        e.jmp_reg("jsge", 0, 1, above)
+        e.ld_imm64(1, lo)
+        e.alu_reg("sub", 0, 1)
+        e.ld_imm64(1, step)
+        e.alu_reg("div", 0, 1)
+        e.alu_imm("add", 0, 1)
+        e.ja(done)
+        e.place(below)
+        e.mov_imm(0, 0)
+        e.ja(done)
+        e.place(above)
+        e.mov_imm(0, (hi - lo) // step + 1)
+        e.place(done)

@@ -1,0 +1,421 @@
+"""Lowering of values wider than a register, written into a scratch region: strings, inet/mac/buf
+values, aggregates copied whole, tuples; comparisons of their bytes.
+"""
+
+from __future__ import annotations
+
+import struct
+
+from pycore.lang import ast as A
+from pycore.lang.check import is_literal
+from pycore.lang.lower.layout import _align8
+from pycore.lang.probes import CtxField
+from pycore.lang.types import Array, Inet, Int, Ptr, Str, is_aggregate, width
+
+
+class Strings:
+    """Values built into scratch regions (zeroed first, so keys built from them hash alike)."""
+
+    def strcontains(self, hay: A.Expr, needle: A.Expr) -> None:
+        """r0 = 1 when ``needle`` occurs in ``hay`` (both up to their first NUL), else 0.
+
+        The haystack is built in scratch and searched at each position, a
+        bounded loop unrolled (bpftrace does the same in LLVM IR); a literal
+        needle is compared as immediates, another one read from scratch.
+        """
+        e = self.e
+        ht, nt = self.t(hay), self.t(needle)
+        a = self.f.region(ht.size)
+        self.string_into(hay, a, ht.size)
+        literal = needle.value.encode() if isinstance(needle, A.Str) else None
+        if literal == b"":
+            e.mov_imm(0, 1)                           # the empty string is in every string
+            return
+        if literal is not None and len(literal) > ht.size - 1:
+            e.mov_imm(0, 0)                           # longer than any string the haystack can hold
+            return
+        if literal is None:
+            b = self.f.region(nt.size)
+            self.string_into(needle, b, nt.size)
+        found, done, end = e.label(), e.label(), e.label()
+        for i in range(ht.size):
+            miss = e.label()
+            if literal is not None:
+                if len(literal) > ht.size - 1 - i:
+                    break                             # cannot fit before the buffer's last byte
+                for j, ch in enumerate(literal):
+                    e.ldx(1, 1, 8, a + i + j)
+                    e.jmp_imm("jne", 1, ch, miss)
+                e.ja(found)
+            else:
+                for j in range(min(nt.size, ht.size - i)):
+                    e.ldx(1, 2, 8, b + j)
+                    e.jmp_imm("jeq", 2, 0, found)    # the whole needle matched
+                    e.ldx(1, 1, 8, a + i + j)
+                    e.jmp_reg("jne", 1, 2, miss)
+                if nt.size <= ht.size - i:
+                    e.ja(found)                       # a needle as long as its buffer matched
+            e.place(miss)
+            e.ldx(1, 1, 8, a + i)
+            e.jmp_imm("jeq", 1, 0, done)            # the haystack ended: not found
+        e.place(done)
+        e.mov_imm(0, 0)
+        e.ja(end)
+        e.place(found)
+        e.mov_imm(0, 1)
+        e.place(end)
+
+    def inet_into(self, node: A.Expr, dst: int) -> None:
+        """scratch[dst:dst+24] = an inet value: the address family, then the address bytes (bpftrace's
+        layout); or a mac value (family 0, then six bytes); or a buffer (its length, then its bytes)."""
+        e = self.e
+        size = _align8(self.t(node).size)
+        for i in range(0, size, 8):
+            e.st(8, 8, dst + i, 0)
+        if isinstance(node, A.Call) and node.name == "buf":
+            self.buf_call(node, dst)
+            return
+        if isinstance(node, A.Tuple):
+            self.values_into(node.elems, [self.t(x) for x in node.elems], dst)
+            return
+        if self._is_tuple_field(node):
+            self.copy_tuple_element(node, dst, size)
+            return
+        if isinstance(node, A.Call) and node.name == "macaddr":
+            arg = node.args[0]
+            at = self.t(arg)
+            if isinstance(at, Ptr):
+                self.scalar(arg)
+            else:
+                self.address(arg)
+            self.read_mem(dst + 8, 6, 0, getattr(at, "user", False) or self._user(arg))
+            return
+        if isinstance(node, A.Call) and node.name == "ntop":
+            arg = node.args[-1]
+            at = self.t(arg)
+            if len(node.args) == 2:
+                self.scalar(node.args[0])
+                e.stx(8, 8, dst, 0)
+            else:
+                e.st(8, 8, dst, 10 if isinstance(at, (Str, Array)) and at.size == 16 else 2)  # AF_INET6 / AF_INET
+            if isinstance(at, (Int, Ptr)):
+                self.scalar(arg)
+                e.stx(4, 8, dst + 8, 0)                 # the low 32 bits, as bpftrace stores them
+            elif isinstance(at, Array):
+                self.aggregate_into(arg, dst + 8, at.size)
+            else:
+                self.address(arg)
+                self.read_mem(dst + 8, at.size, 0, getattr(at, "user", False) or self._user(arg))
+            return
+        if isinstance(node, A.Ternary):
+            other, done = e.label(), e.label()
+            self.scalar(node.cond)
+            e.jmp_imm("jeq", 0, 0, other)
+            self.inet_into(node.then, dst)
+            e.ja(done)
+            e.place(other)
+            self.inet_into(node.else_, dst)
+            e.place(done)
+            return
+        if isinstance(node, A.Var):
+            home = self.vars_get(node)
+            for i in range(0, size, 8):
+                e.ldx(8, 1, 8, home + i)
+                e.stx(8, 8, dst + i, 1)
+            return
+        if isinstance(node, A.MapRef):
+            m = self.layout.maps["@" + node.name]
+            key = self.key(node, m)
+            self.map_lookup(m, key)
+            done = e.label()
+            e.jmp_imm("jeq", 0, 0, done)
+            for i in range(0, size, 8):
+                e.ldx(8, 1, 0, i)
+                e.stx(8, 8, dst + i, 1)
+            e.place(done)
+            return
+        raise self.error(node, "an inet value comes from ntop(), a mac value from macaddr(), a buffer from buf(), "
+                               "a tuple from (a, b, ...)")
+
+    def copy_tuple_element(self, node: A.Field, dst: int, size: int) -> None:
+        """scratch[dst:dst+size] = a string, inet or tuple element of a tuple."""
+        e = self.e
+        mark = self.f.mark()
+        pos = self.tuple_element(node)
+        for i in range(0, _align8(min(size, self.t(node).size)), 8):
+            e.ldx(8, 1, 8, pos + i)
+            e.stx(8, 8, dst + i, 1)
+        self.f.release(mark)
+
+    def buf_call(self, node: A.Call, dst: int) -> None:
+        """scratch[dst:] = buf(data[, length]): the length read (8 bytes), then that many bytes.
+
+        The length is the array's size, or the constant given, or the expression's value clamped to
+        0..STRING_SIZE (so the verifier can bound the read), and never more than a string's or an
+        array's own size; a string is read from where it is built."""
+        e = self.e
+        arg = node.args[0]
+        at = self.t(arg)
+        cap = self.t(node).size - 8
+        if isinstance(at, (Str, Array)):
+            cap = min(cap, at.size)    # never past the string or array (bpftrace 0.17 reads on)
+        if len(node.args) == 1:
+            length: int | None = cap
+        elif is_literal(node.args[1]):
+            length = min(self._const(node.args[1]), cap)
+        else:
+            length = None
+            self.scalar(node.args[1])
+            ok = e.label()
+            e.jmp_imm("jle", 0, cap, ok)     # unsigned: a negative length is cap too
+            e.mov_imm(0, cap)
+            e.place(ok)
+            e.stx(8, 8, dst, 0)
+        if length is not None:
+            e.st(8, 8, dst, length)
+        mark = self.f.mark()
+        user = False
+        if isinstance(at, Str):
+            tmp = self.f.region(at.size)
+            self.string_into(arg, tmp, at.size)
+            e.mov_reg(0, 8)
+            e.alu_imm("add", 0, tmp)
+        elif isinstance(at, Ptr):
+            self.scalar(arg)
+            user = at.user
+        else:
+            self.address(arg)
+            user = self._user(arg)
+        e.mov_reg(3, 0)
+        e.mov_reg(1, 8)
+        e.alu_imm("add", 1, dst + 8)
+        if length is None:
+            # the length stored above, clamped again: a value loaded from the scratch map is
+            # unbounded to the verifier, and the read's size must be bounded
+            e.ldx(8, 2, 8, dst)
+            ok = e.label()
+            e.jmp_imm("jle", 2, cap, ok)
+            e.mov_imm(2, cap)
+            e.place(ok)
+        else:
+            e.mov_imm(2, length)
+        e.call("probe_read_user" if user else "probe_read_kernel")
+        self.f.release(mark)
+
+    # strings
+
+    def string_into(self, node: A.Expr, dst: int, size: int) -> None:
+        """scratch[dst:dst+size] = the string ``node``, NUL-terminated and zero-padded."""
+        e = self.e
+        t = self.t(node)
+        if isinstance(t, Inet):
+            self.inet_into(node, dst)
+            return
+        for i in range(0, _align8(size), 8):
+            e.st(8, 8, dst + i, 0)
+        if self._is_tuple_field(node):
+            self.copy_tuple_element(node, dst, size)
+            if size < _align8(t.size) and not is_aggregate(t):
+                e.st(1, 8, dst + size - 1, 0)
+            return
+        if is_aggregate(t) and not isinstance(node, A.Var):
+            self.aggregate_into(node, dst, min(size, t.size))
+            return
+        if isinstance(node, A.Str) or (isinstance(node, A.Positional)):
+            if isinstance(node, A.Str):
+                data = node.value.encode()
+            else:
+                from pycore.lang.check import Checker
+
+                data = Checker(lambda: None, self.params).positional_text(node).encode()
+            data = data[: size - 1]
+            for i in range(0, len(data), 8):
+                chunk = data[i:i + 8].ljust(8, b"\0")
+                e.ld_imm64(1, struct.unpack("<q", chunk)[0])
+                e.stx(8, 8, dst + i, 1)
+            return
+        if isinstance(node, A.Builtin) and node.name == "comm":
+            e.mov_reg(1, 8)
+            e.alu_imm("add", 1, dst)
+            e.mov_imm(2, min(16, size))
+            e.call("get_current_comm")
+            return
+        if isinstance(node, A.Builtin) and node.name in ("func", "probe"):
+            text = self.c.target.func if node.name == "func" else self.c.target.probe
+            data = text.encode()[: size - 1]
+            for i in range(0, len(data), 8):
+                e.ld_imm64(1, struct.unpack("<q", data[i:i + 8].ljust(8, b"\0"))[0])
+                e.stx(8, 8, dst + i, 1)
+            return
+        if isinstance(node, A.Var):
+            home = self.vars_get(node)
+            for i in range(0, min(_align8(t.size), _align8(size)), 8):
+                e.ldx(8, 1, 8, home + i)
+                e.stx(8, 8, dst + i, 1)
+            if size < _align8(t.size):
+                e.st(1, 8, dst + size - 1, 0)
+            return
+        if isinstance(node, A.MapRef):
+            m = self.layout.maps["@" + node.name]
+            key = self.key(node, m)
+            self.map_lookup(m, key)
+            done = e.label()
+            e.jmp_imm("jeq", 0, 0, done)
+            e.mov_reg(3, 0)
+            e.mov_reg(1, 8)
+            e.alu_imm("add", 1, dst)
+            e.mov_imm(2, min(size, m.value.size))
+            e.call("probe_read_kernel_str")
+            e.place(done)
+            return
+        if isinstance(node, A.Ternary):
+            other, done = e.label(), e.label()
+            self.scalar(node.cond)
+            e.jmp_imm("jeq", 0, 0, other)
+            self.string_into(node.then, dst, size)
+            e.ja(done)
+            e.place(other)
+            self.string_into(node.else_, dst, size)
+            e.place(done)
+            return
+        if isinstance(node, A.Call) and node.name == "str":
+            self.str_call(node, dst, size)
+            return
+        if isinstance(node, A.Call) and node.name == "path":
+            # bpf_d_path(path, buf, size): the kernel writes the path, NUL-terminated
+            arg = node.args[0]
+            if isinstance(self.t(arg), Ptr):
+                self.scalar(arg)
+            else:
+                self.address(arg)
+            e.mov_reg(1, 0)
+            e.mov_reg(2, 8)
+            e.alu_imm("add", 2, dst)
+            e.mov_imm(3, size)
+            e.call("d_path")
+            return
+        if isinstance(node, A.Field) and isinstance(node.expr, A.Builtin) and node.expr.name == "args":
+            f = self.c.target.args[node.name]
+            self.ctx_string(f, dst, size)
+            return
+        if isinstance(t, Str):
+            # a char array in memory (a struct field): copy it
+            self.address(node)
+            e.mov_reg(3, 0)
+            e.mov_reg(1, 8)
+            e.alu_imm("add", 1, dst)
+            e.mov_imm(2, size)
+            e.call("probe_read_user_str" if self._user(node) else "probe_read_kernel_str")
+            return
+        raise self.error(node, f"{t} is not a string")
+
+    def aggregate_into(self, node: A.Expr, dst: int, size: int) -> None:
+        """scratch[dst:dst+size] = a struct or array value, byte for byte: from a map's value, from either
+        side of a ternary, else from where it lives in memory (kernel or user, as it was reached)."""
+        e = self.e
+        if id(node) in self.c.blobs:      # known when checked: pton()'s bytes
+            self.bytes_into(self.c.blobs[id(node)][:size], dst)
+            return
+        if isinstance(node, A.Var):
+            home = self.vars_get(node)
+            for i in range(0, _align8(size), 8):
+                e.ldx(8, 1, 8, home + i)
+                e.stx(8, 8, dst + i, 1)
+            return
+        if isinstance(node, A.MapRef):
+            m = self.layout.maps["@" + node.name]
+            key = self.key(node, m)
+            self.map_lookup(m, key)
+            done = e.label()
+            e.jmp_imm("jeq", 0, 0, done)
+            self.read_mem(dst, size, 0, False)
+            e.place(done)
+            return
+        if isinstance(node, A.Ternary):
+            other, done = e.label(), e.label()
+            self.scalar(node.cond)
+            e.jmp_imm("jeq", 0, 0, other)
+            self.aggregate_into(node.then, dst, size)
+            e.ja(done)
+            e.place(other)
+            self.aggregate_into(node.else_, dst, size)
+            e.place(done)
+            return
+        self.address(node)
+        self.read_mem(dst, size, 0, self._user(node))
+
+    def bytes_into(self, data: bytes, dst: int) -> None:
+        """scratch[dst:] = constant bytes, eight at a time (the rest of the last word zero)."""
+        for i in range(0, len(data), 8):
+            self.e.ld_imm64(1, struct.unpack("<q", data[i:i + 8].ljust(8, b"\0"))[0])
+            self.e.stx(8, 8, dst + i, 1)
+
+    def bytes_equal(self, left: A.Expr, right: A.Expr, negate: bool) -> None:
+        """r0 = (left == right) over every byte: arrays, structs and buffers, as bpftrace compares them."""
+        e = self.e
+        t = self.t(left)
+        size = width(t)
+        mark = self.f.mark()
+        a, b = self.f.region(size), self.f.region(size)
+        self.string_into(left, a, t.size)
+        self.string_into(right, b, t.size)
+        differ, done = e.label(), e.label()
+        for off in range(0, size, 8):
+            e.ldx(8, 1, 8, a + off)
+            e.ldx(8, 2, 8, b + off)
+            e.jmp_reg("jne", 1, 2, differ)
+        e.mov_imm(0, 0 if negate else 1)
+        e.ja(done)
+        e.place(differ)
+        e.mov_imm(0, 1 if negate else 0)
+        e.place(done)
+        self.f.release(mark)
+
+    def ctx_string(self, f: CtxField, dst: int, size: int) -> None:
+        """A string field of the context: a tracepoint char array, or a __data_loc string."""
+        e = self.e
+        if f.data_loc:
+            e.ldx(4, 3, 9, f.offset)
+            e.ld_imm64(1, 0xFFFF)
+            e.alu_reg("and", 3, 1)
+            e.alu_reg("add", 3, 9)
+        else:
+            e.mov_reg(3, 9)
+            e.alu_imm("add", 3, f.offset)
+        e.mov_reg(1, 8)
+        e.alu_imm("add", 1, dst)
+        e.mov_imm(2, min(size, f.type.size) if not f.data_loc else size)
+        e.call("probe_read_kernel_str")
+
+    def str_call(self, node: A.Call, dst: int, size: int) -> None:
+        """str(ptr[, n]): a NUL-terminated string read from kernel or user memory."""
+        e = self.e
+        arg = node.args[0]
+        at = self.t(arg)
+        if isinstance(at, Str):
+            self.string_into(arg, dst, size)
+            return
+        limit = size
+        if len(node.args) == 2 and not isinstance(node.args[1], (A.Int, A.Positional)):
+            self.scalar(node.args[1])
+            lim = self.f.slot()
+            e.alu_imm("add", 0, 1)
+            e.stx(8, 10, lim, 0)
+        else:
+            lim = None
+        self.scalar(arg)
+        e.mov_reg(3, 0)
+        e.mov_reg(1, 8)
+        e.alu_imm("add", 1, dst)
+        if lim is not None:
+            e.ldx(8, 2, 10, lim)
+            clamp, ok = e.label(), e.label()
+            e.jmp_imm("jgt", 2, limit, clamp)
+            e.jmp_imm("jgt", 2, 0, ok)
+            e.place(clamp)
+            e.mov_imm(2, limit)
+            e.place(ok)
+        else:
+            e.mov_imm(2, limit)
+        user = getattr(at, "user", False)
+        e.call("probe_read_user_str" if user else ("probe_read_kernel_str" if isinstance(at, Ptr) and at.spec else "probe_read_str"))
