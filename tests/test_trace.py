@@ -1016,10 +1016,11 @@ def test_pton_like_bpftrace(tmp_path):
     script = tmp_path / "conn.py"
     script.write_text("import socket\ns = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen()\n"
                       "c = socket.create_connection(s.getsockname()); c.close()\n")
-    program = ('tracepoint:sock:inet_sock_set_state /pid == cpid/ { @lo[args->saddr == pton("127.0.0.1")] = count(); '
-               '@other[args->saddr != pton("127.0.0.2")] = count(); }')
+    # keys only (a state change in softirq context may count under the -c pid or not, run to run)
+    program = ('tracepoint:sock:inet_sock_set_state /pid == cpid/ { @lo[args->saddr == pton("127.0.0.1")] = 1; '
+               '@other[args->saddr != pton("127.0.0.2")] = 1; }')
     ours = same_as_bpftrace(program, "-c", f"{sys.executable} {script}")
-    assert '"@lo": {"1": ' in ours and '"0": ' not in ours
+    assert '"@lo": {"1": 1}' in ours and '"0": ' not in ours
     bad = pycore("-e", 'BEGIN { print(pton("nope")); }')
     assert bad.returncode == 2 and "expects an IPv4/IPv6 address" in bad.stderr
 
