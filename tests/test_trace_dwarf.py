@@ -154,14 +154,17 @@ def test_libc_getaddrinfo_args_with_libc6_dbg(tmp_path):
     assert _libc_debug(), "libc6-dbg is installed by ./dev.sh"
     (tmp_path / "gai.c").write_text(
         '#include <netdb.h>\n#include <stdio.h>\n#include <string.h>\n'
-        'int main(int argc, char **argv) { char port[8]; strcpy(port, "80"); struct addrinfo *res;'
-        ' int rc = getaddrinfo(argv[1], port, NULL, &res); if (rc == 0) freeaddrinfo(res); return 0; }\n')
+        'int main(int argc, char **argv) { char port[8]; strcpy(port, "80"); struct addrinfo *res, hints;'
+        ' memset(&hints, 0, sizeof hints); hints.ai_flags = AI_CANONNAME; hints.ai_socktype = SOCK_STREAM;'
+        ' int rc = getaddrinfo(argv[1], port, &hints, &res); if (rc == 0) freeaddrinfo(res); return 0; }\n')
     exe = str(tmp_path / "gai")
     subprocess.run(["gcc", "-o", exe, str(tmp_path / "gai.c")], check=True)
-    r = trace("-f", "json", "-e", 'uprobe:libc:getaddrinfo { printf("%s %s %d\\n", str(args.name), '
-                                  'str(args.service), args.hints == 0); }', "-c", f"{exe} localhost")
+    r = trace("-f", "json", "-e", 'uprobe:libc:getaddrinfo { printf("%s %s %d %d %d\\n", str(args.name), '
+                                  'str(args.service), args.hints->ai_flags, args.hints->ai_socktype, '
+                                  '((struct addrinfo *)arg2)->ai_flags); }', "-c", f"{exe} localhost")
     assert r.returncode == 0, r.stderr
-    assert [json.loads(x)["data"] for x in r.stdout.splitlines() if '"printf"' in x] == ["localhost 80 1\n"]
+    # AI_CANONNAME is 2, SOCK_STREAM 1; the cast finds struct addrinfo in getaddrinfo's own unit of libc's DWARF
+    assert [json.loads(x)["data"] for x in r.stdout.splitlines() if '"printf"' in x] == ["localhost 80 2 1 2\n"]
 
 
 def test_no_dwarf_says_so_and_where_types_were_looked_for(prog, tmp_path):

@@ -130,7 +130,9 @@ class Types:
                 from pycore.errors import ElfError
 
                 try:
-                    found = dbg.named(word if word in kinds and rest else "typedef", plain)
+                    # the probed function's own unit first: no whole-file index of a big library
+                    symbol = c.target.probe.rsplit(":", 1)[-1].split("+", 1)[0] if c.target.kind != "usdt" else None
+                    found = dbg.named(word if word in kinds and rest else "typedef", plain, near=symbol)
                 except ElfError as err:
                     raise self.error(node, str(err)) from None
                 if found:
