@@ -276,6 +276,61 @@ def test_index_cache(tmp_path, base, monkeypatch):
         assert dbg.named("struct", "Req") is not None
 
 
+def _functions_seen(dbg) -> tuple[list, int]:  # noqa: ANN001
+    fmt, out = CFormatter(), []
+    for name in ("handle", "f2", "f1", "main", "no_such"):
+        fn = dbg.function(name)
+        out.append(None if fn is None else (
+            [(n, i, fmt.declaration(fn.spec.type(i), n)) for n, i in fn.params], fn.ret, fn.variadic))
+    return out, len(dbg.spec)
+
+
+def test_function_cache(tmp_path, base, monkeypatch):
+    """A function's parameters are kept by build id: a later run reads them back without opening
+    the DWARF, and writes the same types with the same ids as a run that read it."""
+    exe, _ = _build(tmp_path, BPFTRACE_C, ["-g"])
+    monkeypatch.setenv("PYCORE_CACHE_DIR", "off")
+    with DebugInfo.open(exe, base) as dbg:
+        want = _functions_seen(dbg)
+    assert want[0][0][0][0][2] == "req_t *r" and want[0][4] is None
+    monkeypatch.setenv("PYCORE_CACHE_DIR", str(tmp_path / "cache"))
+    with DebugInfo.open(exe, base) as dbg:
+        assert _functions_seen(dbg) == want
+        fn_dir = cache_path(dbg._key + ".fn").removesuffix(".json")
+    entries = sorted(os.listdir(fn_dir))
+    assert len(entries) == 5
+    with DebugInfo.open(exe, base) as dbg:
+        dbg._function_die = None                  # read back, not looked up
+        assert _functions_seen(dbg) == want
+        assert dbg._dwarf is None and dbg._files is None
+    with DebugInfo.open(exe, base) as dbg:       # a type the cached entries wrote is not written again
+        dbg.function("handle")
+        n = len(dbg.spec)
+        assert dbg.spec.type(dbg.named("struct", "Req")).name == "Req" and len(dbg.spec) == n
+    import json
+
+    for i, name in enumerate(entries):            # damaged entries are recomputed
+        path = os.path.join(fn_dir, name)
+        if i % 2:
+            with open(path, "w") as f:
+                f.write("{not json")
+            continue
+        with open(path) as f:
+            data = json.load(f)
+        data["entry"] = {"names": ["x"], "variadic": False,
+                         "types": {"ids": [7, 9], "records": [["ptr", [3]]], "memo": [], "index": 0}}
+        with open(path, "w") as f:
+            json.dump(data, f)
+    with DebugInfo.open(exe, base) as dbg:
+        assert _functions_seen(dbg) == want
+    with DebugInfo.open(exe, base) as dbg:
+        dbg._function_die = None                  # and kept again
+        assert _functions_seen(dbg) == want
+    monkeypatch.setenv("PYCORE_CACHE_DIR", "/proc/version/cache")   # cannot be written
+    with DebugInfo.open(exe, base) as dbg:
+        assert _functions_seen(dbg) == want
+
+
 def _bpftrace_lv(pattern: str) -> list[str]:
     out = subprocess.run([BPFTRACE, "-lv", pattern], capture_output=True, text=True, check=True).stdout
     return out.splitlines()

@@ -54,6 +54,8 @@ def exercise(path: Path) -> None:
     """Everything a listing or an attach reads from the file."""
     from pycore.elf import symbols as elfsyms
     from pycore.elf.cpython import PythonBinary, layout_for
+    from pycore.elf.debugfile import build_id, debug_file
+    from pycore.elf.sections import Sections
     from pycore.elf.usdt import UsdtFile
 
     with time_limit():
@@ -81,6 +83,16 @@ def exercise(path: Path) -> None:
             layout_for(PythonBinary(str(path)))
         except ElfError:
             pass
+        try:                                    # the struct reader of section headers (pycore.elf.dwarf's open)
+            with Sections(str(path)) as s:
+                build_id(s)
+                debug_file(s, str(path), debug_dir=str(path.parent / "no-debug-dir"))
+                for name in (".symtab", ".debug_info", ".gnu_debuglink", ".note.gnu.build-id"):
+                    sec = s.get_section_by_name(name)
+                    if sec is not None:
+                        sec.data()
+        except ElfError:
+            pass
 
 
 def test_seeds_are_read(seeds, tmp_path):
@@ -95,6 +107,10 @@ def test_seeds_are_read(seeds, tmp_path):
     (tmp_path / "b").write_bytes(seeds["small"])
     assert "work" in {fn.name for fn in elfsyms.functions(str(tmp_path / "b"))}
     assert PythonBinary(str(tmp_path / "b")).version == (3, 11, 2)
+    from pycore.elf.sections import Sections
+
+    with Sections(str(tmp_path / "b")) as s:
+        assert s.get_section_by_name(".symtab")["sh_type"] == "SHT_SYMTAB" and s.get_section_by_name(".symtab").data()
 
 
 @pytest.mark.parametrize("seed", ["usdt-passwd", "small"])

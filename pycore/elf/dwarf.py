@@ -40,6 +40,15 @@ bpftrace's parameter lines), kept on disk by build id beside pycore's BTF
 index cache (:func:`cache_path`; a read-only or absent cache only means the
 pass runs again).  The pass keeps one unit in memory at a time: 30 MB peak.
 
+A function's parameters, once found, are kept there too, a file per function
+under the same key: the BTF records of the types they reach, and the DIE
+offsets those came from (:func:`pycore.elf.dwarfbtf.record_types`).  A later
+run replays them into its converter (types a run already wrote are shared,
+by DIE offset, as a conversion shares them) and reads no DWARF at all: the
+files are opened with pyelftools only when a call needs the DWARF, and
+:meth:`DebugInfo.open` reads section headers with struct
+(:mod:`pycore.elf.sections`).
+
 Damaged DWARF is an :class:`~pycore.errors.ElfError`, never another
 exception (tests/test_dwarf_fuzz.py).
 """
@@ -55,8 +64,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from pycore.elf.debugfile import build_id, debug_file
-from pycore.elf.dwarfbtf import BtfConverter, attr_int, bpftrace_type_name, children, die_name, integrated, type_of
+from pycore.elf.dwarfbtf import (BtfConverter, attr_int, bpftrace_type_name, children, die_name, integrated,
+                                  record_types, type_of)
 from pycore.elf.file import ElfFile
+from pycore.elf.sections import Sections
 from pycore.errors import ElfError
 
 TYPE_CHECKING = False
@@ -66,6 +77,8 @@ if TYPE_CHECKING:
 __all__ = ["DebugInfo", "FunctionTypes", "cache_path", "dwarf_errors"]
 
 CACHE_FORMAT = 1
+FUNCTION_FORMAT = 1
+_MISSING = object()
 # Up to this many functions are looked up one by one (their units only);
 # more, and the whole-file index is built (or read from the cache) instead.
 FEW_FUNCTIONS = 24
@@ -124,12 +137,14 @@ class FunctionTypes:
 class DebugInfo:
     """The DWARF of one binary (see the module's docstring); ``close()`` it, or use ``with``."""
 
-    def __init__(self, path: str, dwarf_path: str, files: list[ElfFile], dwarf, base: Spec | None) -> None:  # noqa: ANN001
+    def __init__(self, path: str, dwarf_path: str, base: Spec | None, little_endian: bool = True) -> None:
         self.path = path
         self.dwarf_path = dwarf_path
-        self._files = files
-        self._dw = dwarf
+        self._files: list[ElfFile] | None = None     # opened with pyelftools on first need
+        self._dwarf = None
+        self._little = little_endian
         self._base = base
+        self._fn_dir: str | None = None
         self._symbols: dict[str, int] | None = None
         self._index: dict | None = None
         self._key: str | None = None
@@ -144,41 +159,57 @@ class DebugInfo:
     def open(cls, path: str, base: Spec | None = None) -> DebugInfo | None:
         """The DWARF of ``path`` (its own or its debug file's), None when there
         is none; ``base``: the spec the BTF is split on (needed by :meth:`function`,
-        :meth:`named` and :attr:`spec`, not by :meth:`params_text`)."""
-        f = ElfFile(path)
-        files = [f]
+        :meth:`named` and :attr:`spec`, not by :meth:`params_text`).  Only section
+        headers are read here (with struct); the DWARF when a call needs it."""
+        files = [Sections(path)]
         try:
             with dwarf_errors(path):
-                holder, where = f, path
-                if not _has_dwarf(f):
-                    found = debug_file(f.elf, path)
+                holder, where = files[0], path
+                if not _has_dwarf(holder):
+                    found = debug_file(holder, path)
                     if found is None:
-                        f.close()
                         return None
-                    holder = ElfFile(found)
+                    holder = Sections(found)
                     files.append(holder)
                     where = found
                     if not _has_dwarf(holder):
-                        for x in files:
-                            x.close()
                         return None
             with dwarf_errors(where):
-                _skip_unused_sections(holder.elf)
-                dw = holder.elf.get_dwarf_info(relocate_dwarf_sections=False, follow_links=False)
-                if not dw.has_debug_info:
-                    for x in files:
-                        x.close()
-                    return None
-                dbg = cls(path, where, files, dw, base)
+                dbg = cls(path, where, base, holder.little_endian)
                 dbg._key = _cache_key(holder, where)
                 return dbg
-        except BaseException:
+        finally:
             for x in files:
                 x.close()
-            raise
+
+    @property
+    def _dw(self):  # noqa: ANN202 - pyelftools' DWARFInfo, opened on first use
+        if self._dwarf is None:
+            files = self._elf_files()
+            with dwarf_errors(self.dwarf_path):
+                elf = files[-1].elf
+                _skip_unused_sections(elf)
+                dw = elf.get_dwarf_info(relocate_dwarf_sections=False, follow_links=False)
+                if not dw.has_debug_info:
+                    raise ElfError(f"{self.dwarf_path}: no .debug_info")
+                self._dwarf = dw
+        return self._dwarf
+
+    def _elf_files(self) -> list[ElfFile]:
+        """The binary and, when the DWARF is apart, its debug file, opened with pyelftools."""
+        if self._files is None:
+            files = [ElfFile(self.path)]
+            try:
+                if self.dwarf_path != self.path:
+                    files.append(ElfFile(self.dwarf_path))
+            except BaseException:
+                files[0].close()
+                raise
+            self._files = files
+        return self._files
 
     def close(self) -> None:
-        for f in self._files:
+        for f in self._files or ():
             f.close()
 
     def __enter__(self) -> DebugInfo:
@@ -190,18 +221,68 @@ class DebugInfo:
     # -- functions -----------------------------------------------------------
 
     def function(self, name: str) -> FunctionTypes | None:
-        """``name``'s parameters and return type (None: no such function in the DWARF)."""
+        """``name``'s parameters and return type (None: no such function in the DWARF).
+        What the DWARF gave is kept on disk by build id (:func:`_function_entry`): a
+        later run reads that instead of the DWARF."""
         self._need_base()
+        cached = self._load_function(name)
+        if cached is not _MISSING:
+            try:
+                return self._typed(name, cached)  # type: ignore[arg-type]  # a dict or None
+            except Exception:  # noqa: BLE001 - a damaged cache entry is only recomputed
+                pass
         with dwarf_errors(self.dwarf_path):
             die = self._function_die(name)
-            if die is None:
+            entry = None if die is None else _function_entry(die, self._little)
+        self._store_function(name, entry)
+        with dwarf_errors(self.dwarf_path):
+            return self._typed(name, entry)
+
+    def _typed(self, name: str, entry: dict | None) -> FunctionTypes | None:
+        if entry is None:
+            return None
+        ids = self._conv().replay(entry["types"])
+        names = entry["names"]
+        if not isinstance(names, list) or len(names) != len(ids) - 1:
+            raise ValueError("a function entry whose parameters and types differ")
+        params = [(str(n), i) for n, i in zip(names, ids[:-1])]
+        out = FunctionTypes(name, params, ids[-1], bool(entry["variadic"]), self.spec)
+        self._trim()
+        return out
+
+    def _function_file(self, name: str) -> str | None:
+        """Where the entry of function ``name`` is kept: a file per function in a directory
+        per DWARF (``{key}.fn``), named by a hash of the name (kept in the entry too)."""
+        if not self._key:
+            return None
+        if self._fn_dir is None:
+            where = cache_path(f"{self._key}.fn")
+            if where is None:
                 return None
-            params, variadic = _params(die)
-            conv = self._conv()
-            ids = conv.convert_many([type_of(p) for p in params] + [type_of(die)])
-            out = FunctionTypes(name, [(die_name(p), i) for p, i in zip(params, ids)], ids[-1], variadic, self.spec)
-            self._trim()
-            return out
+            self._fn_dir = where.removesuffix(".json")
+        import hashlib
+
+        return os.path.join(self._fn_dir, hashlib.sha1(name.encode()).hexdigest()[:24] + ".json")
+
+    def _load_function(self, name: str) -> dict | None | object:
+        """The cached entry of ``name`` (None: not in the DWARF), _MISSING when none is kept."""
+        path = self._function_file(name)
+        if path is None:
+            return _MISSING
+        try:
+            with open(path) as f:
+                data = json.load(f)
+        except (OSError, ValueError):
+            return _MISSING
+        if isinstance(data, dict) and data.get("format") == FUNCTION_FORMAT and data.get("name") == name \
+                and (data.get("entry") is None or isinstance(data.get("entry"), dict)):
+            return data["entry"]
+        return _MISSING
+
+    def _store_function(self, name: str, entry: dict | None) -> None:
+        path = self._function_file(name)
+        if path is not None:
+            _store(path, {"format": FUNCTION_FORMAT, "name": name, "entry": entry})
 
     def params_text(self, name: str) -> list[str] | None:
         """``name``'s parameters as ``bpftrace -lv`` prints them (no indent), None
@@ -262,7 +343,7 @@ class DebugInfo:
     def _symbol_table(self) -> dict[str, int]:
         if self._symbols is None:
             symbols: dict[str, int] = {}
-            for f in self._files:           # the binary's, then the debug file's full .symtab
+            for f in self._elf_files():           # the binary's, then the debug file's full .symtab
                 symbols.update(_symbols(f))
             self._symbols = {k.split("@", 1)[0]: v for k, v in symbols.items()}
             self._symbols.update(symbols)
@@ -316,8 +397,8 @@ class DebugInfo:
         """Let pyelftools forget the units and abbreviation tables it has read once a
         few are kept: what was converted is memoised by offset, and a trace of every
         libc function would otherwise keep 400 units (120 MB)."""
-        dw = self._dw
-        if len(dw._cu_cache) > 8:
+        dw = self._dwarf
+        if dw is not None and len(dw._cu_cache) > 8:
             dw._cu_cache.clear()
             dw._cu_offsets_map.clear()
             dw._abbrevtable_cache.clear()
@@ -328,10 +409,11 @@ class DebugInfo:
 
     def _conv(self) -> BtfConverter:
         if self._converter is None:
-            self._need_base()
             from btf.writer import Writer
 
-            self._converter = BtfConverter(Writer.split(self._base), self._dw.config.little_endian)
+            if self._base is None:
+                raise TypeError("DebugInfo.open(path, base=spec) is needed for BTF")
+            self._converter = BtfConverter(Writer.split(self._base), self._little)
         return self._converter
 
     def _die(self, cu_off: int, die_off: int):  # noqa: ANN202
@@ -440,17 +522,17 @@ def _skip_unused_sections(elf) -> None:  # noqa: ANN001
     elf._read_dwarf_section = lean
 
 
-def _has_dwarf(f: ElfFile) -> bool:
-    sec = f.elf.get_section_by_name(".debug_info") or f.elf.get_section_by_name(".zdebug_info")
+def _has_dwarf(f: Sections) -> bool:
+    sec = f.get_section_by_name(".debug_info") or f.get_section_by_name(".zdebug_info")
     return sec is not None and sec["sh_type"] != "SHT_NOBITS" and sec["sh_size"] > 0
 
 
-def _cache_key(f: ElfFile, path: str) -> str | None:
+def _cache_key(f: Sections, path: str) -> str | None:
     """The build id of the file holding the DWARF and the size of its .debug_info
     (both in the file name); without a build id, its path, size and time."""
-    sec = f.elf.get_section_by_name(".debug_info")
+    sec = f.get_section_by_name(".debug_info")
     size = sec["sh_size"] if sec is not None else 0
-    bid = build_id(f.elf)
+    bid = build_id(f)
     if bid:
         return f"{bid}-{size:x}"
     try:
@@ -509,6 +591,15 @@ def _function_names(die) -> list[str]:  # noqa: ANN001
             names.append(a.value.decode("utf-8", "replace"))
             break
     return names
+
+
+def _function_entry(die, little_endian: bool) -> dict:  # noqa: ANN001
+    """What :meth:`DebugInfo.function` keeps of a function's DIE: its parameters' names,
+    whether it is variadic, and the BTF records of the parameter and return types
+    (:func:`~pycore.elf.dwarfbtf.record_types`; the last id is the return type's)."""
+    params, variadic = _params(die)
+    types = record_types([type_of(p) for p in params] + [type_of(die)], little_endian)
+    return {"names": [die_name(p) for p in params], "variadic": variadic, "types": types}
 
 
 def _params(die) -> tuple[list, bool]:  # noqa: ANN001

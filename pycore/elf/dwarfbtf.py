@@ -377,3 +377,130 @@ class BtfConverter:
                 varargs = True
         self._pending[tid] = ("func_proto", (self._id(type_of(die)), params[:MAX_MEMBERS - 1], varargs))
         return tid
+
+    # -- recorded conversions (pycore.elf.dwarf's per-function cache) ---------
+
+    def replay(self, entry: dict) -> list[int]:
+        """The ids of the types :func:`record_types` recorded in ``entry``, written as
+        :meth:`convert_many` would have written them: a type whose DIE this converter
+        has already written is that type, the others are new records.  All or none."""
+        memo, nxt, index_type = dict(self._memo), self._next, self._index_type
+        try:
+            ids = self._replay(entry)
+        except BaseException:
+            self._memo, self._next, self._index_type, self._pending = memo, nxt, index_type, {}
+            raise
+        self._flush()
+        return ids
+
+    def _replay(self, entry: dict) -> list[int]:
+        records, index = entry["records"], entry["index"]
+        known: dict[int, int] = {0: 0}
+        for off, lid in entry["memo"]:
+            got = self._memo.get(off)
+            if got is not None:
+                known.setdefault(lid, got)
+        if index and self._index_type:
+            known.setdefault(index, self._index_type)
+        need: list[int] = []                 # reached from the ids, not through a type already written
+        seen: set[int] = set()
+        stack = list(entry["ids"])
+        while stack:
+            lid = stack.pop()
+            if lid in known or lid in seen:
+                continue
+            if not 0 < lid <= len(records):
+                raise ValueError(f"recorded type {lid} of {len(records)}")
+            seen.add(lid)
+            need.append(lid)
+            method, args = records[lid - 1]
+            stack.extend(_refs(method, args))
+        mapping = dict(known)
+        for lid in sorted(need):
+            mapping[lid] = self._next
+            self._next += 1
+        if index in mapping and not self._index_type:
+            self._index_type = mapping[index]
+        for lid in sorted(need):
+            method, args = records[lid - 1]
+            self._pending[mapping[lid]] = (method, _remap(method, args, mapping))
+        for off, lid in entry["memo"]:
+            if lid in mapping and off not in self._memo:
+                self._memo[off] = mapping[lid]
+        return [mapping[lid] for lid in entry["ids"]]
+
+
+_TO_ONE = ("ptr", "const", "volatile", "restrict")
+
+
+def _refs(method: str, args: list) -> list[int]:
+    """The type ids a recorded record refers to."""
+    if method in _TO_ONE:
+        return [args[0]]
+    if method == "typedef":
+        return [args[1]]
+    if method == "array":
+        return [args[0], args[1]]
+    if method == "struct":
+        return [m[1] for m in args[2]]
+    if method == "func_proto":
+        return [args[0]] + [p[1] for p in args[1]]
+    if method in ("int", "float", "enum", "enum64", "fwd"):
+        return []
+    raise ValueError(f"recorded record {method!r}")
+
+
+def _remap(method: str, args: list, m: dict[int, int]) -> tuple:
+    """A recorded record's arguments with its type ids mapped (lists back to tuples)."""
+    if method in _TO_ONE:
+        return (m[args[0]],)
+    if method == "typedef":
+        return (str(args[0]), m[args[1]])
+    if method == "array":
+        return (m[args[0]], m[args[1]], int(args[2]))
+    if method == "struct":
+        name, size, members, kflag, union = args
+        return (str(name), int(size), [(str(n), m[t], int(o), int(b)) for n, t, o, b in members], kflag, bool(union))
+    if method == "func_proto":
+        return (m[args[0]], [(str(n), m[t]) for n, t in args[1]], bool(args[2]))
+    if method in ("enum", "enum64"):
+        name, values, size, signed = args
+        return (str(name), [(str(n), int(v)) for n, v in values], int(size), bool(signed))
+    if method == "int":
+        name, size, *rest = args
+        return (str(name), int(size), *rest)
+    if method in ("float", "fwd"):
+        return (str(args[0]), args[1])
+    raise ValueError(f"recorded record {method!r}")
+
+
+class _Recorder:
+    """A stand-in writer that keeps each record as (method, args): record ``i`` has id ``i``."""
+
+    def __init__(self) -> None:
+        self.records: list[list] = []
+
+    @property
+    def next_id(self) -> int:
+        return len(self.records) + 1
+
+    def __getattr__(self, method: str):  # noqa: ANN204
+        if method.startswith("_"):
+            raise AttributeError(method)
+
+        def record(*args) -> int:  # noqa: ANN002
+            self.records.append([method, list(args)])
+            return len(self.records)
+        return record
+
+
+def record_types(dies: list, little_endian: bool = True) -> dict:
+    """The types of ``dies`` (None: void) converted on their own, as plain data (JSON)
+    that :meth:`BtfConverter.replay` writes into any converter: ``ids``, ``records``
+    (id i is ``records[i - 1]``, [method, args]), ``memo`` ([DIE offset, id]) and the
+    array ``index`` type's id (0: none)."""
+    rec = _Recorder()
+    conv = BtfConverter(rec, little_endian)
+    ids = conv.convert_many(dies)
+    return {"ids": ids, "records": rec.records, "memo": [[off, i] for off, i in conv._memo.items()],
+            "index": conv._index_type}
