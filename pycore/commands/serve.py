@@ -6,6 +6,10 @@ pycore_events_total, pycore_lost_events_total, per-program run counts and
 run time from the kernel's BPF statistics (on while serving), and the tools'
 aggregations (lock-contention's histogram, fd-leak's open descriptors,
 net-drops' drops by namespace, interface and reason).
+With ``--script FILE.bt`` (repeatable) each bpftrace script runs as
+'pycore trace' runs it and its maps are exported as they are when scraped
+(pycore_script_<script>_<map>, docs/serve.md); its printf output goes to
+stderr, rate-limited.  /-/healthy and /-/ready answer as Prometheus's own.
 SIGTERM or Ctrl-C stops it and detaches everything.
 
 Needs the 'prometheus' extra (prometheus_client).
@@ -15,8 +19,10 @@ from __future__ import annotations
 
 import argparse
 import signal
+import socket
 import sys
 import threading
+from typing import Any
 
 __all__ = ["add_arguments", "run"]
 
@@ -25,7 +31,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--listen", default="127.0.0.1:9435", metavar="HOST:PORT",
                         help="address to serve /metrics on (default 127.0.0.1:9435)")
     parser.add_argument("-p", "--pid", type=int, default=0, help="trace only this process")
-    parser.add_argument("tools", nargs="+", metavar="TOOL", help="tools to run ('pycore tools' lists them)")
+    parser.add_argument("--script", action="append", default=[], metavar="FILE.bt",
+                        help="serve a bpftrace script's maps (repeatable; the file must be writable by root only)")
+    parser.add_argument("--unsafe", action="store_true", help="allow system(), signal() and override() in scripts")
+    parser.add_argument("--series-limit", type=int, default=10_000, metavar="N",
+                        help="series one script may export per scrape; the rest is cut and counted (default 10000)")
+    parser.add_argument("--log-rate", type=float, default=100.0, metavar="LINES",
+                        help="output lines per second and script written to stderr; the rest is counted "
+                             "(default 100)")
+    parser.add_argument("tools", nargs="*", metavar="TOOL", help="tools to run ('pycore tools' lists them)")
 
 
 def _address(text: str) -> tuple[str, int]:
@@ -47,7 +61,32 @@ def run(args: argparse.Namespace) -> int:
     if why:
         print(f"pycore serve: {why}", file=sys.stderr)
         return 2
-    host, port = _address(args.listen)
+    if not args.tools and not args.script:
+        print("pycore serve: give a TOOL or --script FILE.bt", file=sys.stderr)
+        return 2
+    if args.series_limit < 1 or args.log_rate <= 0:
+        print("pycore serve: --series-limit and --log-rate must be positive", file=sys.stderr)
+        return 2
+    try:
+        host, port = _address(args.listen)
+    except ValueError as e:
+        print(f"pycore serve: {e}", file=sys.stderr)
+        return 2
+    from pycore.embed.scripts import ServedScript, UntrustedScript, read_trusted, script_name
+
+    scripts: list[ServedScript] = []
+    for path in args.script:
+        name = script_name(path)
+        if any(s.name == name for s in scripts):
+            print(f"pycore serve: two scripts named {name} ({path}): their metrics would mix", file=sys.stderr)
+            return 2
+        try:
+            text = read_trusted(path)
+        except UntrustedScript as e:
+            print(f"pycore serve: {e}", file=sys.stderr)
+            return 2
+        scripts.append(ServedScript(path, name, unsafe=args.unsafe, series_limit=args.series_limit,
+                                    log_rate=args.log_rate, text=text))
     from pycore.tools import registry
 
     for name in args.tools:
@@ -56,8 +95,6 @@ def run(args: argparse.Namespace) -> int:
         except KeyError as exc:
             print(f"pycore serve: {exc.args[0]}", file=sys.stderr)
             return 2
-
-    from wsgiref.simple_server import WSGIRequestHandler, make_server
 
     from prometheus_client import CollectorRegistry, make_wsgi_app
 
@@ -71,8 +108,21 @@ def run(args: argparse.Namespace) -> int:
     threads: list[threading.Thread] = []
     server = None
     stats = None
+    ready = threading.Event()
     try:
         stats = RunTimeStats()
+        exposed = CollectorRegistry(auto_describe=False)
+        try:
+            server = _server(host, port, make_wsgi_app(exposed), ready)
+        except OSError as e:
+            print(f"pycore serve: cannot listen on {args.listen}: {e.strerror}", file=sys.stderr)
+            return 2
+        web = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.2}, daemon=True)
+        web.start()
+        for script in scripts:
+            if stop.is_set():
+                return 0
+            script.load()
         for name in dict.fromkeys(args.tools):
             try:
                 sessions.append(open_tool(name, pid=args.pid))
@@ -82,22 +132,19 @@ def run(args: argparse.Namespace) -> int:
             if sessions[-1].notice:
                 print(sessions[-1].notice, file=sys.stderr)
         collector = ToolCollector(sessions)
-        registry = CollectorRegistry(auto_describe=False)
-        registry.register(collector)
+        exposed.register(collector)
+        if scripts:
+            from pycore.embed.scripts import ScriptsCollector
 
-        class Quiet(WSGIRequestHandler):
-            def log_message(self, *a: object) -> None:
-                pass
-
-        server = make_server(host, port, make_wsgi_app(registry), handler_class=Quiet)
+            exposed.register(ScriptsCollector(scripts))
         for s in sessions:
             if s.has_events:
                 t = threading.Thread(target=_consume, args=(s, collector), daemon=True, name=f"pycore-{s.name}")
                 t.start()
                 threads.append(t)
-        web = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.2}, daemon=True)
-        web.start()
-        print(f"pycore serve: http://{host}:{server.server_port}/metrics ({', '.join(s.name for s in sessions)})",
+        ready.set()
+        what = [s.name for s in sessions] + [f"{s.name}.bt" + ("" if s.up else " (down)") for s in scripts]
+        print(f"pycore serve: http://{host}:{server.server_port}/metrics ({', '.join(what)})",
               file=sys.stderr, flush=True)
         while not stop.wait(0.5):
             pass
@@ -110,12 +157,45 @@ def run(args: argparse.Namespace) -> int:
             server.server_close()
         for s in sessions:
             s.close()
+        for script in scripts:
+            script.close()
         for t in threads:
             t.join(5)
         if stats is not None:
             stats.close()
         for s, h in old.items():
             signal.signal(s, h)
+
+
+def _server(host: str, port: int, metrics: Any, ready: threading.Event) -> Any:
+    """A WSGI server answering scrapes concurrently (a thread each: a slow scraper does not hold up
+    another), /metrics from ``metrics``, and /-/healthy and /-/ready (503 until ``ready``) as Prometheus."""
+    from socketserver import ThreadingMixIn
+    from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+
+    class Quiet(WSGIRequestHandler):
+        def log_message(self, *a: object) -> None:
+            pass
+
+    class Threading(ThreadingMixIn, WSGIServer):
+        daemon_threads = True
+
+    def app(environ: dict[str, Any], start_response: Any) -> Any:
+        path = environ.get("PATH_INFO", "")
+        if path == "/-/healthy":
+            start_response("200 OK", [("Content-Type", "text/plain")])
+            return [b"pycore serve is Healthy.\n"]
+        if path == "/-/ready":
+            if ready.is_set():
+                start_response("200 OK", [("Content-Type", "text/plain")])
+                return [b"pycore serve is Ready.\n"]
+            start_response("503 Service Unavailable", [("Content-Type", "text/plain")])
+            return [b"pycore serve is loading.\n"]
+        return metrics(environ, start_response)
+
+    if ":" in host:
+        Threading.address_family = socket.AF_INET6
+    return make_server(host, port, app, server_class=Threading, handler_class=Quiet)
 
 
 def _consume(session, collector) -> None:  # noqa: ANN001

@@ -20,7 +20,10 @@ if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable, Iterator
     from typing import Any, TextIO
 
+    import threading
+
     from pycore.hist import Hist
+    from pycore.lang.metrics import ScriptCollector
 
 __all__ = ["TraceSession", "TraceRunner", "trace", "DRAIN_SECONDS"]
 
@@ -53,9 +56,10 @@ class TraceSession:
     """One running script inside the caller's process; close it (or use ``with``) to detach."""
 
     def __init__(self, program: str, *, pid: int | None = None, params: tuple[str, ...] = (),
-                 unsafe: bool = False, filename: str = "<program>") -> None:
+                 unsafe: bool = False, filename: str = "<program>",
+                 unsafe_hint: str = "pass unsafe=True to pycore.trace() to allow it") -> None:
         self.script = Script(program, filename=filename, params=params, pid=pid, unsafe=unsafe)
-        self.script.checker.unsafe_hint = "pass unsafe=True to pycore.trace() to allow it"
+        self.script.checker.unsafe_hint = unsafe_hint
         self._pending: list[Event] = []
         self.ended = False
         try:
@@ -147,6 +151,18 @@ class TraceSession:
         if name not in self.script.layout.maps:
             raise KeyError(f"no map {name} (the script has: {', '.join(sorted(self.script.layout.maps)) or 'none'})")
         return name
+
+    def collector(self, name: str = "script", *, series_limit: int | None = None,
+                  lock: threading.Lock | None = None) -> ScriptCollector:
+        """A ``prometheus_client`` collector of this script's maps, read from the kernel at each scrape, as
+        ``pycore serve --script`` exports them (``pycore_script_<name>_<map>``, docs/serve.md).
+
+        Register it in the agent's own registry; ``lock``, when given, is held while a scrape reads the
+        maps, so that closing the session under the same lock never races a scrape.
+        """
+        from pycore.lang.metrics import DEFAULT_SERIES_LIMIT, ScriptCollector
+
+        return ScriptCollector(self.script, name, series_limit=series_limit or DEFAULT_SERIES_LIMIT, lock=lock)
 
     @property
     def lost(self) -> int:

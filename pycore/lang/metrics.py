@@ -1,0 +1,387 @@
+"""A running script's maps as Prometheus metrics, read from the kernel when scraped.
+
+:class:`ScriptCollector` is a ``prometheus_client`` collector over one
+:class:`~pycore.lang.runtime.Script`: each scrape reads every map (no
+interval printing, no text to parse) and writes it as docs/serve.md says:
+``count()``/``sum()`` a counter, ``min()``/``max()``/an assignment a gauge,
+``avg()``/``stats()`` a summary without quantiles (``_sum``, ``_count``),
+``hist()``/``lhist()`` a histogram whose ``le`` are bpftrace's bucket
+bounds.  Labels come from the map's key, named from its expression, or from
+a ``// @map: help="..." labels=a,b`` comment line.  Here, not in
+``pycore.embed``, so that :meth:`TraceSession.collector` (this layer) can
+hand one to an agent.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+
+from pycore.lang import ast as A
+from pycore.lang.types import Int, Stack, Str, Tuple
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from typing import Any
+
+    from pycore.lang.runtime import Script
+
+__all__ = ["ScriptCollector", "MapMetric", "metric_plans", "parse_annotations", "label_value",
+           "hist_buckets", "DEFAULT_SERIES_LIMIT", "AnnotationError"]
+
+#: Series (samples) one script may export per scrape; what is beyond is cut and counted.
+DEFAULT_SERIES_LIMIT = 10_000
+#: A label value longer than this is cut (and ends with "...").
+LABEL_VALUE_MAX = 512
+
+_NAME_BAD = re.compile(r"[^a-zA-Z0-9_]")
+_LABEL_OK = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
+_METRIC_OK = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
+_ANNOTATION = re.compile(r"^\s*//\s*@([A-Za-z0-9_]*)\s*:(.*)$")
+_OPTION = re.compile(r'\s*([a-z]+)=("(?:[^"\\]|\\.)*"|\S*)')
+#: functions whose label is named after their argument: str(args.filename) -> filename
+_TRANSPARENT = frozenset({"str", "ntop", "ksym", "usym", "kaddr", "uaddr", "buf", "macaddr", "cgroup_path",
+                          "strftime", "path", "reg", "pton"})
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+class AnnotationError(ValueError):
+    """A ``// @map:`` comment line pycore cannot read (line number in the message)."""
+
+
+def sanitize_name(text: str) -> str:
+    """A metric name part: every character outside [a-zA-Z0-9_] becomes ``_``."""
+    return _NAME_BAD.sub("_", text)
+
+
+def parse_annotations(text: str) -> dict[str, dict[str, Any]]:
+    """``// @map: help="..." labels=a,b name=metric`` lines: {"@map": {"help": ..., "labels": [...], "name": ...}}."""
+    out: dict[str, dict[str, Any]] = {}
+    for lineno, line in enumerate(text.splitlines(), 1):
+        m = _ANNOTATION.match(line)
+        if not m:
+            continue
+        opts: dict[str, Any] = {}
+        rest = m.group(2)
+        pos = 0
+        while rest[pos:].strip():
+            o = _OPTION.match(rest, pos)
+            if not o or not o.group(2):
+                raise AnnotationError(f"line {lineno}: expected help=\"...\", labels=a,b or name=NAME, "
+                                      f"found {rest[pos:].strip()!r}")
+            key, value = o.group(1), o.group(2)
+            pos = o.end()
+            if value.startswith('"'):
+                value = re.sub(r"\\(.)", r"\1", value[1:-1])
+            if key == "help":
+                opts["help"] = value
+            elif key == "labels":
+                labels = [x for x in value.split(",") if x]
+                bad = [x for x in labels if not _LABEL_OK.fullmatch(x) or x.startswith("__") or x in ("le", "quantile")]
+                if bad or len(set(labels)) != len(labels):
+                    raise AnnotationError(f"line {lineno}: labels={value}: label names are distinct "
+                                          f"[a-zA-Z_][a-zA-Z0-9_]* (not le, quantile or __...)")
+                opts["labels"] = labels
+            elif key == "name":
+                if not _METRIC_OK.fullmatch(value):
+                    raise AnnotationError(f"line {lineno}: name={value}: not a metric name ([a-zA-Z_:][a-zA-Z0-9_:]*)")
+                opts["name"] = value
+            else:
+                raise AnnotationError(f"line {lineno}: unknown option {key}= (help, labels, name)")
+        out["@" + m.group(1)] = opts
+    return out
+
+
+def _expr_name(e: Any) -> str | None:
+    """The label name a key expression gives: comm, pid, str(args.filename) -> filename, $x -> x."""
+    while True:
+        if isinstance(e, A.Builtin):
+            return e.name
+        if isinstance(e, A.Var):
+            return e.name.lstrip("$")
+        if isinstance(e, A.Field):
+            return e.name
+        if isinstance(e, A.Cast):
+            e = e.expr
+            continue
+        if isinstance(e, A.Call):
+            if e.name in ("kstack", "ustack"):
+                return e.name
+            if e.name in _TRANSPARENT and e.args and not isinstance(e.args[0], A.TypeName):
+                e = e.args[0]
+                continue
+            return None
+        return None
+
+
+def _key_exprs(program: A.Program) -> dict[str, tuple[Any, ...]]:
+    """The key expressions of each map's first keyed use: {"@name": (expr, ...)}."""
+    out: dict[str, tuple[Any, ...]] = {}
+    for block in program.probes:
+        for node in A.walk(block):
+            if isinstance(node, A.MapRef) and node.keys and "@" + node.name not in out:
+                out["@" + node.name] = node.keys
+    return out
+
+
+def _key_names(exprs: tuple[Any, ...], types: tuple[Any, ...]) -> list[str]:
+    """One label name per key element (a tuple key's elements flattened); key0, key1... where the
+    expression gives none or a name twice."""
+    names: list[str | None] = []
+    for i, t in enumerate(types):
+        e = exprs[i] if i < len(exprs) else None
+        if isinstance(t, Tuple) and not isinstance(t, Stack):
+            elems = e.elems if isinstance(e, A.Tuple) and len(e.elems) == len(t.elems) else (None,) * len(t.elems)
+            names.extend(_expr_name(x) if x is not None else None for x in elems)
+        else:
+            names.append(_expr_name(e) if e is not None else None)
+    out: list[str] = []
+    for i, n in enumerate(names):
+        if n is not None:
+            n = sanitize_name(n)
+        if not n or not _LABEL_OK.fullmatch(n) or n.startswith("__") or n in ("le", "quantile") or n in out:
+            n = f"key{i}"
+        out.append(n)
+    return out
+
+
+def label_value(v: Any, t: Any = None) -> str:
+    """A key element as a label value: integers in decimal, strings as they are (control characters as
+    \\xNN, cut at LABEL_VALUE_MAX), a stack folded root first (``a;b;c``), bytes in hex."""
+    if isinstance(t, Stack) or (t is None and isinstance(v, tuple) and all(isinstance(f, str) for f in v)):
+        if isinstance(v, str):     # perf mode: one frame a line, leaf first
+            v = tuple(f.strip() for f in v.splitlines() if f.strip())
+        text = ";".join(reversed(v)) if v else "[unknown]"
+    elif isinstance(v, bool):
+        text = str(int(v))
+    elif isinstance(v, (bytes, bytearray)):
+        text = bytes(v).hex()
+    else:
+        text = str(v)
+    text = _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+    if len(text) > LABEL_VALUE_MAX:
+        text = text[:LABEL_VALUE_MAX - 3] + "..."
+    return text
+
+
+def hist_buckets(counts: dict[int, int], lhist: tuple[int, int, int] | None) -> list[tuple[str, int]]:
+    """Cumulative ``(le, count)`` of one bpftrace hist()/lhist() ({bucket index: count}), +Inf last.
+
+    The values are integers, so bucket ``[lo, hi)`` is every value ``<= hi - 1``: hist()'s ``le`` are
+    -1 (negatives, only once one was seen), 0, 1, 3, 7, ... 2^k - 1.  The buckets run from the first
+    (0, or the negatives' once used) to the highest one used, so a series never goes back down.
+    """
+    from pycore.hist import linear_bounds, log2_bounds
+
+    used = [i for i, c in counts.items() if c]
+    top = max(used) if used else 1
+    start = 0 if counts.get(0) else 1
+    out: list[tuple[str, int]] = []
+    total = 0
+    last = (lhist[1] - lhist[0]) // lhist[2] + 1 if lhist else None
+    for i in range(start, top + 1):
+        total += counts.get(i, 0)
+        hi = (linear_bounds(i, *lhist) if lhist else log2_bounds(i))[1]
+        if hi is None or i == last:
+            break
+        out.append((str(hi - 1), total))
+    total = sum(counts.values())
+    out.append(("+Inf", total))
+    return out
+
+
+class MapMetric:
+    """How one map is exported: metric name, type, label names, help."""
+
+    def __init__(self, map_name: str, metric: str, mtype: str, labels: list[str], help_text: str,
+                 key_types: tuple[Any, ...], value_label: bool = False) -> None:
+        self.map_name = map_name
+        self.metric = metric
+        self.type = mtype            # counter, gauge, summary, histogram, or "" (not exported)
+        self.labels = labels
+        self.help = help_text
+        self.key_types = key_types
+        self.value_label = value_label   # a string value: a gauge of 1 with the value as label "value"
+
+
+def metric_plans(script: Script, name: str) -> tuple[list[MapMetric], list[str]]:
+    """Each map of a loaded script with its metric; and a note for each map not exported (why)."""
+    assert script.layout is not None, "a loaded script"
+    script_annotations = parse_annotations(script.text)
+    exprs = _key_exprs(script.program)
+    prefix = f"pycore_script_{sanitize_name(name)}_"
+    plans: list[MapMetric] = []
+    notes: list[str] = []
+    for map_name in sorted(script.layout.maps):
+        m = script.layout.maps[map_name]
+        ann = script_annotations.get(map_name, {})
+        key_types = tuple(m.keys or ())
+        labels = _key_names(exprs.get(map_name, ()), key_types)
+        if "labels" in ann:
+            if len(ann["labels"]) != len(labels):
+                notes.append(f"{map_name}: labels={','.join(ann['labels'])} names {len(ann['labels'])} labels, "
+                             f"its key has {len(labels)}: the key's own names are used")
+            else:
+                labels = list(ann["labels"])
+        metric = ann.get("name") or prefix + (sanitize_name(map_name[1:]) or "map")
+        kind = m.kind
+        value_label = False
+        if kind in ("count", "sum"):
+            mtype = "counter"
+        elif kind in ("min", "max"):
+            mtype = "gauge"
+        elif kind in ("avg", "stats"):
+            mtype = "summary"
+        elif kind in ("hist", "lhist"):
+            mtype = "histogram"
+        elif kind == "int" and isinstance(m.value, Int) and not m.value.display:
+            mtype = "gauge"
+        elif kind == "str" or (kind == "int" and isinstance(m.value, (Int, Str))):
+            mtype, value_label = "gauge", True
+            if "value" in labels:
+                labels = [f"key{i}" if x == "value" else x for i, x in enumerate(labels)]
+        else:
+            notes.append(f"{map_name}: a map of {m.value} values is not exported (numbers and strings are)")
+            continue
+        what = f"{kind}() map" if kind not in ("int", "str") else "map"
+        help_text = ann.get("help") or f"{what} {map_name} of script {name}"
+        plans.append(MapMetric(map_name, metric, mtype, labels, help_text, key_types, value_label))
+    return plans, notes
+
+
+class ScriptCollector:
+    """``prometheus_client`` collector of one running script's maps and health (``register`` it).
+
+    ``lock``, when given, is held while reading (whoever closes the script holds it too).
+    """
+
+    def __init__(self, script: Script, name: str, *, series_limit: int = DEFAULT_SERIES_LIMIT,
+                 lock: threading.Lock | None = None, probes: bool = True) -> None:
+        self.script = script
+        self.name = name
+        self.series_limit = series_limit
+        self.lock = lock or threading.Lock()
+        self.probes = probes
+        self.plans, self.notes = metric_plans(script, name)
+        self.cut_total = 0
+
+    def describe(self) -> list[Any]:
+        return []       # families vary with the maps' contents: registered unchecked
+
+    def collect(self) -> Iterator[Any]:
+        with self.lock:
+            if self.script._closed:
+                return
+            families = list(self._collect())
+        yield from families
+
+    def _collect(self) -> Iterator[Any]:
+        from prometheus_client.core import (CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily,
+                                            SummaryMetricFamily)
+
+        script, name = self.script, self.name
+        layout = script.layout
+        assert layout is not None
+        left = self.series_limit
+        cut = 0
+        keys = GaugeMetricFamily("pycore_script_map_keys", "keys in each map of the script now "
+                                 "(a map holds at most pycore_script_map_key_limit)", labels=["script", "map"])
+        for p in self.plans:
+            entries = script.map_entries(p.map_name)
+            keys.add_metric([name, p.map_name], len(entries))
+            if p.type == "counter":
+                fam: Any = CounterMetricFamily(p.metric, p.help, labels=p.labels)
+            elif p.type == "summary":
+                fam = SummaryMetricFamily(p.metric, p.help, labels=p.labels)
+            elif p.type == "histogram":
+                fam = HistogramMetricFamily(p.metric, p.help, labels=p.labels)
+            else:
+                fam = GaugeMetricFamily(p.metric, p.help, labels=p.labels + (["value"] if p.value_label else []))
+            m = layout.maps[p.map_name]
+            for key, value in entries:
+                values = _flatten(key, p.key_types)
+                labels = [label_value(v, t) for v, t in values]
+                if len(labels) != len(p.labels):
+                    labels = labels[:len(p.labels)] + [""] * (len(p.labels) - len(labels))
+                if p.type == "histogram":
+                    buckets = hist_buckets(value, m.lhist if m.kind == "lhist" else None)
+                    if len(buckets) > left:
+                        cut += len(buckets)
+                        continue
+                    left -= len(buckets)
+                    fam.add_metric(labels, buckets, None)
+                    continue
+                n = 2 if p.type == "summary" else 1
+                if n > left:
+                    cut += n
+                    continue
+                left -= n
+                if p.type == "summary":
+                    count, total = value
+                    fam.add_metric(labels, count, total)
+                elif p.value_label:
+                    fam.add_metric(labels + [label_value(value)], 1)
+                else:
+                    fam.add_metric(labels, value)
+            yield fam
+        yield keys
+        limit = GaugeMetricFamily("pycore_script_map_key_limit", "keys a map of the script can hold",
+                                  labels=["script"])
+        limit.add_metric([name], script.map_keys)
+        yield limit
+        self.cut_total += cut
+        series = GaugeMetricFamily("pycore_script_series", "series the script's maps exported at this scrape",
+                                   labels=["script"])
+        series.add_metric([name], self.series_limit - left)
+        yield series
+        cuts = CounterMetricFamily("pycore_script_series_cut", "series left out of scrapes because the "
+                                   "script reached its series limit (summed over scrapes)", labels=["script"])
+        cuts.add_metric([name], self.cut_total)
+        yield cuts
+        lost = CounterMetricFamily("pycore_script_lost_events", "printf and other events the script's "
+                                   "ring buffer had no room for", labels=["script"])
+        lost.add_metric([name], script.lost_events())
+        yield lost
+        if self.probes:
+            yield from self._probe_stats(name)
+
+    def _probe_stats(self, name: str) -> Iterator[Any]:
+        """Run count and run time of each probe's program (the kernel counts while BPF stats are on)."""
+        from prometheus_client.core import CounterMetricFamily
+
+        from pycore.native.progstats import prog_stats
+
+        runs = CounterMetricFamily("pycore_script_probe_runs", "times the kernel ran the probe's BPF "
+                                   "program (counted while BPF stats are on)", labels=["script", "probe"])
+        secs = CounterMetricFamily("pycore_script_probe_run_time_seconds", "time spent in the probe's BPF "
+                                   "program (counted while BPF stats are on)", labels=["script", "probe"])
+        per: dict[str, list[int]] = {}
+        for c in self.script.compiled:
+            prog = getattr(c, "prog", None)
+            if prog is None:
+                continue
+            try:
+                st = prog_stats(prog.fd)
+            except OSError:
+                continue
+            row = per.setdefault(c.target.probe, [0, 0])
+            row[0] += st.run_cnt
+            row[1] += st.run_time_ns
+        for probe, (n, ns) in sorted(per.items()):
+            runs.add_metric([name, probe], n)
+            secs.add_metric([name, probe], ns / 1e9)
+        yield runs
+        yield secs
+
+
+def _flatten(key: tuple[Any, ...], types: tuple[Any, ...]) -> list[tuple[Any, Any]]:
+    """(value, type) per label: a tuple-typed key element gives one per element."""
+    out: list[tuple[Any, Any]] = []
+    for i, v in enumerate(key):
+        t = types[i] if i < len(types) else None
+        if isinstance(t, Tuple) and not isinstance(t, Stack) and isinstance(v, tuple):
+            out.extend(zip(v, t.elems))
+        else:
+            out.append((v, t))
+    return out

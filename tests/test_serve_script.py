@@ -1,0 +1,262 @@
+"""pycore serve --script: a bpftrace script's maps scraped over HTTP while a gcc-built workload runs.
+
+The expected figures come from what the workload did (its opens, its read sizes), counted here in
+Python the way Prometheus reads a histogram (values <= le), not from pycore's bucket code.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from contextlib import contextmanager
+
+import pytest
+
+from tests.conftest import require_root, running, stop
+
+pytest.importorskip("prometheus_client")
+
+WORKLOAD = r"""
+#include <fcntl.h>
+#include <stdlib.h>
+#include <unistd.h>
+/* s25work N PATH SIZE...: opens PATH N times, then reads SIZE bytes from /dev/zero for each SIZE */
+int main(int argc, char **argv) {
+    static char buf[65536];
+    int n = atoi(argv[1]);
+    for (int i = 0; i < n; i++) {
+        int fd = open(argv[2], O_RDONLY);
+        if (fd >= 0) close(fd);
+    }
+    int z = open("/dev/zero", O_RDONLY);
+    for (int i = 3; i < argc; i++)
+        if (read(z, buf, atoi(argv[i])) < 0) return 1;
+    close(z);
+    return 0;
+}
+"""
+
+SCRIPT = r"""
+// @opens: help="files the workload opened" labels=command,file
+tracepoint:syscalls:sys_enter_openat /comm == "s25work"/ {
+  @opens[comm, str(args.filename)] = count();
+}
+tracepoint:syscalls:sys_enter_read /comm == "s25work"/ {
+  @bytes[comm] = sum(args.count);
+  @sizes = hist(args.count);
+  @linear[comm] = lhist(args.count, 0, 1000, 100);
+  @biggest = max(args.count);
+  @mean[pid] = avg(args.count);
+  @last = args.count;
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def workload(tmp_path_factory) -> str:
+    if shutil.which("gcc") is None:
+        pytest.skip("needs gcc")
+    d = tmp_path_factory.mktemp("s25")
+    (d / "w.c").write_text(WORKLOAD)
+    exe = d / "s25work"
+    # static: no dynamic loader opening and reading libc under the workload's name
+    subprocess.run(["gcc", "-O1", "-static", "-o", str(exe), str(d / "w.c")], check=True)
+    return str(exe)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _get(port: int, path: str = "/metrics") -> str:
+    return urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=10).read().decode()
+
+
+def _samples(text: str) -> dict[str, float]:
+    out = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            name, value = line.rsplit(" ", 1)
+            out[name] = float(value)
+    return out
+
+
+def _script(tmp_path, name: str, text: str) -> str:
+    path = tmp_path / name
+    path.write_text(text)
+    os.chmod(path, 0o644)
+    return str(path)
+
+
+@contextmanager
+def serving(*args: str):
+    """pycore serve ARGS on a free port: (process, port) once it says it serves; SIGTERM at the end."""
+    require_root()
+    port = _free_port()
+    with running([sys.executable, "-m", "pycore", "serve", "--listen", f"127.0.0.1:{port}", *args]) as p:
+        lines = []
+        while True:
+            line = p.stderr.readline()
+            lines.append(line)
+            if not line or line.startswith("pycore serve: http://"):
+                break
+        if not line:
+            pytest.fail(f"serve did not start: {''.join(lines)}")
+        p.startup = "".join(lines)  # type: ignore[attr-defined]
+        yield p, port
+        if p.poll() is None:
+            out, err = stop(p, signal.SIGTERM)
+            p.tail = err  # type: ignore[attr-defined]
+
+
+def _le_counts(samples: dict[str, float], family: str, labels: str = "") -> dict[float, float]:
+    """{le: cumulative count} of one histogram series (``labels``: its other labels, as exposed)."""
+    out = {}
+    for k, v in samples.items():
+        m = re.fullmatch(rf'{family}_bucket\{{{labels}{"," if labels else ""}le="([^"]+)"\}}', k)
+        if m:
+            out[float(m.group(1))] = v
+    return out
+
+
+def test_script_maps_scraped(workload, tmp_path):
+    path = _script(tmp_path, "opens.bt", SCRIPT)
+    target = "target-file"      # relative (run in tmp_path): str() keeps 63 bytes, as bpftrace's
+    (tmp_path / target).touch()
+    opens = 37
+    sizes = [1, 3, 4, 100, 250, 999, 1000, 4096, 5000, 5000]
+    with serving("--script", path) as (p, port):
+        assert _get(port, "/-/healthy").startswith("pycore serve is Healthy")
+        assert _get(port, "/-/ready").startswith("pycore serve is Ready")
+        before = _samples(_get(port))
+        assert before['pycore_script_up{script="opens"}'] == 1
+        assert before['pycore_script_info{error="",file="%s",script="opens"}' % path] == 1
+        subprocess.run([workload, str(opens), target, *map(str, sizes)], check=True, cwd=tmp_path)
+        exposition = _get(port)
+        m = _samples(exposition)
+    assert p.returncode == 0, p.tail
+    assert "Traceback" not in p.tail
+    assert m[f'pycore_script_opens_opens_total{{command="s25work",file="{target}"}}'] == opens
+    assert 'help="' not in exposition and "# HELP pycore_script_opens_opens_total files the workload opened" in exposition
+    assert m['pycore_script_opens_bytes_total{comm="s25work"}'] == sum(sizes)
+    assert m["pycore_script_opens_biggest"] == max(sizes)
+    assert m["pycore_script_opens_last"] == sizes[-1]
+    means = {k: v for k, v in m.items() if k.startswith("pycore_script_opens_mean_")}
+    assert len(means) == 2 and re.fullmatch(r'pycore_script_opens_mean_count\{pid="\d+"\}', min(means))
+    assert sorted(means.values()) == [len(sizes), sum(sizes)]
+    # a hist: le are bpftrace's bounds 2^k - 1 (integers below 2^k), counts as Prometheus reads them
+    log2 = _le_counts(m, "pycore_script_opens_sizes")
+    assert log2[float("inf")] == len(sizes)
+    assert {le for le in log2 if le != float("inf")} == {2 ** k - 1 for k in range(0, 14)}
+    for le, n in log2.items():
+        assert n == sum(1 for s in sizes if s <= le), le
+    lin = _le_counts(m, "pycore_script_opens_linear", 'comm="s25work"')
+    assert {le for le in lin if le != float("inf")} == {99 + 100 * k for k in range(10)}
+    for le, n in lin.items():
+        assert n == sum(1 for s in sizes if s <= le), le
+    assert m['pycore_script_up{script="opens"}'] == 1
+    assert m['pycore_script_series_cut_total{script="opens"}'] == 0
+    assert m['pycore_script_lost_events_total{script="opens"}'] == 0
+    runs = 'pycore_script_probe_runs_total{probe="tracepoint:syscalls:sys_enter_read",script="opens"}'
+    assert m[runs] >= len(sizes)
+    assert m['pycore_script_map_keys{map="@opens",script="opens"}'] >= 1
+    if shutil.which("promtool"):
+        r = subprocess.run(["promtool", "check", "metrics"], input=exposition, capture_output=True, text=True)
+        assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_broken_script_is_down_and_the_good_one_serves(workload, tmp_path):
+    good = _script(tmp_path, "good.bt", 'tracepoint:syscalls:sys_enter_openat /comm == "s25work"/ '
+                                        '{ @n = count(); }\n')
+    broken = _script(tmp_path, "broken.bt", "tracepoint:syscalls:sys_enter_openat { @x = args.no_such_field; }\n")
+    unsafe = _script(tmp_path, "unsafe.bt", 'BEGIN { system("true"); }\n')
+    with serving("--script", good, "--script", broken, "--script", unsafe) as (p, port):
+        subprocess.run([workload, "5", "/"], check=True)
+        m = _samples(_get(port))
+    assert p.returncode == 0 and "Traceback" not in p.tail
+    assert "script broken: not loaded: " in p.startup and "no_such_field" in p.startup
+    assert m['pycore_script_up{script="good"}'] == 1
+    assert m['pycore_script_up{script="broken"}'] == 0
+    assert m['pycore_script_up{script="unsafe"}'] == 0
+    assert m["pycore_script_good_n_total"] == 5 + 1     # and /dev/zero
+    info = [k for k in m if k.startswith("pycore_script_info{") and 'script="broken"' in k]
+    assert len(info) == 1 and "no_such_field" in info[0] and f"{broken}:1:" in info[0]
+    info = [k for k in m if k.startswith("pycore_script_info{") and 'script="unsafe"' in k]
+    assert len(info) == 1 and "--unsafe" in info[0]
+
+
+def test_printf_is_logged_rate_limited(workload, tmp_path):
+    path = _script(tmp_path, "talk.bt", 'tracepoint:syscalls:sys_enter_openat /comm == "s25work"/ '
+                                        '{ printf("open %s\\n", str(args.filename)); }\n')
+    with serving("--script", path, "--log-rate", "5") as (p, port):
+        subprocess.run([workload, "200", "/"], check=True)
+        deadline = time.monotonic() + 10
+        while True:
+            m = _samples(_get(port))
+            done = m['pycore_script_log_lines_total{script="talk"}'] + m['pycore_script_log_dropped_total{script="talk"}']
+            if done >= 201 or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        assert "open /" not in _get(port)        # never in the scrape
+    logged = [ln for ln in p.tail.splitlines() if ln.startswith("talk: open ")]
+    assert done == 201       # 200 opens of / and one of /dev/zero
+    assert 1 <= len(logged) == m['pycore_script_log_lines_total{script="talk"}'] <= 10
+    said = sum(int(n) for n in re.findall(r"script talk: (\d+) output lines? dropped", p.tail))
+    assert said == m['pycore_script_log_dropped_total{script="talk"}'] == 201 - len(logged)
+
+
+def test_series_limit_cuts_and_counts(workload, tmp_path):
+    path = _script(tmp_path, "many.bt", 'tracepoint:syscalls:sys_enter_read /comm == "s25work"/ '
+                                        '{ @by_size[args.count] = count(); }\n')
+    sizes = list(range(1, 31))
+    with serving("--script", path, "--series-limit", "12") as (p, port):
+        subprocess.run([workload, "0", "/", *map(str, sizes)], check=True)
+        m = _samples(_get(port))
+    series = [k for k in m if k.startswith("pycore_script_many_by_size_total{")]
+    assert len(series) == 12 and all(m[k] == 1 for k in series)
+    assert m['pycore_script_series{script="many"}'] == 12
+    assert m['pycore_script_series_cut_total{script="many"}'] == len(sizes) - 12
+
+
+def test_insecure_script_file_refused(tmp_path):
+    require_root()
+    path = _script(tmp_path, "x.bt", "BEGIN { @a = 1; }\n")
+    os.chmod(path, 0o646)
+    r = subprocess.run([sys.executable, "-m", "pycore", "serve", "--script", path],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert len(r.stderr.splitlines()) == 1 and "a user other than root can write" in r.stderr
+    os.chmod(path, 0o644)
+    os.chown(path, 65534, 65534)
+    r = subprocess.run([sys.executable, "-m", "pycore", "serve", "--script", path],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "owner uid 65534" in r.stderr and len(r.stderr.splitlines()) == 1
+    r = subprocess.run([sys.executable, "-m", "pycore", "serve", "--script", str(tmp_path / "none.bt")],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "No such file" in r.stderr and len(r.stderr.splitlines()) == 1
+
+
+def test_agent_collector(workload, tmp_path):
+    """pycore.trace()'s session gives the same families to an agent's own registry."""
+    require_root()
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    import pycore
+
+    with pycore.trace('tracepoint:syscalls:sys_enter_openat /comm == "s25work"/ { @opens[comm] = count(); }') as s:
+        registry = CollectorRegistry(auto_describe=False)
+        registry.register(s.collector("agent"))
+        subprocess.run([workload, "9", "/"], check=True)
+        m = _samples(generate_latest(registry).decode())
+    assert m['pycore_script_agent_opens_total{comm="s25work"}'] == 10    # and /dev/zero
+    assert m['pycore_script_series{script="agent"}'] == 1
