@@ -48,7 +48,7 @@ _EXPORTS = {
     "UsdtError": "pycore.elf.stapsdt",
     "PatternError": "pycore.listing.patterns",
     "SkelError": "pycore.skel.errors",
-    "BuildError": "pycore.build.errors",
+    "BuildError": "pycore.errors",
     "AsmError": "pycore.asm.insn",
     "LibbpfMissing": "pycore.native.libbpf",
     "UnsupportedType": "pycore.native.codec",
@@ -60,10 +60,9 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     # `X as X`: re-exported for mypy --strict (no implicit re-export; it cannot read __all__ here)
     from pycore.asm.insn import AsmError as AsmError
-    from pycore.build.errors import BuildError as BuildError
     from pycore.elf.stapsdt import UsdtError as UsdtError
     from pycore.embed.session import ToolSession as ToolSession, open_tool as open_tool
-    from pycore.errors import BpfError as BpfError, ElfError as ElfError
+    from pycore.errors import BpfError as BpfError, BuildError as BuildError, ElfError as ElfError
     from pycore.errors import FeatureMissing as FeatureMissing, PycoreError as PycoreError
     from pycore.errors import PinError as PinError, PinMismatch as PinMismatch
     from pycore.hist import Bucket as Bucket, Hist as Hist

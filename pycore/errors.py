@@ -100,3 +100,10 @@ class PinMismatch(PinError, ValueError):
         self.path = path
         self.differences = differences
         self.pin_dir = pin_dir
+
+
+class BuildError(PycoreError):
+    """A BPF object could not be built: no compiler, no headers, no BTF, or the compiler refused the source.
+
+    Raised by the build helper (:mod:`pycore.build`, build time only); it lives here with the rest of
+    the tree so that ``pycore.BuildError`` is importable without importing the build helper."""

@@ -1,11 +1,8 @@
-"""The build helper's error: one line, what is missing and what to do about it."""
+"""The build helper's error: one line, what is missing and what to do about it (defined with the
+rest of the exception tree in :mod:`pycore.errors`)."""
 
 from __future__ import annotations
 
-from pycore.errors import PycoreError
+from pycore.errors import BuildError
 
 __all__ = ["BuildError"]
-
-
-class BuildError(PycoreError):
-    """A BPF object could not be built: no compiler, no headers, no BTF, or the compiler refused the source."""
