@@ -91,20 +91,25 @@ _SCOPES = ("DW_TAG_namespace", "DW_TAG_module")
 def dwarf_errors(path: str) -> Iterator[None]:
     """What pyelftools raises on damaged DWARF, as one :class:`ElfError`.
     pyelftools trusts the tables it reads: a bad offset or form fails
-    anywhere, with whatever Python raised there."""
-    from elftools.common.exceptions import DWARFError, ELFError
-    from elftools.construct.core import ConstructError
-
+    anywhere, with whatever Python raised there.  (pyelftools' own exceptions are
+    imported only when something was raised: a cached run never imports it.)"""
     try:
         yield
     except ElfError:
         raise
     except OSError as e:
         raise ElfError(f"{path}: {e.strerror or e}") from None
-    except (ELFError, DWARFError, ConstructError, struct.error, ValueError, KeyError, IndexError, TypeError,
+    except (struct.error, ValueError, KeyError, IndexError, TypeError,
             AttributeError, AssertionError, OverflowError, RecursionError, ZeroDivisionError, EOFError,
             NotImplementedError, zlib.error) as e:
         raise ElfError(f"{path}: malformed DWARF: {type(e).__name__}: {e}"[:300]) from None
+    except Exception as e:
+        from elftools.common.exceptions import DWARFError, ELFError
+        from elftools.construct.core import ConstructError
+
+        if isinstance(e, (ELFError, DWARFError, ConstructError)):
+            raise ElfError(f"{path}: malformed DWARF: {type(e).__name__}: {e}"[:300]) from None
+        raise
 
 
 def cache_path(key: str) -> str | None:

@@ -26,14 +26,18 @@ from contextlib import contextmanager
 
 from pycore.errors import ElfError
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from pycore.elf.sections import Sections
+
 __all__ = ["ElfFile", "elf_errors"]
 
 
 @contextmanager
 def elf_errors(path: str) -> Iterator[None]:
-    """Turn what reading ``path`` with pyelftools raises into :class:`ElfError`."""
-    from elftools.common.exceptions import ELFError
-
+    """Turn what reading ``path`` with pyelftools raises into :class:`ElfError`
+    (pyelftools imported only when something was raised: reading with struct alone
+    does without its 40 ms import)."""
     try:
         yield
     except ElfError:
@@ -43,38 +47,87 @@ def elf_errors(path: str) -> Iterator[None]:
             raise ElfError(f"{path}: {e.strerror}") from None
         # a seek or read at an offset the file's tables made up (seek(-1): EINVAL)
         raise ElfError(f"{path}: malformed ELF: {e.strerror or e} while reading it") from None
-    except (ELFError, struct.error, ValueError, KeyError, IndexError, OverflowError, RecursionError) as e:
+    except (struct.error, ValueError, KeyError, IndexError, OverflowError, RecursionError) as e:
         raise ElfError(f"{path}: malformed ELF: {e}"[:300]) from None
+    except Exception as e:
+        from elftools.common.exceptions import ELFError
+
+        if isinstance(e, ELFError):
+            raise ElfError(f"{path}: malformed ELF: {e}"[:300]) from None
+        raise
 
 
 class ElfFile:
-    """One open ELF file: ``elf`` (pyelftools' ELFFile), ``machine``
+    """One open ELF file: ``elf`` (pyelftools' ELFFile, parsed on first use), ``machine``
     (``"EM_X86_64"``...), its PT_LOAD ``segments`` as (vaddr, filesz,
-    file offset), and the lookups below.  Close it (or use ``with``)."""
+    file offset), and the lookups below.  Close it (or use ``with``).  The
+    header, program headers and symbol tables are read with struct: most
+    users (a uprobe's symbol and file offset) never need pyelftools."""
 
     def __init__(self, path: str) -> None:
-        from elftools.elf.elffile import ELFFile
-
         self.path = path
         with elf_errors(path):
             self._f = open(path, "rb")
+        self._elf = None
+        self._sections: Sections | None = None
         try:
             with elf_errors(path):
-                if self._f.read(4) != b"\x7fELF":
+                head = self._f.read(64)
+                if head[:4] != b"\x7fELF":
                     raise ElfError(f"{path}: not an ELF file")
                 self._f.seek(0)
                 self._size = os.fstat(self._f.fileno()).st_size
-                self.elf = ELFFile(self._f)
-                self.machine: str = self.elf["e_machine"]
-                self.segments = [(s["p_vaddr"], s["p_filesz"], s["p_offset"])
-                                 for s in self.elf.iter_segments() if s["p_type"] == "PT_LOAD"]
+                self.segments = self._load_segments(head)
         except ElfError:
             self.close()
             raise
         self._symbols: dict[str, int] | None = None
 
+    def _load_segments(self, head: bytes) -> list[tuple[int, int, int]]:
+        """The PT_LOAD segments from the program headers (pyelftools' for more than
+        0xfffe of them, whose count is kept in section 0)."""
+        if len(head) < 52 or head[4] not in (1, 2) or head[5] not in (1, 2):
+            raise ElfError(f"{self.path}: malformed ELF: bad ELF header")
+        wide, e = head[4] == 2, "<" if head[5] == 1 else ">"
+        if wide and len(head) < 64:
+            raise ElfError(f"{self.path}: malformed ELF: ELF header cut short")
+        phoff = struct.unpack_from(e + ("Q" if wide else "I"), head, 0x20 if wide else 0x1C)[0]
+        entsize, count = struct.unpack_from(e + "HH", head, 0x36 if wide else 0x2A)
+        if count == 0xFFFF:
+            return [(s["p_vaddr"], s["p_filesz"], s["p_offset"])
+                    for s in self.elf.iter_segments() if s["p_type"] == "PT_LOAD"]
+        fmt = e + ("IIQQQQQQ" if wide else "IIIIIIII")
+        if count == 0:
+            return []
+        if entsize < struct.calcsize(fmt) or phoff + count * entsize > self._size:
+            raise ElfError(f"{self.path}: malformed ELF: {count} program headers of {entsize} bytes at {phoff:#x}")
+        self._f.seek(phoff)
+        table = self._f.read(count * entsize)
+        out = []
+        for i in range(count):
+            h = struct.unpack_from(fmt, table, i * entsize)
+            if h[0] == 1:                                     # PT_LOAD
+                out.append((h[3], h[5], h[2]) if wide else (h[2], h[4], h[1]))
+        return out
+
+    @property
+    def elf(self):  # noqa: ANN201 - elftools.elf.elffile.ELFFile
+        if self._elf is None:
+            from elftools.elf.elffile import ELFFile
+
+            with elf_errors(self.path):
+                self._elf = ELFFile(self._f)
+        return self._elf
+
+    @property
+    def machine(self) -> str:
+        with elf_errors(self.path):
+            return self.elf["e_machine"]
+
     def close(self) -> None:
         self._f.close()
+        if self._sections is not None:
+            self._sections.close()
 
     def __enter__(self) -> ElfFile:
         return self
@@ -139,18 +192,25 @@ class ElfFile:
         ``secname`` (none when it is absent), in file order.  Read with struct: pyelftools'
         construct takes 80 µs a symbol (0.25 s for libc's .dynsym, 1.2 s for its debug file's
         .symtab)."""
-        with elf_errors(self.path):
-            sec = self.elf.get_section_by_name(secname)
-            if sec is None or sec["sh_type"] not in ("SHT_SYMTAB", "SHT_DYNSYM"):
-                return
-            link = self.elf.get_section(sec["sh_link"])
-            if link["sh_type"] != "SHT_STRTAB":
-                raise ElfError(f"{self.path}: malformed ELF: {secname} links to section {sec['sh_link']}, "
-                               "not a string table")
+        from pycore.elf.sections import Sections
+
+        if self._sections is None:
+            self._sections = Sections(self.path)
+        secs = self._sections
+        sec = secs.get_section_by_name(secname)
+        if sec is None or sec["sh_type"] not in ("SHT_SYMTAB", "SHT_DYNSYM"):
+            return
+        link = secs.section(sec["sh_link"])
+        if link is None or link["sh_type"] != "SHT_STRTAB":
+            raise ElfError(f"{self.path}: malformed ELF: {secname} links to section {sec['sh_link']}, "
+                           "not a string table")
+        if (sec["sh_flags"] | link["sh_flags"]) & 0x800:       # SHF_COMPRESSED: pyelftools inflates it
             data = self.section_data(secname) or b""
             strtab = self.section_data(link.name) or b""
-        wide = self.elf.elfclass == 64
-        fmt = ("<" if self.elf.little_endian else ">") + ("IBBHQQ" if wide else "IIIBBH")
+        else:
+            data, strtab = sec.data(), link.data()
+        wide = secs.wide
+        fmt = ("<" if secs.little_endian else ">") + ("IBBHQQ" if wide else "IIIBBH")
         size = struct.calcsize(fmt)
         for entry in struct.iter_unpack(fmt, data[:len(data) - len(data) % size]):
             if wide:

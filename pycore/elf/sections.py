@@ -127,6 +127,10 @@ class Sections:
                 "sh_offset": off, "sh_size": size, "sh_link": link, "sh_info": info,
                 "sh_addralign": align, "sh_entsize": entsize}))
 
+    def section(self, index: int) -> Section | None:
+        """Section number ``index``, None when there is no such section."""
+        return self._sections[index] if 0 <= index < len(self._sections) else None
+
     def get_section_by_name(self, name: str) -> Section | None:
         """The section called ``name`` (the last of that name, as pyelftools), None when there is none."""
         if self._by_name is None:
