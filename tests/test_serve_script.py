@@ -15,23 +15,33 @@ import subprocess
 import sys
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from contextlib import contextmanager
 
 import pytest
 
 from tests.conftest import require_root, running, stop
+from tests.test_robustness import prog_ids, wait_gone
 
 pytest.importorskip("prometheus_client")
 
 WORKLOAD = r"""
 #include <fcntl.h>
 #include <stdlib.h>
+#include <time.h>
 #include <unistd.h>
-/* s25work N PATH SIZE...: opens PATH N times, then reads SIZE bytes from /dev/zero for each SIZE */
+/* s25work N PATH SIZE...: opens PATH N times, then reads SIZE bytes from /dev/zero for each SIZE;
+   first, with SLEEPS=k SLEEP_MS=m in the environment, sleeps k times m ms (clock_nanosleep) */
 int main(int argc, char **argv) {
     static char buf[65536];
     int n = atoi(argv[1]);
+    int sleeps = getenv("SLEEPS") ? atoi(getenv("SLEEPS")) : 0;
+    long ms = getenv("SLEEP_MS") ? atol(getenv("SLEEP_MS")) : 0;
+    for (int i = 0; i < sleeps; i++) {
+        struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+        clock_nanosleep(CLOCK_MONOTONIC, 0, &ts, NULL);
+    }
     for (int i = 0; i < n; i++) {
         int fd = open(argv[2], O_RDONLY);
         if (fd >= 0) close(fd);
@@ -135,7 +145,10 @@ def test_script_maps_scraped(workload, tmp_path):
     (tmp_path / target).touch()
     opens = 37
     sizes = [1, 3, 4, 100, 250, 999, 1000, 4096, 5000, 5000]
+    before = prog_ids("syscalls_sys_en")         # the programs' names: the probe's, cut to 15
     with serving("--script", path) as (p, port):
+        ours = prog_ids("syscalls_sys_en") - before
+        assert len(ours) >= 2
         assert _get(port, "/-/healthy").startswith("pycore serve is Healthy")
         assert _get(port, "/-/ready").startswith("pycore serve is Ready")
         before = _samples(_get(port))
@@ -146,6 +159,7 @@ def test_script_maps_scraped(workload, tmp_path):
         m = _samples(exposition)
     assert p.returncode == 0, p.tail
     assert "Traceback" not in p.tail
+    wait_gone(ours)     # SIGTERM detached and freed them
     assert m[f'pycore_script_opens_opens_total{{command="s25work",file="{target}"}}'] == opens
     assert 'help="' not in exposition and "# HELP pycore_script_opens_opens_total files the workload opened" in exposition
     assert m['pycore_script_opens_bytes_total{comm="s25work"}'] == sum(sizes)
@@ -260,3 +274,130 @@ def test_agent_collector(workload, tmp_path):
         m = _samples(generate_latest(registry).decode())
     assert m['pycore_script_agent_opens_total{comm="s25work"}'] == 10    # and /dev/zero
     assert m['pycore_script_series{script="agent"}'] == 1
+
+
+def test_clear_zero_delete_seen_as_prometheus_expects(workload, tmp_path):
+    """clear() removes a map's series, zero() sets its counters to 0 (a counter reset), delete() one key."""
+    path = _script(tmp_path, "reset.bt", r"""
+tracepoint:syscalls:sys_enter_openat /comm == "s25work"/ {
+  @cleared[comm] = count(); @zeroed[comm] = count(); @deleted[comm] = count(); @kept[comm] = count();
+}
+tracepoint:syscalls:sys_enter_read /comm == "s25work" && args.count == 7/ {
+  clear(@cleared); zero(@zeroed); delete(@deleted[comm]);
+}
+""")
+    key = '{comm="s25work"}'
+    with serving("--script", path) as (p, port):
+        subprocess.run([workload, "4", "/"], check=True)
+        m1 = _samples(_get(port))
+        subprocess.run([workload, "0", "/", "7"], check=True)
+        # clear() and zero() are done by pycore when their ring record arrives (as in bpftrace); delete() in the kernel
+        m2 = _wait("clear() and zero()", lambda: (lambda m: m if f"pycore_script_reset_cleared_total{key}" not in m
+                                                  else None)(_samples(_get(port))), timeout=10)
+    for name in ("cleared", "zeroed", "deleted", "kept"):
+        assert m1[f"pycore_script_reset_{name}_total{key}"] == 5
+    assert m2[f"pycore_script_reset_zeroed_total{key}"] == 0
+    assert f"pycore_script_reset_deleted_total{key}" not in m2
+    assert m2[f"pycore_script_reset_kept_total{key}"] == 6
+    assert "Traceback" not in p.tail
+
+
+def test_stack_key_folded_as_bpftrace_prints_it(workload, tmp_path):
+    """A kstack key is one label, its frames root first joined by ';': bpftrace's frames (leaf first),
+    from bpftrace running the same script beside it, reversed."""
+    if shutil.which("bpftrace") is None:
+        pytest.skip("needs bpftrace")
+    text = 'tracepoint:syscalls:sys_enter_openat /comm == "s25work"/ { @k[kstack(4)] = count(); }\n'
+    path = _script(tmp_path, "stk.bt", text)
+    with serving("--script", path) as (p, port), \
+            running(["bpftrace", "-e", 'BEGIN { printf("ready\\n"); } ' + text]) as bt:
+        while bt.stdout.readline() not in ("ready\n", ""):    # BEGIN runs once every probe is attached
+            pass
+        subprocess.run([workload, "6", "/"], check=True)
+        m = _samples(_get(port))
+        out, _ = stop(bt)
+    theirs = {";".join(reversed(frames.split())): int(n)
+              for frames, n in re.findall(r"@k\[\n(.*?)\]: (\d+)", out, re.S)}
+    ours = {re.fullmatch(r'pycore_script_stk_k_total\{kstack="(.*)"\}', k).group(1): v
+            for k, v in m.items() if k.startswith("pycore_script_stk_k_total{")}
+    assert theirs and sum(theirs.values()) == 7
+    assert ours == theirs
+
+
+LATENCY = r"""
+// @lat_us: help="clock_nanosleep time of the workload, microseconds"
+tracepoint:syscalls:sys_enter_openat /comm == "s25work"/ { @opens[comm, str(args.filename)] = count(); }
+tracepoint:syscalls:sys_enter_clock_nanosleep /comm == "s25work"/ { @start[tid] = nsecs; }
+tracepoint:syscalls:sys_exit_clock_nanosleep /@start[tid]/ {
+  @lat_us = hist((nsecs - @start[tid]) / 1000);
+  delete(@start[tid]);
+}
+"""
+
+
+def _promql(port: int, query: str, at: float | None = None) -> list[dict]:
+    import json
+
+    args = {"query": query, **({"time": f"{at:.3f}"} if at is not None else {})}
+    url = f"http://127.0.0.1:{port}/api/v1/query?{urllib.parse.urlencode(args)}"
+    body = json.loads(urllib.request.urlopen(url, timeout=10).read())
+    assert body["status"] == "success", body
+    return body["data"]["result"]
+
+
+def _wait(what: str, check, timeout: float = 30.0):  # noqa: ANN001
+    deadline = time.monotonic() + timeout
+    while True:
+        got = check()
+        if got:
+            return got
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out waiting for {what}")
+        time.sleep(0.25)
+
+
+@pytest.mark.slow
+def test_real_prometheus_scrapes(workload, tmp_path):
+    """Debian's Prometheus scrapes pycore serve every second; PromQL sees what the workload did."""
+    prometheus = shutil.which("prometheus")
+    if prometheus is None:
+        pytest.skip("needs Debian's prometheus package (./dev.sh installs it)")
+    path = _script(tmp_path, "lat.bt", LATENCY)
+    opens, sleeps, sleep_ms = 25, 9, 20     # 20 ms: bucket [16384, 32768) us, 12 ms of slack above
+    with serving("--script", path) as (p, port):
+        pport = _free_port()
+        (tmp_path / "prometheus.yml").write_text(
+            "global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
+            f"scrape_configs:\n  - job_name: pycore\n    static_configs: [{{targets: ['127.0.0.1:{port}']}}]\n")
+        with running([prometheus, f"--config.file={tmp_path / 'prometheus.yml'}",
+                      f"--storage.tsdb.path={tmp_path / 'tsdb'}", f"--web.listen-address=127.0.0.1:{pport}"],
+                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) as prom:
+            def ready() -> bool:
+                try:
+                    return urllib.request.urlopen(f"http://127.0.0.1:{pport}/-/ready", timeout=2).status == 200
+                except OSError:
+                    return False
+            _wait("prometheus ready", ready)
+            series = 'pycore_script_lat_opens_total{comm="s25work",filename="/"}'
+            subprocess.run([workload, "1", "/"], check=True)    # the series exists before the run measured
+            _wait("the first scrape of the series", lambda: _promql(pport, series))
+            time.sleep(2.5)
+            t0 = time.time()
+            subprocess.run([workload, str(opens), "/"], check=True, env={**os.environ, "SLEEPS": str(sleeps),
+                                                                       "SLEEP_MS": str(sleep_ms)})
+            _wait("the run scraped", lambda: [r for r in _promql(pport, series) if float(r["value"][1]) == 1 + opens])
+            time.sleep(2.5)
+            t1 = time.time()
+            span = int(t1 - t0) + 2
+            exact = _promql(pport, f"{series} - {series} offset {span}s", at=t1)
+            inc = _promql(pport, f"increase({series}[{span}s])", at=t1)
+            q = _promql(pport, "histogram_quantile(0.5, pycore_script_lat_lat_us_bucket)", at=t1)
+            up = _promql(pport, 'pycore_script_up{script="lat"}', at=t1)
+            prom.terminate()
+            prom.wait(20)
+    print(f"increase {inc[0]['value'][1]} over {span}s for {opens} opens; median {q[0]['value'][1]} us")
+    assert float(exact[0]["value"][1]) == opens
+    # increase() extrapolates to the ends of its range: the run's opens, give or take a scrape's share
+    assert opens <= float(inc[0]["value"][1]) <= opens * (span + 2) / (span - 2)
+    assert 2 ** 14 - 1 < float(q[0]["value"][1]) <= 2 ** 15 - 1
+    assert float(up[0]["value"][1]) == 1
