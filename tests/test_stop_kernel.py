@@ -100,6 +100,7 @@ def runs(argv: list[str], n: int, load: list[str] | None = None) -> None:
         took.append(seconds)
         notes += [line for line in err.splitlines() if line.startswith("pycore trace: ended")]
         assert_released(progs, links)
+    print("seconds from SIGINT to exit:", " ".join(f"{t:.2f}" for t in took), *notes, sep="\n")
     assert max(took) < 2.0, " ".join(f"{t:.2f}" for t in took) + "\n" + "\n".join(notes)
 
 
