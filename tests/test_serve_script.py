@@ -194,7 +194,10 @@ def test_broken_script_is_down_and_the_good_one_serves(workload, tmp_path):
                                         '{ @n = count(); }\n')
     broken = _script(tmp_path, "broken.bt", "tracepoint:syscalls:sys_enter_openat { @x = args.no_such_field; }\n")
     unsafe = _script(tmp_path, "unsafe.bt", 'BEGIN { system("true"); }\n')
-    with serving("--script", good, "--script", broken, "--script", unsafe) as (p, port):
+    badlabel = _script(tmp_path, "badlabel.bt", '// @a: labels=le\nBEGIN { @a[1] = 1; }\n')
+    ended = _script(tmp_path, "ended.bt", 'BEGIN { @a = 42; printf("bye\\n"); exit(); }\n')
+    with serving("--script", good, "--script", broken, "--script", unsafe, "--script", badlabel,
+                 "--script", ended) as (p, port):
         subprocess.run([workload, "5", "/"], check=True)
         m = _samples(_get(port))
     assert p.returncode == 0 and "Traceback" not in p.tail
@@ -207,6 +210,13 @@ def test_broken_script_is_down_and_the_good_one_serves(workload, tmp_path):
     assert len(info) == 1 and "no_such_field" in info[0] and f"{broken}:1:" in info[0]
     info = [k for k in m if k.startswith("pycore_script_info{") and 'script="unsafe"' in k]
     assert len(info) == 1 and "--unsafe" in info[0]
+    info = [k for k in m if k.startswith("pycore_script_info{") and 'script="badlabel"' in k]
+    assert m['pycore_script_up{script="badlabel"}'] == 0 and "line 1: labels=le" in info[0]
+    # exit(): down, detached, its maps still served, its printf logged
+    info = [k for k in m if k.startswith("pycore_script_info{") and 'script="ended"' in k]
+    assert m['pycore_script_up{script="ended"}'] == 0 and "exit()" in info[0]
+    assert m["pycore_script_ended_a"] == 42
+    assert "ended: bye\n" in p.startup + p.tail
 
 
 def test_printf_is_logged_rate_limited(workload, tmp_path):
