@@ -15,6 +15,7 @@ hand one to an agent.
 from __future__ import annotations
 
 import re
+import struct
 import threading
 
 from pycore.lang import ast as A
@@ -44,6 +45,7 @@ _OPTION = re.compile(r'\s*([a-z]+)=("(?:[^"\\]|\\.)*"|\S*)')
 _TRANSPARENT = frozenset({"str", "ntop", "ksym", "usym", "kaddr", "uaddr", "buf", "macaddr", "cgroup_path",
                           "strftime", "path", "reg", "pton"})
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_U64 = struct.Struct("<Q")
 
 
 class AnnotationError(ValueError):
@@ -288,7 +290,7 @@ class ScriptCollector:
         keys = GaugeMetricFamily("pycore_script_map_keys", "keys in each map of the script now "
                                  "(a map holds at most pycore_script_map_key_limit)", labels=["script", "map"])
         for p in self.plans:
-            entries = script.map_entries(p.map_name)
+            entries = _entries(script, p.map_name)
             keys.add_metric([name, p.map_name], len(entries))
             if p.type == "counter":
                 fam: Any = CounterMetricFamily(p.metric, p.help, labels=p.labels)
@@ -385,3 +387,30 @@ def _flatten(key: tuple[Any, ...], types: tuple[Any, ...]) -> list[tuple[Any, An
         else:
             out.append((v, t))
     return out
+
+
+def _entries(script: Script, name: str) -> list[tuple[tuple[Any, ...], Any]]:
+    """:meth:`Script.map_entries` read with the kernel's batch lookups (``Map.items()``: a system call
+    per few thousand elements, not two per element): a 10,000-key map is scraped in a fraction of
+    the time."""
+    assert script.layout is not None
+    m = script.layout.maps[name]
+    mp = script._maps.get(name)
+    if mp is None:
+        return []
+    percpu = mp.percpu        # the aggregations' maps
+    hist = m.kind in ("hist", "lhist")
+    size = m.key_size
+    out: dict[bytes, tuple[tuple[Any, ...], Any]] = {}
+    for kb, v in mp.items():
+        vals = v if percpu else [v]
+        raw = bytes(kb[:size])
+        if hist:
+            bucket = _U64.unpack_from(kb, size)[0]
+            entry = out.get(raw)
+            if entry is None:
+                entry = out[raw] = (script._key(kb, m), {})
+            entry[1][bucket] = sum(_U64.unpack_from(x)[0] for x in vals)
+            continue
+        out[raw] = (script._key(kb, m), script._combine(m, vals))
+    return list(out.values())
