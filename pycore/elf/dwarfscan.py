@@ -58,6 +58,9 @@ class Die:
     def get_DIE_from_attribute(self, name: str) -> Die | None:  # noqa: N802 - pyelftools' name
         target = self.refs.get(name)
         if target is None:
+            a = self.attributes.get(name)
+            if a is not None and a.form == "DW_FORM_ref_sig8" and self.unit.scanner.follow_signatures:
+                return self.unit.scanner.by_signature(a.value)
             return None
         unit = self.unit
         if unit.die_start <= target < unit.end:
@@ -290,20 +293,37 @@ class Unit:
 class Scanner:
     """The sections of one file's DWARF, as pyelftools loaded them (``dw``: a DWARFInfo)."""
 
-    def __init__(self, dw) -> None:  # noqa: ANN001
-        _names()
+    follow_signatures = False       # a DW_FORM_ref_sig8 read as None (the index pass), else followed
 
+    def __init__(self, dw) -> None:  # noqa: ANN001
         def data(sec) -> bytes:  # noqa: ANN001
             return b"" if sec is None else sec.stream.getvalue()[:sec.size]
 
-        self.info = data(dw.debug_info_sec)
-        self.abbrev = data(dw.debug_abbrev_sec)
-        self.str = data(dw.debug_str_sec)
-        self.line_str = data(dw.debug_line_str_sec)
-        self.str_offsets = data(dw.debug_str_offsets_sec)
+        self._setup(data(dw.debug_info_sec), data(dw.debug_abbrev_sec), data(dw.debug_str_sec),
+                    data(dw.debug_line_str_sec), data(dw.debug_str_offsets_sec), dw.config.little_endian)
+
+    @classmethod
+    def from_sections(cls, data: dict[str, bytes], little_endian: bool) -> Scanner:
+        """A scanner of sections read elsewhere (name -> bytes, ``.debug_info``...), which
+        follows DW_FORM_ref_sig8 to the type units of .debug_info (the file has no .debug_types)."""
+        self = cls.__new__(cls)
+        self._setup(data.get(".debug_info", b""), data.get(".debug_abbrev", b""), data.get(".debug_str", b""),
+                    data.get(".debug_line_str", b""), data.get(".debug_str_offsets", b""), little_endian)
+        self.follow_signatures = True
+        return self
+
+    def _setup(self, info: bytes, abbrev: bytes, strs: bytes, line_str: bytes, str_offsets: bytes,
+               little_endian: bool) -> None:
+        _names()
+        self.info = info
+        self.abbrev = abbrev
+        self.str = strs
+        self.line_str = line_str
+        self.str_offsets = str_offsets
         self._abbrevs: dict[int, dict[int, tuple]] = {}
-        self.byteorder = "little" if dw.config.little_endian else "big"
-        e = "<" if dw.config.little_endian else ">"
+        self._signatures: dict[int, tuple[int, int]] | None = None
+        self.byteorder = "little" if little_endian else "big"
+        e = "<" if little_endian else ">"
         self.u16, self.u32, self.u64 = struct.Struct(e + "H"), struct.Struct(e + "I"), struct.Struct(e + "Q")
         self.foreign: dict[int, Unit] = {}       # units reached by DW_FORM_ref_addr (LTO, dwz)
         self._starts: list[int] | None = None
@@ -314,6 +334,13 @@ class Scanner:
             unit = Unit(self, off)
             yield unit
             off = unit.end
+
+    def unit(self, offset: int) -> Unit:
+        """The unit at .debug_info offset ``offset``, read once."""
+        unit = self.foreign.get(offset)
+        if unit is None:
+            unit = self.foreign[offset] = Unit(self, offset)
+        return unit
 
     def die_at(self, offset: int) -> Die | None:
         """The DIE at a .debug_info offset in any unit (a DW_FORM_ref_addr's target)."""
@@ -334,6 +361,15 @@ class Scanner:
         if unit is None:
             unit = self.foreign[start] = Unit(self, start)
         return unit.die_at(offset)
+
+    def by_signature(self, sig: int) -> Die | None:
+        """The type DIE of the .debug_info type unit of signature ``sig`` (KeyError: none)."""
+        if self._signatures is None:
+            self._signatures = _type_units(self.info, self.byteorder == "little")
+        where = self._signatures.get(sig)
+        if where is None:
+            raise KeyError(f"no type unit of signature {sig:#x}")
+        return self.die_at(where[1])
 
     def abbrev_table(self, offset: int) -> dict[int, tuple[str, bool, list[tuple[str, int, int]]]]:
         """code -> (tag name, has children, [(attribute name, form, implicit const)])."""
@@ -421,8 +457,11 @@ def type_units(dw) -> dict[int, tuple[int, int]]:  # noqa: ANN001
     sec = dw.debug_info_sec
     if sec is None:
         return {}
-    info = sec.stream.getvalue()[:sec.size]
-    e = "<" if dw.config.little_endian else ">"
+    return _type_units(sec.stream.getvalue()[:sec.size], dw.config.little_endian)
+
+
+def _type_units(info: bytes, little_endian: bool) -> dict[int, tuple[int, int]]:
+    e = "<" if little_endian else ">"
     u16, u32, u64 = struct.Struct(e + "H"), struct.Struct(e + "I"), struct.Struct(e + "Q")
     out: dict[int, tuple[int, int]] = {}
     off = 0

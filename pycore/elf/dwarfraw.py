@@ -1,0 +1,128 @@
+"""A file's DWARF sections read with struct and zlib alone, for looking up one function.
+
+pyelftools' ``get_dwarf_info`` reads and inflates the debug sections through
+construct, and its ``get_aranges`` decodes ``.debug_aranges`` a field at a
+time (for libc's debug file: 40 and 85 ms); finding a function's DIE then
+parses its unit's DIEs one by one up to it.  :class:`RawDwarf` reads the
+sections :mod:`pycore.elf.dwarfscan` needs straight from the file
+(inflating ``SHF_COMPRESSED`` ones), decodes ``.debug_aranges`` with
+struct, and hands out a :class:`~pycore.elf.dwarfscan.Scanner`, whose DIEs
+are decoded only where they are read (a unit's top-level DIEs are walked
+by their sibling links).
+
+:meth:`RawDwarf.open` returns None for what it does not read the way
+pyelftools does (DWARF 4 ``.debug_types``, GNU ``.zdebug_*`` sections,
+compression other than zlib): the caller then uses pyelftools.  Anything
+impossible raises ValueError, struct.error or zlib.error (turned into
+ElfError by the caller; tests/test_dwarf_fuzz.py).
+"""
+
+from __future__ import annotations
+
+import bisect
+import struct
+import zlib
+
+from pycore.elf.dwarfscan import Scanner
+from pycore.elf.sections import Sections
+
+__all__ = ["RawDwarf"]
+
+_WANTED = (".debug_info", ".debug_abbrev", ".debug_str", ".debug_line_str", ".debug_str_offsets", ".debug_aranges")
+SHF_COMPRESSED = 0x800
+
+
+class RawDwarf:
+    """The sections of ``path``'s DWARF as bytes, its aranges and a Scanner over them."""
+
+    def __init__(self, data: dict[str, bytes], little_endian: bool) -> None:
+        self.little_endian = little_endian
+        self.scanner = Scanner.from_sections(data, little_endian)
+        self._aranges = _aranges(data.get(".debug_aranges"), little_endian)
+        self._starts = [a[0] for a in self._aranges] if self._aranges else []
+
+    @classmethod
+    def open(cls, path: str) -> RawDwarf | None:
+        """The DWARF of ``path`` (a file holding it), None when pyelftools must read it."""
+        with Sections(path) as secs:
+            names = {s.name for s in secs._sections}
+            if ".debug_types" in names or any(n.startswith(".zdebug") for n in names):
+                return None
+            data: dict[str, bytes] = {}
+            for name in _WANTED:
+                sec = secs.get_section_by_name(name)
+                if sec is None or sec["sh_type"] == "SHT_NOBITS":
+                    continue
+                raw: bytes | None = sec.data()
+                if sec["sh_flags"] & SHF_COMPRESSED:
+                    raw = _inflate(sec.data(), secs.wide, secs.little_endian)
+                if raw is None:
+                    return None
+                data[name] = raw
+            if not data.get(".debug_info"):
+                return None
+            return cls(data, secs.little_endian)
+
+    @property
+    def has_aranges(self) -> bool:
+        """Whether the file has a .debug_aranges with entries (as pyelftools' ``entries``)."""
+        return bool(self._aranges)
+
+    def cu_offset_at_addr(self, addr: int) -> int | None:
+        """The .debug_info offset of the unit whose ranges hold ``addr`` (pyelftools'
+        ``ARanges.cu_offset_at_addr``: the entry starting last at or before it)."""
+        i = bisect.bisect_right(self._starts, addr) - 1
+        begin, length, cu = self._aranges[i]       # i == -1: the last entry, as pyelftools
+        return cu if begin <= addr < begin + length else None
+
+
+def _inflate(raw: bytes, wide: bool, little: bool) -> bytes | None:
+    """An SHF_COMPRESSED section's contents (None: not zlib, for pyelftools to try)."""
+    e = "<" if little else ">"
+    if wide:
+        ch_type, _reserved, size = struct.unpack_from(e + "IIQ", raw, 0)
+        head = 24
+    else:
+        ch_type, size = struct.unpack_from(e + "II", raw, 0)
+        head = 12
+    if ch_type != 1:                                  # ELFCOMPRESS_ZLIB
+        return None
+    d = zlib.decompressobj()
+    out = d.decompress(raw[head:], size)
+    if len(out) != size:
+        raise ValueError(f"compressed section inflates to {len(out):#x} bytes, not {size:#x}")
+    return out
+
+
+def _aranges(data: bytes | None, little: bool) -> list[tuple[int, int, int]]:
+    """(begin, length, unit offset) of every range of .debug_aranges, sorted by begin, read as
+    pyelftools reads them (tuples aligned in the section, up to a (0, 0) pair)."""
+    if not data:
+        return []
+    e = "<" if little else ">"
+    u16, u32, u64 = struct.Struct(e + "H"), struct.Struct(e + "I"), struct.Struct(e + "Q")
+    out: list[tuple[int, int, int]] = []
+    off = 0
+    while off < len(data):
+        length = u32.unpack_from(data, off)[0]
+        pos, osize = off + 4, 4
+        if length == 0xFFFFFFFF:
+            length, pos, osize = u64.unpack_from(data, pos)[0], pos + 8, 8
+        pos += 2                                         # version
+        cu = (u32 if osize == 4 else u64).unpack_from(data, pos)[0]
+        pos += osize
+        addr_size, seg_size = data[pos], data[pos + 1]
+        pos += 2
+        if seg_size:
+            raise ValueError(".debug_aranges with segments")
+        pair = struct.Struct(e + ("II" if addr_size == 4 else "QQ"))
+        pos = -(-pos // pair.size) * pair.size           # tuples aligned to their size
+        while True:
+            begin, size = pair.unpack_from(data, pos)
+            pos += pair.size
+            if begin == 0 and size == 0:
+                break
+            out.append((begin, size, cu))
+        off += length + (4 if osize == 4 else 12)
+    out.sort(key=lambda a: a[0])
+    return out
