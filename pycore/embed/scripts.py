@@ -130,6 +130,10 @@ class ServedScript:
         self.session = session
         for note in self.collector.notes:
             self.say(note)
+        session.poll(self._log, 0)      # BEGIN's output, and its exit() before the first scrape
+        if session.ended:
+            self._ended()
+            return True
         self._thread = threading.Thread(target=self._consume, daemon=True, name=f"pycore-script-{self.name}")
         self._thread.start()
         return True
@@ -146,14 +150,19 @@ class ServedScript:
             while not self._stop.is_set():
                 session.poll(self._log, timeout=0.5)
                 if session.ended:
-                    with self.lock:
-                        session.script.detach()
-                    self.error = "the script called exit(): its probes are detached, its maps still served"
-                    self.say(self.error)
+                    self._ended()
                     return
                 self._say_dropped()
         except (ValueError, OSError):    # closed under us: the end
             pass
+
+    def _ended(self) -> None:
+        """exit(): detached as bpftrace ends there, its maps kept for the scrapes, reported down."""
+        assert self.session is not None
+        with self.lock:
+            self.session.script.detach()
+        self.error = "the script called exit(): its probes are detached, its maps still served"
+        self.say(self.error)
 
     def _log(self, ev: Event) -> None:
         if ev.kind == "map" and not ev.text:
