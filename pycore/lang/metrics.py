@@ -40,7 +40,7 @@ _NAME_BAD = re.compile(r"[^a-zA-Z0-9_]")
 _LABEL_OK = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
 _METRIC_OK = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
 _ANNOTATION = re.compile(r"^\s*//\s*@([A-Za-z0-9_]*)\s*:(.*)$")
-_OPTION = re.compile(r'\s*([a-z]+)=("(?:[^"\\]|\\.)*"|\S*)')
+_OPTION = re.compile(r'\s*([a-z]+)=("(?:[^"\\]|\\.)*"|[^"\s]\S*)')
 #: functions whose label is named after their argument: str(args.filename) -> filename
 _TRANSPARENT = frozenset({"str", "ntop", "ksym", "usym", "kaddr", "uaddr", "buf", "macaddr", "cgroup_path",
                           "strftime", "path", "reg", "pton"})
@@ -69,7 +69,7 @@ def parse_annotations(text: str) -> dict[str, dict[str, Any]]:
         pos = 0
         while rest[pos:].strip():
             o = _OPTION.match(rest, pos)
-            if not o or not o.group(2):
+            if not o:
                 raise AnnotationError(f"line {lineno}: expected help=\"...\", labels=a,b or name=NAME, "
                                       f"found {rest[pos:].strip()!r}")
             key, value = o.group(1), o.group(2)
