@@ -285,6 +285,26 @@ def _functions_seen(dbg) -> tuple[list, int]:  # noqa: ANN001
     return out, len(dbg.spec)
 
 
+@pytest.mark.parametrize("flags", [["-g"], ["-gdwarf-4"], ["-gdwarf-2"], ["-g", "-fdebug-types-section"],
+                                   ["-gdwarf-4", "-fdebug-types-section"], ["-g", "-gz"], ["-g", "-O2"]],
+                         ids=["dwarf5", "dwarf4", "dwarf2", "dwarf5-type-units", "dwarf4-debug-types", "zlib", "O2"])
+def test_function_read_without_pyelftools_as_with(tmp_path, base, monkeypatch, flags):
+    """A function's DIE found and converted by pycore.elf.dwarfraw and dwarfscan gives the types,
+    ids and spec that pyelftools' reading gives (what the lookup did before)."""
+    monkeypatch.setenv("PYCORE_CACHE_DIR", "off")
+    exe, _ = _build(tmp_path, BPFTRACE_C, flags)
+    got = {}
+    for pyelftools in (True, False):
+        with DebugInfo.open(exe, base) as dbg:
+            if pyelftools:
+                dbg._rawdwarf = None
+            got[pyelftools] = _functions_seen(dbg)
+            # DWARF 4's type units are in .debug_types, which pyelftools reads
+            assert (dbg._rawdwarf is None) == (pyelftools or flags == ["-gdwarf-4", "-fdebug-types-section"])
+    assert got[False] == got[True]
+    assert got[True][0][0][0][0][2] == "req_t *r"
+
+
 def test_function_cache(tmp_path, base, monkeypatch):
     """A function's parameters are kept by build id: a later run reads them back without opening
     the DWARF, and writes the same types with the same ids as a run that read it."""
