@@ -109,11 +109,11 @@ def _script(tmp_path, name: str, text: str) -> str:
 
 
 @contextmanager
-def serving(*args: str):
+def serving(*args: str, env: dict[str, str] | None = None):
     """pycore serve ARGS on a free port: (process, port) once it says it serves; SIGTERM at the end."""
     require_root()
     port = _free_port()
-    with running([sys.executable, "-m", "pycore", "serve", "--listen", f"127.0.0.1:{port}", *args]) as p:
+    with running([sys.executable, "-m", "pycore", "serve", "--listen", f"127.0.0.1:{port}", *args], env=env) as p:
         lines = []
         while True:
             line = p.stderr.readline()
@@ -184,6 +184,7 @@ def test_script_maps_scraped(workload, tmp_path):
     runs = 'pycore_script_probe_runs_total{probe="tracepoint:syscalls:sys_enter_read",script="opens"}'
     assert m[runs] >= len(sizes)
     assert m['pycore_script_map_keys{map="@opens",script="opens"}'] >= 1
+    assert 10e6 < m["process_resident_memory_bytes"] < 500e6 and m["process_cpu_seconds_total"] > 0
     if shutil.which("promtool"):
         r = subprocess.run(["promtool", "check", "metrics"], input=exposition, capture_output=True, text=True)
         assert r.returncode == 0, r.stdout + r.stderr
@@ -249,6 +250,7 @@ def test_series_limit_cuts_and_counts(workload, tmp_path):
     series = [k for k in m if k.startswith("pycore_script_many_by_size_total{")]
     assert len(series) == 12 and all(m[k] == 1 for k in series)
     assert m['pycore_script_series{script="many"}'] == 12
+    assert m['pycore_script_map_keys{map="@by_size",script="many"}'] == len(sizes)
     assert m['pycore_script_series_cut_total{script="many"}'] == len(sizes) - 12
 
 

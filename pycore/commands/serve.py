@@ -96,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"pycore serve: {exc.args[0]}", file=sys.stderr)
             return 2
 
-    from prometheus_client import CollectorRegistry, make_wsgi_app
+    from prometheus_client import CollectorRegistry, ProcessCollector, make_wsgi_app
 
     from pycore.embed.metrics import ToolCollector
     from pycore.native.progstats import RunTimeStats
@@ -112,6 +112,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         stats = RunTimeStats()
         exposed = CollectorRegistry(auto_describe=False)
+        ProcessCollector(registry=exposed)       # the server's own CPU, memory and descriptors
         try:
             server = _server(host, port, make_wsgi_app(exposed), ready)
         except OSError as e:

@@ -17,6 +17,8 @@ import sys
 import threading
 import time
 
+from prometheus_client.registry import Collector
+
 from pycore.lang.metrics import DEFAULT_SERIES_LIMIT, sanitize_name
 
 TYPE_CHECKING = False
@@ -203,7 +205,7 @@ class ServedScript:
             self._say_dropped(now=True)
 
 
-class ScriptsCollector:
+class ScriptsCollector(Collector):
     """Health of every served script, and the maps of those running (a ``prometheus_client`` collector)."""
 
     def __init__(self, scripts: list[ServedScript]) -> None:

@@ -18,6 +18,8 @@ import re
 import struct
 import threading
 
+from prometheus_client.registry import Collector
+
 from pycore.lang import ast as A
 from pycore.lang.types import Int, Stack, Str, Tuple
 
@@ -252,7 +254,7 @@ def metric_plans(script: Script, name: str) -> tuple[list[MapMetric], list[str]]
     return plans, notes
 
 
-class ScriptCollector:
+class ScriptCollector(Collector):
     """``prometheus_client`` collector of one running script's maps and health (``register`` it).
 
     ``lock``, when given, is held while reading (whoever closes the script holds it too).
@@ -269,7 +271,7 @@ class ScriptCollector:
         self.cut_total = 0
 
     def describe(self) -> list[Any]:
-        return []       # families vary with the maps' contents: registered unchecked
+        return []       # families vary with the maps' contents: registered unchecked (auto_describe off)
 
     def collect(self) -> Iterator[Any]:
         with self.lock:
