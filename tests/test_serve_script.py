@@ -414,3 +414,26 @@ def test_real_prometheus_scrapes(workload, tmp_path):
     assert opens <= float(inc[0]["value"][1]) <= opens * span / (span - 1.5)
     assert 2 ** 14 - 1 < float(q[0]["value"][1]) <= 2 ** 15 - 1
     assert float(up[0]["value"][1]) == 1
+
+
+def test_label_names_and_a_slow_scraper(workload, tmp_path):
+    """Labels named from the key (probe, cpu; key0, key1 where an expression names none), the map @ as
+    'map'; a scraper that sends half a request does not hold up another (a thread per scrape)."""
+    path = _script(tmp_path, "names.bt", "tracepoint:syscalls:sys_enter_openat,tracepoint:syscalls:sys_enter_read "
+                                         '/comm == "s25work"/ { @[probe] = count(); @p[probe, cpu] = count(); '
+                                         '@odd[pid / 2, "x"] = count(); }\n')
+    with serving("--script", path) as (p, port):
+        proc = subprocess.run([workload, "2", "/", "5", "6", "7"], check=True)
+        with socket.create_connection(("127.0.0.1", port)) as slow:
+            slow.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")     # and never the end of it
+            t = time.monotonic()
+            m = _samples(_get(port))
+            took = time.monotonic() - t
+    assert proc.returncode == 0 and took < 5
+    assert m['pycore_script_names_map_total{probe="tracepoint:syscalls:sys_enter_openat"}'] == 3
+    assert m['pycore_script_names_map_total{probe="tracepoint:syscalls:sys_enter_read"}'] == 3
+    by_probe = [k for k in m if k.startswith("pycore_script_names_p_total{")]
+    assert all(re.fullmatch(r'pycore_script_names_p_total\{cpu="\d+",probe="tracepoint:syscalls:sys_enter_\w+"\}', k)
+               for k in by_probe) and sum(m[k] for k in by_probe) == 6
+    odd = [k for k in m if k.startswith("pycore_script_names_odd_total{")]
+    assert len(odd) == 1 and re.fullmatch(r'pycore_script_names_odd_total\{key0="\d+",key1="x"\}', odd[0])
