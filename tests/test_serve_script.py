@@ -279,13 +279,27 @@ def test_agent_collector(workload, tmp_path):
 
     import pycore
 
-    with pycore.trace('tracepoint:syscalls:sys_enter_openat /comm == "s25work"/ { @opens[comm] = count(); }') as s:
+    with pycore.trace(SCRIPT) as s:
         registry = CollectorRegistry(auto_describe=False)
-        registry.register(s.collector("agent"))
-        subprocess.run([workload, "9", "/"], check=True)
-        m = _samples(generate_latest(registry).decode())
-    assert m['pycore_script_agent_opens_total{comm="s25work"}'] == 10    # and /dev/zero
-    assert m['pycore_script_series{script="agent"}'] == 1
+        collector = s.collector("agent")
+        registry.register(collector)
+        subprocess.run([workload, "9", "/", "1", "77", "300", "300"], check=True)
+        families = generate_latest(registry).decode()
+        text = collector.maps_text()       # what pycore serve writes without prometheus_client
+    m = _samples(families)
+    assert m['pycore_script_agent_opens_total{command="s25work",file="/"}'] == 9
+    assert m['pycore_script_agent_bytes_total{comm="s25work"}'] == 678
+    # opens: / and /dev/zero; bytes; sizes: le 0..511 and +Inf (300 < 512); linear: le 99..399 and +Inf;
+    # biggest; mean: _count and _sum; last
+    assert m['pycore_script_series{script="agent"}'] == 2 + 1 + 11 + 5 + 1 + 2 + 1
+    assert _parsed(text) == {k: v for k, v in _parsed(families).items() if k[0].startswith("pycore_script_agent_")}
+
+
+def _parsed(text: str) -> dict[tuple, float]:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for f in text_string_to_metric_families(text) for s in f.samples}
 
 
 def test_clear_zero_delete_seen_as_prometheus_expects(workload, tmp_path):
@@ -433,7 +447,7 @@ def test_label_names_and_a_slow_scraper(workload, tmp_path):
     assert m['pycore_script_names_map_total{probe="tracepoint:syscalls:sys_enter_openat"}'] == 3
     assert m['pycore_script_names_map_total{probe="tracepoint:syscalls:sys_enter_read"}'] == 3
     by_probe = [k for k in m if k.startswith("pycore_script_names_p_total{")]
-    assert all(re.fullmatch(r'pycore_script_names_p_total\{cpu="\d+",probe="tracepoint:syscalls:sys_enter_\w+"\}', k)
+    assert all(re.fullmatch(r'pycore_script_names_p_total\{probe="tracepoint:syscalls:sys_enter_\w+",cpu="\d+"\}', k)
                for k in by_probe) and sum(m[k] for k in by_probe) == 6
     odd = [k for k in m if k.startswith("pycore_script_names_odd_total{")]
     assert len(odd) == 1 and re.fullmatch(r'pycore_script_names_odd_total\{key0="\d+",key1="x"\}', odd[0])

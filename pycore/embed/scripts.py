@@ -210,6 +210,7 @@ class ScriptsCollector(Collector):
 
     def __init__(self, scripts: list[ServedScript]) -> None:
         self.scripts = scripts
+        self.text_maps = False      # the maps are written by maps_text(), collect() gives the rest
 
     def describe(self) -> list[Any]:
         return []
@@ -234,11 +235,24 @@ class ScriptsCollector(Collector):
             logged.add_metric([s.name], s.logged)
             dropped.add_metric([s.name], s.dropped)
             try:
-                rest.extend(s.collector.collect())
+                rest.extend(s.collector.health() if self.text_maps else s.collector.collect())
             except OSError as e:       # a map read failed: said, the other scripts still scraped
                 s.say(f"reading its maps: {e}")
         yield from (up, info, logged, dropped)
         yield from _merge(rest)
+
+    def maps_text(self) -> str:
+        """Every running script's maps in the text format, read now (then :meth:`collect` gives their
+        health only: ``text_maps``)."""
+        self.text_maps = True
+        parts = []
+        for s in self.scripts:
+            if s.collector is not None:
+                try:
+                    parts.append(s.collector.maps_text())
+                except OSError as e:
+                    s.say(f"reading its maps: {e}")
+        return "".join(parts)
 
 
 def _merge(families: list[Any]) -> Iterator[Any]:
