@@ -305,6 +305,30 @@ def test_function_read_without_pyelftools_as_with(tmp_path, base, monkeypatch, f
     assert got[True][0][0][0][0][2] == "req_t *r"
 
 
+def test_function_across_units_of_a_compressed_debug_info(tmp_path, base, monkeypatch):
+    """gcc -flto's function DIE takes its parameters from another unit (DW_FORM_ref_addr): read
+    past the part of a compressed .debug_info inflated for the function's unit, the lookup is
+    made again with all of it, and gives what pyelftools' reading gives."""
+    monkeypatch.setenv("PYCORE_CACHE_DIR", "off")
+    (tmp_path / "a.c").write_text("struct S { int x; struct S *next; };\nint use(struct S *s, int k);\n"
+                                  "int main(void) { struct S s = {1, 0}; return use(&s, 2); }\n")
+    (tmp_path / "b.c").write_text("struct S { int x; struct S *next; };\n"
+                                  "__attribute__((noinline)) int use(struct S *s, int k) { return s->x + k; }\n")
+    exe = str(tmp_path / "lto")
+    subprocess.run(["gcc", "-g", "-O2", "-flto", "-gz", "-o", exe, str(tmp_path / "a.c"), str(tmp_path / "b.c")],
+                   check=True)
+    got = []
+    for pyelftools in (True, False):
+        with DebugInfo.open(exe, base) as dbg:
+            if pyelftools:
+                dbg._rawdwarf = None
+            fn = dbg.function("use")
+            got.append(sorted((n, CFormatter().declaration(fn.spec.type(i), n)) for n, i in fn.params))
+            if not pyelftools:
+                assert dbg._rawdwarf is not None and not dbg._rawdwarf.partial
+    assert got[0] == got[1] == [("k", "int k"), ("s", "struct S *s")]
+
+
 def test_function_cache(tmp_path, base, monkeypatch):
     """A function's parameters are kept by build id: a later run reads them back without opening
     the DWARF, and writes the same types with the same ids as a run that read it."""

@@ -239,8 +239,14 @@ class DebugInfo:
             except Exception:  # noqa: BLE001 - a damaged cache entry is only recomputed
                 pass
         with dwarf_errors(self.dwarf_path):
-            die = self._function_die_raw(name)
-            entry = None if die is None else _function_entry(die, self._little)
+            try:
+                entry = self._fresh_entry(name)
+            except Exception:
+                raw = self._rawdwarf
+                if not raw or not raw.partial:
+                    raise
+                raw.complete()                    # read past what was inflated: again, with all of it
+                entry = self._fresh_entry(name)
         self._store_function(name, entry)
         with dwarf_errors(self.dwarf_path):
             return self._typed(name, entry)
@@ -330,6 +336,10 @@ class DebugInfo:
             return None
         return _defining_die(_top_dies(self._dw.get_CU_at(cu_off).get_top_DIE()), name, addr)
 
+    def _fresh_entry(self, name: str) -> dict | None:
+        die = self._function_die_raw(name)
+        return None if die is None else _function_entry(die, self._little)
+
     def _function_die_raw(self, name: str):  # noqa: ANN202
         """:meth:`_function_die`, read with :mod:`pycore.elf.dwarfraw` and
         :mod:`pycore.elf.dwarfscan` (no pyelftools: 5x faster on libc) when they can
@@ -347,10 +357,14 @@ class DebugInfo:
                 cu_off = raw.cu_offset_at_addr(addr)
                 if cu_off is None:
                     return None
+                raw.want_unit(cu_off)
                 top = raw.scanner.unit(cu_off).top
                 return None if top is None else _defining_die(_top_dies(top), name, addr)
         found = self._get_index()["functions"].get(name)
-        return None if found is None else raw.scanner.die_at(found[1])
+        if found is None:
+            return None
+        raw.complete()
+        return raw.scanner.die_at(found[1])
 
     def _aranges(self):  # noqa: ANN202
         if self._ar is False:
