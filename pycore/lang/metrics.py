@@ -48,6 +48,7 @@ _TRANSPARENT = frozenset({"str", "ntop", "ksym", "usym", "kaddr", "uaddr", "buf"
                           "strftime", "path", "reg", "pton"})
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _U64 = struct.Struct("<Q")
+_I64 = struct.Struct("<q")
 
 
 class AnnotationError(ValueError):
@@ -345,6 +346,7 @@ class ScriptCollector(Collector):
         cache = self._labels.get(p.map_name, {}) if cacheable else {}
         fresh: dict[bytes, tuple[list[str], str]] = {}
         hist = m.kind in ("hist", "lhist")
+        summed = m.kind in ("count", "sum")
         size = m.key_size
         values: dict[bytes, Any] = {}
         for kb, v in mp.items():
@@ -358,6 +360,8 @@ class ScriptCollector(Collector):
             if hist:
                 counts = values.setdefault(raw, {})
                 counts[_U64.unpack_from(kb, size)[0]] = sum(_U64.unpack_from(x)[0] for x in vals)
+            elif summed:         # count(), sum(): as Script._combine adds them, without its call
+                values[raw] = sum(_I64.unpack_from(x)[0] for x in vals)
             else:
                 values[raw] = script._combine(m, vals)
         if cacheable:
