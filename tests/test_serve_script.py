@@ -153,9 +153,9 @@ def test_script_maps_scraped(workload, tmp_path):
     opens = 37
     sizes = [1, 3, 4, 100, 250, 999, 1000, 4096, 5000, 5000]
     with serving("--script", path) as (p, port):
-        opens, reads = _programs_using("AT_opens"), _programs_using("AT_sizes")
-        assert len(opens) == len(reads) == 1
-        ours = opens | reads
+        progs_open, progs_read = _programs_using("AT_opens"), _programs_using("AT_sizes")
+        assert len(progs_open) == len(progs_read) == 1
+        ours = progs_open | progs_read
         assert _get(port, "/-/healthy").startswith("pycore serve is Healthy")
         assert _get(port, "/-/ready").startswith("pycore serve is Ready")
         before = _samples(_get(port))
