@@ -1,5 +1,5 @@
 """Fuzzing the DWARF reader (pycore/elf/dwarf.py): a small ``gcc -g`` program
-(DWARF 5, with and without type units, and 4) with bytes of its ``.debug_*`` sections flipped, or a section
+(DWARF 5, with and without type units, compressed, and 4) with bytes of its ``.debug_*`` sections flipped, or a section
 cut short, must give :class:`ElfError` or a result from every call a listing
 or a trace makes, never another exception or a hang."""
 
@@ -36,7 +36,7 @@ def seeds(tmp_path_factory) -> dict[str, bytes]:
     d = tmp_path_factory.mktemp("dwarfseeds")
     (d / "n.c").write_text(SOURCE)
     out = {}
-    for flag in ("-g", "-gdwarf-4", "-g -fdebug-types-section"):
+    for flag in ("-g", "-gdwarf-4", "-g -fdebug-types-section", "-g -gz"):   # -gz: zlib, inflated in part
         subprocess.run([shutil.which("gcc") or "gcc", *flag.split(), "-O0", "-o", str(d / "n"), str(d / "n.c")],
                        check=True)
         out[flag] = (d / "n").read_bytes()
@@ -113,7 +113,7 @@ def test_byte_flips(seeds, base, tmp_path, data):
     exercise(str(path), base)
 
 
-@pytest.mark.parametrize("flag", ["-g", "-gdwarf-4", "-g -fdebug-types-section"])
+@pytest.mark.parametrize("flag", ["-g", "-gdwarf-4", "-g -fdebug-types-section", "-g -gz"])
 @pytest.mark.parametrize("name", SECTIONS)
 def test_sections_cut_short(seeds, base, tmp_path, flag, name):
     """Each section's size made smaller, step by step, and the file cut at its end."""

@@ -1,5 +1,6 @@
-"""An executable or shared library that users point pycore at, read with
-pyelftools: what every reader here needs of it, in one place.
+"""An executable or shared library that users point pycore at: what every
+reader here needs of it, in one place (the header, segments and symbol tables
+read with struct, the rest with pyelftools when first needed).
 
 USDT notes (:mod:`pycore.elf.usdt`), function symbols and ``symbol+offset``
 (:mod:`pycore.elf.symbols`) and CPython's version and ``_PyRuntime``
