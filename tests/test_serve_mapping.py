@@ -104,3 +104,21 @@ def test_lhist_le_means_what_prometheus_reads(values, lo, span, step):
     got = hist_buckets(counts, (lo, hi, step))
     les = [le for le, _ in got]
     assert les[-1] == "+Inf" and [n for _, n in got] == _prometheus_counts(values, les)
+
+
+def test_clashing_names_are_left_out_with_a_note():
+    """Two maps whose samples would share a name (@x's pycore_..._x_total and @x_total's), or a map
+    named like pycore's own families, would make an exposition Prometheus refuses: the later map is
+    not exported and a note says why (the script still runs)."""
+    from pycore.lang.metrics import metric_plans
+    from pycore.lang.runtime import Script
+
+    script = Script("BEGIN { @x = count(); @x_total = count(); @h = hist(1); @h_bucket = 2; @keys = count(); "
+                    "@ok = 1; }")
+    script.check()
+    plans, notes = metric_plans(script, "s")
+    assert [p.map_name for p in plans] == ["@h", "@keys", "@ok", "@x"]
+    assert len(notes) == 2 and any("@h_bucket" in n for n in notes) and any("@x_total" in n for n in notes)
+    plans, notes = metric_plans(script, "map")   # pycore_script_map_keys is pycore's own
+    assert "@keys" not in [p.map_name for p in plans]
+    assert any(n.startswith("@keys: not exported: its pycore_script_map_keys") for n in notes)

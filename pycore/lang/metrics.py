@@ -218,6 +218,7 @@ def metric_plans(script: Script, name: str) -> tuple[list[MapMetric], list[str]]
     prefix = f"pycore_script_{sanitize_name(name)}_"
     plans: list[MapMetric] = []
     notes: list[str] = []
+    taken: set[str] = set()
     for map_name in sorted(script.layout.maps):
         m = script.layout.maps[map_name]
         ann = script_annotations.get(map_name, {})
@@ -251,8 +252,32 @@ def metric_plans(script: Script, name: str) -> tuple[list[MapMetric], list[str]]
             continue
         what = f"{kind}() map" if kind not in ("int", "str") else "map"
         help_text = ann.get("help") or f"{what} {map_name} of script {name}"
+        if mtype == "counter" and metric.endswith("_total"):
+            metric = metric[:-6]
+        names = _sample_names(metric, mtype)
+        clash = names & (taken | RESERVED)
+        if clash:
+            notes.append(f"{map_name}: not exported: its {min(clash)} is another metric's name "
+                         "(rename it with // " + map_name + ": name=...)")
+            continue
+        taken |= names
         plans.append(MapMetric(map_name, metric, mtype, labels, help_text, key_types, value_label))
     return plans, notes
+
+
+#: the families pycore itself writes beside a script's maps
+RESERVED = frozenset({
+    "pycore_script_up", "pycore_script_info", "pycore_script_log_lines_total", "pycore_script_log_dropped_total",
+    "pycore_script_map_keys", "pycore_script_map_key_limit", "pycore_script_series", "pycore_script_series_cut_total",
+    "pycore_script_lost_events_total", "pycore_script_probe_runs_total", "pycore_script_probe_run_time_seconds_total",
+})
+
+
+def _sample_names(metric: str, mtype: str) -> set[str]:
+    """The names a family's samples (and its own name) take, which no other family may."""
+    suffixes = {"counter": ("_total", ""), "summary": ("", "_count", "_sum"),
+                "histogram": ("", "_bucket", "_count", "_sum")}.get(mtype, ("",))
+    return {metric + x for x in suffixes}
 
 
 class ScriptCollector(Collector):
