@@ -59,10 +59,10 @@ import json
 import os
 import struct
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from pycore.elf.debugfile import build_id, debug_file
 from pycore.elf.dwarfbtf import (BtfConverter, attr_int, bpftrace_type_name, children, die_name, integrated,
@@ -77,6 +77,7 @@ if TYPE_CHECKING:
 
 __all__ = ["DebugInfo", "FunctionTypes", "cache_path", "dwarf_errors"]
 
+T = TypeVar("T")
 CACHE_FORMAT = 1
 FUNCTION_FORMAT = 1
 _MISSING = object()
@@ -239,14 +240,7 @@ class DebugInfo:
             except Exception:  # noqa: BLE001 - a damaged cache entry is only recomputed
                 pass
         with dwarf_errors(self.dwarf_path):
-            try:
-                entry = self._fresh_entry(name)
-            except Exception:
-                raw = self._rawdwarf
-                if not raw or not raw.partial:
-                    raise
-                raw.complete()                    # read past what was inflated: again, with all of it
-                entry = self._fresh_entry(name)
+            entry = self._again_if_partial(lambda: self._fresh_entry(name))
         self._store_function(name, entry)
         with dwarf_errors(self.dwarf_path):
             return self._typed(name, entry)
@@ -310,12 +304,16 @@ class DebugInfo:
             if self._index is None and len(names) <= FEW_FUNCTIONS:
                 out = {}
                 for name in names:
-                    die = self._function_die(name)
-                    if die is not None:
-                        out[name] = _params_text(die)
+                    text = self._again_if_partial(lambda: self._params_text_of(name))  # noqa: B023 - called here
+                    if text is not None:
+                        out[name] = text
                 return out
             funcs = self._get_index()["functions"]
             return {n: funcs[n][2] for n in names if n in funcs}
+
+    def _params_text_of(self, name: str) -> list[str] | None:
+        die = self._function_die_raw(name)
+        return None if die is None else _params_text(die)
 
     def _function_die(self, name: str):  # noqa: ANN202
         """The defining DIE of function ``name``: in the unit ``.debug_aranges`` gives
@@ -335,6 +333,17 @@ class DebugInfo:
         if cu_off is None:
             return None
         return _defining_die(_top_dies(self._dw.get_CU_at(cu_off).get_top_DIE()), name, addr)
+
+    def _again_if_partial(self, read: Callable[[], T]) -> T:
+        """``read()``, made again with all of .debug_info inflated when it failed on a part."""
+        try:
+            return read()
+        except Exception:
+            raw = self._rawdwarf
+            if not raw or not raw.partial:
+                raise
+            raw.complete()
+            return read()
 
     def _fresh_entry(self, name: str) -> dict | None:
         die = self._function_die_raw(name)
