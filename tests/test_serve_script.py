@@ -204,8 +204,10 @@ def test_broken_script_is_down_and_the_good_one_serves(workload, tmp_path):
     unsafe = _script(tmp_path, "unsafe.bt", 'BEGIN { system("true"); }\n')
     badlabel = _script(tmp_path, "badlabel.bt", '// @a: labels=le\nBEGIN { @a[1] = 1; }\n')
     ended = _script(tmp_path, "ended.bt", 'BEGIN { @a = 42; printf("bye\\n"); exit(); }\n')
+    # script good_n's @total would be pycore_script_good_n_total, the samples of good's @n = count()
+    twin = _script(tmp_path, "good_n.bt", "BEGIN { @total = 5; @fine = 1; }\n")
     with serving("--script", good, "--script", broken, "--script", unsafe, "--script", badlabel,
-                 "--script", ended) as (p, port):
+                 "--script", ended, "--script", twin) as (p, port):
         subprocess.run([workload, "5", "/"], check=True)
         m = _samples(_get(port))
     assert p.returncode == 0 and "Traceback" not in p.tail
@@ -225,6 +227,8 @@ def test_broken_script_is_down_and_the_good_one_serves(workload, tmp_path):
     assert m['pycore_script_up{script="ended"}'] == 0 and "exit()" in info[0]
     assert m["pycore_script_ended_a"] == 42
     assert "ended: bye\n" in p.startup + p.tail
+    assert m["pycore_script_good_n_fine"] == 1 and m["pycore_script_good_n_total"] == 6     # good's @n
+    assert "script good_n: @total: not exported: pycore_script_good_n_total is also another script's" in p.startup
 
 
 def test_printf_is_logged_rate_limited(workload, tmp_path):

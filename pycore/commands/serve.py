@@ -128,6 +128,9 @@ def run(args: argparse.Namespace) -> int:
             if stop.is_set():
                 return 0
             script.load()
+        from pycore.embed.scripts import keep_apart
+
+        keep_apart(scripts)
         for name in dict.fromkeys(args.tools):
             try:
                 sessions.append(open_tool(name, pid=args.pid))

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from pycore.lang.runtime import Event
     from pycore.lang.session import TraceSession
 
-__all__ = ["ServedScript", "ScriptsCollector", "read_trusted", "script_name", "UntrustedScript"]
+__all__ = ["ServedScript", "ScriptsCollector", "read_trusted", "script_name", "UntrustedScript", "keep_apart"]
 
 
 class UntrustedScript(ValueError):
@@ -253,6 +253,27 @@ class ScriptsCollector(Collector):
                 except OSError as e:
                     s.say(f"reading its maps: {e}")
         return "".join(parts)
+
+
+def keep_apart(scripts: list[ServedScript]) -> None:
+    """Maps of two scripts whose metrics share a name (script a_b's @c and script a's @b_c): the later
+    one is left out, and the log says so (one exposition cannot hold both)."""
+    from pycore.lang.metrics import sample_names
+
+    taken: set[str] = set()
+    for s in scripts:
+        if s.collector is None:
+            continue
+        keep = []
+        for p in s.collector.plans:
+            names = sample_names(p.metric, p.type)
+            if names & taken:
+                s.say(f"{p.map_name}: not exported: {p.metric} is also another script's metric "
+                      f"(rename it with // {p.map_name}: name=...)")
+                continue
+            taken |= names
+            keep.append(p)
+        s.collector.plans = keep
 
 
 def _merge(families: list[Any]) -> Iterator[Any]:

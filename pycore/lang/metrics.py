@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
     from pycore.lang.runtime import Script
 
-__all__ = ["ScriptCollector", "MapMetric", "metric_plans", "parse_annotations", "label_value",
+__all__ = ["ScriptCollector", "MapMetric", "metric_plans", "parse_annotations", "label_value", "sample_names",
            "hist_buckets", "DEFAULT_SERIES_LIMIT", "AnnotationError"]
 
 #: Series (samples) one script may export per scrape; what is beyond is cut and counted.
@@ -254,7 +254,7 @@ def metric_plans(script: Script, name: str) -> tuple[list[MapMetric], list[str]]
         help_text = ann.get("help") or f"{what} {map_name} of script {name}"
         if mtype == "counter" and metric.endswith("_total"):
             metric = metric[:-6]
-        names = _sample_names(metric, mtype)
+        names = sample_names(metric, mtype)
         clash = names & (taken | RESERVED)
         if clash:
             notes.append(f"{map_name}: not exported: its {min(clash)} is another metric's name "
@@ -273,7 +273,7 @@ RESERVED = frozenset({
 })
 
 
-def _sample_names(metric: str, mtype: str) -> set[str]:
+def sample_names(metric: str, mtype: str) -> set[str]:
     """The names a family's samples (and its own name) take, which no other family may."""
     suffixes = {"counter": ("_total", ""), "summary": ("", "_count", "_sum"),
                 "histogram": ("", "_bucket", "_count", "_sum")}.get(mtype, ("",))
