@@ -462,3 +462,11 @@ def test_label_names_and_a_slow_scraper(workload, tmp_path):
                for k in by_probe) and sum(m[k] for k in by_probe) == 6
     odd = [k for k in m if k.startswith("pycore_script_names_odd_total{")]
     assert len(odd) == 1 and re.fullmatch(r'pycore_script_names_odd_total\{key0="\d+",key1="x"\}', odd[0])
+
+
+def test_bad_pid_and_no_work(tmp_path):
+    require_root()
+    path = _script(tmp_path, "x.bt", "BEGIN { @a = 1; }\n")
+    for argv, says in ((["-p", "999999999", "--script", path], "999999999"), ([], "give a TOOL or --script")):
+        r = subprocess.run([sys.executable, "-m", "pycore", "serve", *argv], capture_output=True, text=True, timeout=60)
+        assert r.returncode == 2 and says in r.stderr and len(r.stderr.splitlines()) == 1, r.stderr

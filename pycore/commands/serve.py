@@ -1,4 +1,4 @@
-"""Serve tools' metrics over HTTP for Prometheus: pycore serve [--listen HOST:PORT] TOOL...
+"""Serve tools' and bpftrace scripts' metrics over HTTP for Prometheus: pycore serve [--listen HOST:PORT] [--script FILE.bt] TOOL...
 
 Each TOOL is attached as 'pycore run TOOL' would (same fallbacks, default
 options), its events are counted as they arrive, and /metrics exports
@@ -30,7 +30,8 @@ __all__ = ["add_arguments", "run"]
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--listen", default="127.0.0.1:9435", metavar="HOST:PORT",
                         help="address to serve /metrics on (default 127.0.0.1:9435)")
-    parser.add_argument("-p", "--pid", type=int, default=0, help="trace only this process")
+    parser.add_argument("-p", "--pid", type=int, default=0,
+                        help="trace only this process (the tools; the scripts as pycore trace -p does)")
     parser.add_argument("--script", action="append", default=[], metavar="FILE.bt",
                         help="serve a bpftrace script's maps (repeatable; the file must be writable by root only)")
     parser.add_argument("--unsafe", action="store_true", help="allow system(), signal() and override() in scripts")
@@ -72,6 +73,14 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as e:
         print(f"pycore serve: {e}", file=sys.stderr)
         return 2
+    if args.pid:
+        from pycore.kernel.process import TargetError, check_pid
+
+        try:
+            check_pid(args.pid)
+        except TargetError as e:
+            print(f"pycore serve: {e}", file=sys.stderr)
+            return 2
     from pycore.embed.scripts import ServedScript, UntrustedScript, read_trusted, script_name
 
     scripts: list[ServedScript] = []
@@ -86,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"pycore serve: {e}", file=sys.stderr)
             return 2
         scripts.append(ServedScript(path, name, unsafe=args.unsafe, series_limit=args.series_limit,
-                                    log_rate=args.log_rate, text=text))
+                                    log_rate=args.log_rate, text=text, pid=args.pid or None))
     from pycore.tools import registry
 
     for name in args.tools:

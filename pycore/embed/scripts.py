@@ -83,7 +83,8 @@ class ServedScript:
     """One script of the server: its session (None when it did not load), its consumer, its log budget."""
 
     def __init__(self, path: str, name: str, *, unsafe: bool = False, series_limit: int = DEFAULT_SERIES_LIMIT,
-                 log_rate: float = 100.0, err: TextIO | None = None, text: str | None = None) -> None:
+                 log_rate: float = 100.0, err: TextIO | None = None, text: str | None = None,
+                 pid: int | None = None) -> None:
         self.path = path
         self.name = name
         self.unsafe = unsafe
@@ -91,6 +92,7 @@ class ServedScript:
         self.log_rate = log_rate
         self.err = err or sys.stderr
         self.text = text
+        self.pid = pid
         self.session: TraceSession | None = None
         self.collector: ScriptCollector | None = None
         self.error = ""
@@ -116,7 +118,7 @@ class ServedScript:
 
         try:
             text = self.text if self.text is not None else read_trusted(self.path)
-            session = TraceSession(text, filename=self.path, unsafe=self.unsafe,
+            session = TraceSession(text, filename=self.path, unsafe=self.unsafe, pid=self.pid,
                                    unsafe_hint="run pycore serve with --unsafe to allow it")
         except (PycoreError, OSError, UntrustedScript) as e:
             self.error = _one_line(str(e))
