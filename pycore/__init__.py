@@ -30,6 +30,7 @@ _EXPORTS = {
     "Option": "pycore.tools.api",
     "Hist": "pycore.hist",
     "Bucket": "pycore.hist",
+    "Lost": "pycore.native.ringbuf",
     # errors: every one pycore raises, each a PycoreError
     "PycoreError": "pycore.errors",
     "BpfError": "pycore.errors",
@@ -37,6 +38,7 @@ _EXPORTS = {
     "FeatureMissing": "pycore.errors",
     "PinError": "pycore.errors",
     "PinMismatch": "pycore.errors",
+    "Closed": "pycore.errors",
     "NoMethod": "pycore.tools.api",
     "OptionError": "pycore.tools.api",
     "ScriptError": "pycore.lang.errors",
@@ -64,7 +66,7 @@ if TYPE_CHECKING:
     from pycore.embed.session import ToolSession as ToolSession, open_tool as open_tool
     from pycore.errors import BpfError as BpfError, BuildError as BuildError, ElfError as ElfError
     from pycore.errors import FeatureMissing as FeatureMissing, PycoreError as PycoreError
-    from pycore.errors import PinError as PinError, PinMismatch as PinMismatch
+    from pycore.errors import PinError as PinError, PinMismatch as PinMismatch, Closed as Closed
     from pycore.hist import Bucket as Bucket, Hist as Hist
     from pycore.kernel.process import TargetError as TargetError
     from pycore.lang.errors import CheckError as CheckError, NoMatch as NoMatch, ProbeError as ProbeError
@@ -75,7 +77,7 @@ if TYPE_CHECKING:
     from pycore.native.codec import UnsupportedType as UnsupportedType
     from pycore.native.libbpf import LibbpfMissing as LibbpfMissing
     from pycore.native.object import BpfObject as BpfObject, Link as Link
-    from pycore.native.ringbuf import RingBuffer as RingBuffer
+    from pycore.native.ringbuf import Lost as Lost, RingBuffer as RingBuffer
     from pycore.native.shipped import object_path as object_path
     from pycore.skel.errors import SkelError as SkelError
     from pycore.tools.api import NoMethod as NoMethod, Option as Option, OptionError as OptionError

@@ -107,3 +107,12 @@ class BuildError(PycoreError):
 
     Raised by the build helper (:mod:`pycore.build`, build time only); it lives here with the rest of
     the tree so that ``pycore.BuildError`` is importable without importing the build helper."""
+
+
+class Closed(PycoreError, ValueError):
+    """A session, object, map, ring buffer or link used after ``close()``: one error for all of them,
+    naming the public object (``ToolSession fget-crack is closed``), never an internal map of it."""
+
+    def __init__(self, what: str, action: str = "") -> None:
+        super().__init__(f"{what} is closed" + (f" (cannot {action})" if action else ""))
+        self.what = what

@@ -18,7 +18,7 @@ import errno
 from collections.abc import Iterator, Mapping
 
 from pycore.native import libbpf as L
-from pycore.errors import BpfError
+from pycore.errors import BpfError, Closed
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -46,7 +46,7 @@ class Map:
 
     def _require(self):
         if self._ptr is None:
-            raise ValueError(f"map {self.name}: object is closed")
+            raise Closed(f"map {self.name} of {self._obj.name}")
         return self._ptr
 
     @property

@@ -14,7 +14,7 @@ import threading
 import weakref
 
 from pycore.native import libbpf as L
-from pycore.errors import BpfError
+from pycore.errors import BpfError, Closed
 from pycore.native.libbpf import MAP_TYPE_NAMES, PROG_TYPE_NAMES  # noqa: F401 (re-exported)
 
 TYPE_CHECKING = False
@@ -117,7 +117,7 @@ class Link:
 
     def _require(self) -> None:
         if self._ptr is None:
-            raise ValueError(f"{self.description}: the link is closed")
+            raise Closed(f"{self.description}: the link")
 
     def __repr__(self) -> str:
         return f"<Link {self.description}{'' if self._ptr is not None else ' (closed)'}>"
@@ -335,13 +335,13 @@ class BpfObject:
 
     def _require_open(self, action: str) -> None:
         if self._ptr is None:
-            raise ValueError(f"{self.name}: cannot {action}: object is closed")
+            raise Closed(f"object {self.name}", action)
         if self._loaded:
             raise ValueError(f"{self.name}: cannot {action} after load")
 
     def _require_loaded(self, action: str) -> None:
         if self._ptr is None:
-            raise ValueError(f"{self.name}: cannot {action}: object is closed")
+            raise Closed(f"object {self.name}", action)
         if not self._loaded:
             raise ValueError(f"{self.name}: cannot {action} before load()")
 

@@ -21,7 +21,7 @@ import weakref
 from collections.abc import Iterator, Sequence
 
 from pycore.asm.insn import Insn, decode, encode
-from pycore.errors import BpfError
+from pycore.errors import BpfError, Closed
 from pycore.native import libbpf as L
 from pycore.native.libbpf import MAP_TYPE_NAMES, PROG_TYPE_NAMES, AttachType, MapType, ProgType
 
@@ -74,7 +74,7 @@ class _OwnedFd:
     @property
     def fd(self) -> int:
         if not self._finalizer.alive:
-            raise ValueError(f"{self._noun} {self.name} is closed")
+            raise Closed(f"{self._noun} {self.name}")
         return self._fd
 
     @property

@@ -44,7 +44,19 @@ decoder, a callable from one record's bytes to an event.
 Lost events: pycore programs reserve through ``pycore_reserve()``, which
 counts failed reservations in the object's global ``pycore_dropped``
 (bpf_src/pycore.bpf.h); :attr:`RingBuffer.lost` reads it.  It counts the
-losses of every ring buffer of the object.
+losses of every ring buffer of the object.  An object whose programs do not
+count (no ``pycore_dropped``) has ``lost`` None: a full ring's drops happen in
+the kernel, which tells no one, so they cannot be known from here.
+``on_lost=callback(n)`` is called with each new loss seen by a consumer, and
+``events(include_lost=True)`` puts a :class:`Lost` marker in the stream
+before the events read after the loss (as bcc's ``lost_cb`` and cilium's
+``LostSamples``).
+
+Closing: ``close()`` wakes every consumer (a thread in ``events()`` or
+``poll()``, a task in ``async for``) and ends it as if the ring were empty;
+any later use raises :class:`pycore.errors.Closed`.  ``end_when(fd)`` ends
+the consumers the same way, after draining what is left, once ``fd`` is
+readable (a pidfd: the traced process exited).
 """
 
 from __future__ import annotations
@@ -55,7 +67,7 @@ import os
 import select
 import threading
 
-from pycore.errors import BpfError
+from pycore.errors import BpfError, Closed
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -66,7 +78,7 @@ if TYPE_CHECKING:
 
     from pycore.native.object import BpfObject
 
-__all__ = ["RingBuffer", "BUSY_BIT", "DISCARD_BIT", "HEADER_SIZE"]
+__all__ = ["RingBuffer", "Lost", "BUSY_BIT", "DISCARD_BIT", "HEADER_SIZE"]
 
 BUSY_BIT = 1 << 31
 DISCARD_BIT = 1 << 30
@@ -75,6 +87,25 @@ _LEN_MASK = ~(BUSY_BIT | DISCARD_BIT) & 0xFFFFFFFF
 _RINGBUF_MAP_TYPE = 27
 _DROPPED_VAR = "pycore_dropped"
 _ANNOTATION = "__pycore_ring_event__"  # PYCORE_RING_EVENT(map, type), bpf_src/pycore.bpf.h
+
+
+class Lost:
+    """In an event stream asked for with ``include_lost=True``: ``n`` records were dropped (the ring was
+    full) since the last report; they would have come before the events that follow."""
+
+    __slots__ = ("n",)
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Lost) and other.n == self.n
+
+    def __hash__(self) -> int:
+        return hash((Lost, self.n))
+
+    def __repr__(self) -> str:
+        return f"Lost({self.n})"
 
 
 def _padded(length: int) -> int:
@@ -105,7 +136,8 @@ class RingBuffer:
     #: cyclic GC's collections slower (quadratic over a batch of 200k events).
     batch_size = 8192
 
-    def __init__(self, obj: BpfObject, map_name: str, event: Any = None) -> None:
+    def __init__(self, obj: BpfObject, map_name: str, event: Any = None, *,
+                 on_lost: Callable[[int], object] | None = None) -> None:
         self._obj: BpfObject | None = obj
         try:
             m = obj.maps[map_name]
@@ -114,10 +146,12 @@ class RingBuffer:
         if m.type != _RINGBUF_MAP_TYPE:
             raise ValueError(f"{obj.name}: map {map_name} is a {m.type_name} map, not a ring buffer")
         self._setup(m.fd, m.max_entries, map_name, _resolve_event(obj, m, event), None, f"{obj.name}: map {map_name}")
+        self.on_lost = on_lost
 
     @classmethod
     def from_fd(cls, fd: Any, *, decode: Callable[[bytes], Any] | Any = None, size: int | None = None,
-                name: str = "ring", lost: Callable[[], int] | None = None) -> RingBuffer:
+                name: str = "ring", lost: Callable[[], int] | None = None,
+                on_lost: Callable[[int], object] | None = None) -> RingBuffer:
         """A consumer of a ring buffer map that no BpfObject owns (``pycore trace``'s, made with
         ``pycore.native.program.create_map``).
 
@@ -149,6 +183,7 @@ class RingBuffer:
                 raise TypeError(f"decode must be a callable or a codec, not {type(decode).__name__}")
         self._setup(raw_fd, size, name, codec, fn, f"map {name}")
         self._lost_fn = lost
+        self.on_lost = on_lost
         return self
 
     def _setup(self, fd: int, size: int, map_name: str, codec: Any, decode_fn: Callable[[bytes], Any] | None,
@@ -170,6 +205,14 @@ class RingBuffer:
         self._idle = threading.Condition(self._lock)
         self._waiters = 0               # threads inside epoll_wait
         self._closing = False
+        self._async: set[Any] = set()   # (loop, future) of `async for` consumers waiting: close() settles them
+        self._async_waiters = 0         # inside add_reader: the epoll fd outlives close() until they leave
+        self._end_fds: dict[int, Callable[[], object] | None] = {}
+        self.ended = False              #: an end_when() fd fired: consumers stop once the ring is drained
+        self.on_lost: Callable[[int], object] | None = None
+        self._lost_seen = 0             # losses already reported to on_lost / as Lost markers
+        self._lost_unknown = False
+        self._unmarked = 0              # reported to on_lost but not yet in a Lost marker
         self._cons_map = self._data_map = None
         self._page = mmap.PAGESIZE
         if self.size <= 0 or self.size & (self.size - 1) or self.size % self._page:
@@ -212,6 +255,11 @@ class RingBuffer:
                 # waiter would sleep on until its timeout.
                 os.eventfd_write(self._wake, 1)
                 self._idle.wait_for(lambda: self._waiters == 0, timeout=5.0)
+            for loop, fut in list(self._async):
+                try:
+                    loop.call_soon_threadsafe(_settle, fut)
+                except RuntimeError:  # that loop is closed
+                    pass
             for name in ("_words", "_data", "_prod", "_cons"):
                 mv = self.__dict__.pop(name, None)
                 if mv is not None:
@@ -221,16 +269,20 @@ class RingBuffer:
                 if mp is not None:
                     mp.close()
                     setattr(self, name, None)
-            if self._ep is not None:
-                self._ep.close()
-                self._ep = None
-            if self._wake >= 0:
-                os.close(self._wake)
-                self._wake = -1
+            if not self._async_waiters:  # else the last `async for` closes them, once its loop lets go
+                self._close_wait_fds()
             if self._fd >= 0:
                 os.close(self._fd)
                 self._fd = -1
             self._pending = []
+
+    def _close_wait_fds(self) -> None:
+        if self._ep is not None:
+            self._ep.close()
+            self._ep = None
+        if self._wake >= 0:
+            os.close(self._wake)
+            self._wake = -1
 
     @property
     def closed(self) -> bool:
@@ -268,24 +320,97 @@ class RingBuffer:
     @property
     def lost(self) -> int | None:
         """Failed reservations counted by ``pycore_reserve()`` (the object's ``pycore_dropped``);
-        for :meth:`from_fd` rings, what its ``lost`` callable says (None without one)."""
+        for :meth:`from_fd` rings, what its ``lost`` callable says.  None where nothing counts them
+        (an object without ``pycore_dropped``, a ring without ``lost=``): they cannot be known."""
+        self._require()
+        return self._read_lost()
+
+    def _read_lost(self) -> int | None:
+        if self._lost_unknown:
+            return None
         if self._obj is None:
-            return int(self._lost_fn()) if self._lost_fn is not None else None
+            if self._lost_fn is None:
+                self._lost_unknown = True
+                return None
+            return int(self._lost_fn())
         if self._globals is None:  # building it parses the ELF: once, then live reads
-            self._globals = self._obj.globals
+            g = self._obj.globals
+            if _DROPPED_VAR not in g:
+                self._lost_unknown = True
+                return None
+            self._globals = g
         return int(self._globals[_DROPPED_VAR])
+
+    def _new_losses(self) -> int:
+        """Losses counted since the last call (0 where they cannot be known)."""
+        n = self._read_lost()
+        if not n or n <= self._lost_seen:
+            return 0
+        delta, self._lost_seen = n - self._lost_seen, n
+        return delta
+
+    def report_lost(self, marker: bool = True) -> Lost | None:
+        """New losses since the last report: to :attr:`on_lost`, and as a :class:`Lost` (or None)
+        when ``marker`` (losses reported to on_lost alone are still in the next marker).  The
+        consumers call it after each batch; a consumer of its own (``consume()``) may too."""
+        if self.on_lost is None and not marker:
+            return None
+        with self._lock:
+            if self._closing:
+                return None
+            n = self._new_losses()
+        if n and self.on_lost is not None:
+            self.on_lost(n)
+        if not marker:
+            self._unmarked += n
+            return None
+        n, self._unmarked = n + self._unmarked, 0
+        return Lost(n) if n else None
+
+    def end_when(self, fd: int, callback: Callable[[], object] | None = None) -> None:
+        """End the consumers (after the ring is drained) once ``fd`` is readable, e.g. a pidfd: the
+        traced process exited.  :attr:`ended` is then True and ``callback()`` is called once."""
+        self._require()
+        with self._lock:
+            self._ep.register(fd, select.EPOLLIN)
+            self._end_fds[fd] = callback
+
+    def _check_end(self, ready: list[tuple[int, int]]) -> None:
+        for fd, _ in ready:
+            if fd in self._end_fds and not self.ended:
+                self._mark_ended(fd)
+
+    def _mark_ended(self, fd: int) -> None:
+        with self._lock:
+            if self.ended:
+                return
+            self.ended = True
+            callback = self._end_fds.get(fd)
+            if self._ep is not None:
+                for f in self._end_fds:
+                    try:
+                        self._ep.unregister(f)
+                    except (OSError, ValueError):
+                        pass
+        if callback is not None:
+            callback()
 
     # -- consuming ----------------------------------------------------------
 
-    def events(self, timeout: float | None = None) -> Iterator[Any]:
-        """Yield events as they come; stop after ``timeout`` seconds with none (``None``: never)."""
+    def events(self, timeout: float | None = None, *, include_lost: bool = False) -> Iterator[Any]:
+        """Yield events as they come; stop after ``timeout`` seconds with none (``None``: never), at
+        :meth:`close` (from any thread) or once :attr:`ended`.  ``include_lost``: a :class:`Lost`
+        marker comes before the events read after records were dropped."""
         self._require()
         while True:
             batch = self._take()
             if not batch:
-                if not self._wait(timeout):
+                if self.ended or not self._wait(timeout):
                     return
                 continue
+            lost = self.report_lost(include_lost)
+            if lost is not None:
+                yield lost
             it = iter(batch)
             try:
                 yield from it
@@ -309,8 +434,10 @@ class RingBuffer:
         """
         self._require()
         batch = self._take()
-        if not batch and timeout != 0 and self._wait(timeout):
+        if not batch and timeout != 0 and not self.ended and self._wait(timeout):
             batch = self._take()
+        if batch and self.on_lost is not None:
+            self.report_lost(False)
         it = iter(batch)
         n = 0
         try:
@@ -325,6 +452,21 @@ class RingBuffer:
         rest = list(it)
         if rest:
             self._pending = rest + self._pending
+        return n
+
+    def run(self, callback: Callable[[Any], object]) -> int:
+        """The callback loop: ``callback(event)`` for every event until :meth:`close` (from another
+        thread or from the callback) or :attr:`ended`; returns how many were handled."""
+        self._require()
+        n = 0
+        while not self._closing:
+            try:
+                got = self.poll(callback, None)
+            except Closed:  # closed between two polls
+                break
+            n += got
+            if not got and (self.ended or self._closing):
+                break
         return n
 
     def skip(self) -> int:
@@ -351,14 +493,17 @@ class RingBuffer:
         self._require()
         return self._wait(timeout)
 
-    async def _aiter(self) -> AsyncIterator[Any]:
+    async def _aiter(self, include_lost: bool = False) -> AsyncIterator[Any]:
         import asyncio
 
         loop = asyncio.get_running_loop()
         epfd = self.fileno()
-        while True:
+        while not self._closing:
             batch = self._take()
             if batch:
+                lost = self.report_lost(include_lost)
+                if lost is not None:
+                    yield lost
                 it = iter(batch)
                 try:
                     for ev in it:
@@ -368,26 +513,39 @@ class RingBuffer:
                     if rest:
                         self._pending = rest + self._pending
                 continue
+            if self.ended:
+                return
             fut = loop.create_future()
-
-            def ready(fut=fut) -> None:
-                if not fut.done():
-                    fut.set_result(None)
-
-            loop.add_reader(epfd, ready)
+            with self._lock:
+                if self._closing:
+                    return
+                self._async_waiters += 1
+                self._async.add((loop, fut))
+            loop.add_reader(epfd, _settle, fut)
             try:
-                if self._has_data():  # arrived between _take() and add_reader()
-                    continue
-                await fut
+                if not self._closing and not self._has_data():  # else it arrived between _take() and add_reader()
+                    await fut
             finally:
                 loop.remove_reader(epfd)
-            # drain the epoll readiness so level-triggered wakeups do not spin
-            self._ep.poll(0)
+                with self._lock:
+                    self._async.discard((loop, fut))
+                    self._async_waiters -= 1
+                    if self._closing:
+                        if not self._async_waiters:
+                            self._close_wait_fds()
+                        return
+                    # drain the epoll readiness so level-triggered wakeups do not spin
+                    self._check_end(self._ep.poll(0))
 
     def __aiter__(self) -> AsyncIterator[Any]:
-        """``async for ev in rb``: runs forever; stop it with ``break`` or cancellation."""
+        """``async for ev in rb``: ends at :meth:`close` (from any thread or task) or once :attr:`ended`."""
         self._require()
         return self._aiter()
+
+    def aevents(self, *, include_lost: bool = False) -> AsyncIterator[Any]:
+        """``async for ev in rb.aevents(include_lost=True)``: ``async for`` with :class:`Lost` markers."""
+        self._require()
+        return self._aiter(include_lost)
 
     def read_batch(self, max_events: int | None = None, timeout: float = 0.0) -> numpy.ndarray:
         """Available records as one numpy structured array (``codec.numpy_dtype()``).
@@ -446,8 +604,8 @@ class RingBuffer:
     # -- internals ----------------------------------------------------------
 
     def _require(self) -> None:
-        if self._fd < 0:
-            raise ValueError(f"ring buffer {self.name} is closed")
+        if self._fd < 0 or self._closing:
+            raise Closed(f"ring buffer {self.name}")
 
     def _has_data(self) -> bool:
         return self._prod[0] != self._cons_pos
@@ -469,6 +627,8 @@ class RingBuffer:
             with self._lock:
                 self._waiters -= 1
                 self._idle.notify_all()
+        if self._end_fds and ready and not self._closing:
+            self._check_end(ready)
         return bool(ready) and not self._closing
 
     def _take(self, limit: int | None = None) -> list[Any]:
@@ -565,6 +725,12 @@ class RingBuffer:
             self._cons[0] = self._cons_pos = cons
         self.consumed += handed
         return handed
+
+
+def _settle(fut: Any) -> None:
+    """Wake an ``async for`` waiting on ``fut`` (the ring's reader fired, or close())."""
+    if not fut.done():
+        fut.set_result(None)
 
 
 # -- event type ----------------------------------------------------------------
