@@ -375,7 +375,7 @@ def test_open_tool_overloads_are_the_declared_options() -> None:
     for name, fn in by_name.items():
         tool = registry.get(name)
         sig = inspect.signature(fn)
-        params = [p for p in sig.parameters.values() if p.name not in ("name", "pid")]
+        params = [p for p in sig.parameters.values() if p.name not in ("name", "pid", *session.SESSION_OPTIONS)]
         assert [p.name for p in params] == [o.name for o in tool.options], name
         for p, opt in zip(params, tool.options):
             want = opt.type.__name__ + (" | None" if opt.default is None and opt.type is not bool

@@ -94,7 +94,7 @@ class Script:
 
     def __init__(self, text: str, *, filename: str = "<stdin>", params: tuple[str, ...] = (),
                  pid: int | None = None, unsafe: bool = False, map_keys: int = DEFAULT_MAP_KEYS,
-                 string_size: int = 64) -> None:
+                 string_size: int = 64, ring_size: int = RING_SIZE) -> None:
         from pycore.lang.parser import parse_cached
 
         self.text = text
@@ -103,6 +103,7 @@ class Script:
         self.pid = pid
         self.unsafe = unsafe
         self.map_keys = map_keys
+        self.ring_size = ring_size
         self.program = parse_cached(text, filename)
         self.resolver = Resolver(pid=pid)
         self.checker = Checker(lambda: self.resolver.spec, self.params, unsafe=unsafe, filename=filename,
@@ -221,7 +222,7 @@ class Script:
         start = create_map(MAP_ARRAY, 4, 8, 1, name="start")
         self._maps["$start"] = start
         fds["$start"] = start.fd
-        ring = create_map(MAP_RINGBUF, 0, 0, RING_SIZE, name="ring")
+        ring = create_map(MAP_RINGBUF, 0, 0, self.ring_size, name="ring")
         self._maps["$ring"] = ring
         fds["$ring"] = ring.fd
         return _LazyStackMaps(fds, self._maps)
@@ -348,7 +349,9 @@ class Script:
         if self._ring is None:
             from pycore.native.ringbuf import RingBuffer
 
-            self._ring = RingBuffer.from_fd(self._maps["$ring"].fd, decode=bytes)
+            # losses are counted by the programs themselves (output(): a failed ringbuf_output adds one in
+            # the scratch map's per-CPU counter), whatever the ring's size
+            self._ring = RingBuffer.from_fd(self._maps["$ring"].fd, decode=bytes, lost=self.lost_events)
         return self._ring
 
     def run_special(self, which: str) -> None:

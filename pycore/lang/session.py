@@ -12,7 +12,9 @@ import os
 import signal
 import sys
 import time
+from typing import Literal, overload
 
+from pycore.errors import Closed
 from pycore.lang.runtime import Event, Script
 
 TYPE_CHECKING = False
@@ -24,6 +26,7 @@ if TYPE_CHECKING:
 
     from pycore.hist import Hist
     from pycore.lang.metrics import ScriptCollector
+    from pycore.native.ringbuf import Lost
 
 __all__ = ["TraceSession", "TraceRunner", "trace", "DRAIN_SECONDS"]
 
@@ -34,13 +37,29 @@ DRAIN_SECONDS = 0.5
 WRITE_EVENTS = 256
 
 
-def trace(program: str, *, pid: int | None = None, params: tuple[str, ...] = (), unsafe: bool = False) -> TraceSession:
+def trace(program: str, *, pid: int | None = None, params: tuple[str, ...] = (), unsafe: bool = False,
+          ring_size: int | None = None, map_size: int | None = None, on_lost: Callable[[int], object] | None = None,
+          on_end: Callable[[], object] | None = None) -> TraceSession:
     """Compile, load and attach a bpftrace program in this process; BEGIN has run when this returns.
+
+    ``ring_size`` (bytes, a power-of-2 multiple of the page size; 2 MiB by default) sizes the ring
+    buffer, ``map_size`` the entries of each map (bpftrace's ``BPFTRACE_MAP_KEYS_MAX``, 4096 by default);
+    ``on_lost(n)`` is called with the records dropped since the last call (the programs count what the
+    full ring refused) as a consumer reads on; ``on_end()`` once the ``pid`` target exits (the session
+    then ends: :attr:`TraceSession.ended`, consumers stop).
 
     Raises :class:`~pycore.lang.errors.ScriptError` (with line:column) for a
     script the checker or the verifier refuses, :class:`~pycore.kernel.process.TargetError`
-    for a ``pid`` that does not exist, PermissionError without the privileges.
+    for a ``pid`` that does not exist, PermissionError without the privileges, ValueError for
+    a ``ring_size`` or ``map_size`` the kernel cannot have.
     """
+    import mmap
+
+    if ring_size is not None and (not isinstance(ring_size, int) or ring_size <= 0 or ring_size & (ring_size - 1)
+                                  or ring_size % mmap.PAGESIZE):
+        raise ValueError(f"ring_size must be a power-of-2 multiple of {mmap.PAGESIZE} bytes, not {ring_size!r}")
+    if map_size is not None and (not isinstance(map_size, int) or map_size <= 0):
+        raise ValueError(f"map_size must be an int > 0, not {map_size!r}")
     from pycore.kernel.privileges import missing_privileges
     from pycore.kernel.process import check_pid
 
@@ -49,93 +68,234 @@ def trace(program: str, *, pid: int | None = None, params: tuple[str, ...] = (),
     why = missing_privileges()
     if why:
         raise PermissionError(f"pycore: {why}")
-    return TraceSession(program, pid=pid, params=params, unsafe=unsafe)
+    return TraceSession(program, pid=pid, params=params, unsafe=unsafe, ring_size=ring_size, map_size=map_size,
+                        on_lost=on_lost, on_end=on_end)
 
 
 class TraceSession:
-    """One running script inside the caller's process; close it (or use ``with``) to detach."""
+    """One running script inside the caller's process; close it (or use ``with``) to detach.
+
+    Consumers (:meth:`events`, :meth:`poll`, :meth:`run`, ``async for``) wait on the ring buffer's
+    epoll fd or the event loop's reader; :meth:`close` from any thread or task wakes and ends them, and
+    any later use raises :class:`~pycore.errors.Closed`.  The session ends (:attr:`ended`) at the
+    script's ``exit()`` or when the ``pid`` target exits."""
 
     def __init__(self, program: str, *, pid: int | None = None, params: tuple[str, ...] = (),
                  unsafe: bool = False, filename: str = "<program>",
-                 unsafe_hint: str = "pass unsafe=True to pycore.trace() to allow it") -> None:
-        self.script = Script(program, filename=filename, params=params, pid=pid, unsafe=unsafe)
+                 unsafe_hint: str = "pass unsafe=True to pycore.trace() to allow it",
+                 ring_size: int | None = None, map_size: int | None = None,
+                 on_lost: Callable[[int], object] | None = None, on_end: Callable[[], object] | None = None) -> None:
+        import threading
+
+        from pycore.lang.runtime import DEFAULT_MAP_KEYS, RING_SIZE
+
+        self.script = Script(program, filename=filename, params=params, pid=pid, unsafe=unsafe,
+                             map_keys=map_size or DEFAULT_MAP_KEYS, ring_size=ring_size or RING_SIZE)
         self.script.checker.unsafe_hint = unsafe_hint
         self._pending: list[Event] = []
-        self.ended = False
+        self._ended = False
+        self.on_end = on_end
+        self._watch = None
+        self._close_lock = threading.Lock()
         try:
             self.script.load()
+            ring = self.script.ring()       # mapped before attaching, as pycore trace does
+            ring.on_lost = on_lost
+            if pid:
+                from pycore.kernel.process import PidWatch
+
+                self._watch = PidWatch(pid)
+                if self._watch.fileno() is not None:
+                    ring.end_when(self._watch.fileno(), self._end)
             self.probes = self.script.attach()
             self.script.run_special("BEGIN")
         except BaseException:
-            self.script.close()
+            self._close_native()
+            raise
+
+    def __repr__(self) -> str:
+        state = "closed" if self.closed else "ended" if self._ended else f"{self.probes} probes attached"
+        return f"<TraceSession {self.script.filename} {state}>"
+
+    # state
+
+    @property
+    def closed(self) -> bool:
+        return self.script._closed
+
+    @property
+    def ended(self) -> bool:
+        """The script called exit() or the ``pid`` target exited: consumers stop once the ring is drained."""
+        if not self._ended and not self.closed:
+            if self.script.exited or (self._watch is not None and self._watch.exited()):
+                self._end()
+        return self._ended
+
+    @ended.setter
+    def ended(self, value: bool) -> None:  # kept for callers that set it to stop their own loops
+        self._ended = value
+
+    def _end(self) -> None:
+        if self._ended:
+            return
+        self._ended = True
+        if self.on_end is not None:
+            self.on_end()
+
+    @property
+    def on_lost(self) -> Callable[[int], object] | None:
+        """Called with the records dropped since the last call, as a consumer reads on."""
+        self._require()
+        return self.script.ring().on_lost
+
+    @on_lost.setter
+    def on_lost(self, callback: Callable[[int], object] | None) -> None:
+        self._require()
+        self.script.ring().on_lost = callback
+
+    def _what(self) -> str:
+        return "TraceSession" if self.script.filename == "<program>" else f"TraceSession {self.script.filename}"
+
+    def _require(self) -> None:
+        if self.script._closed:
+            raise Closed(self._what())
+
+    def _guard(self, read: Callable[[], Any]) -> Any:
+        """``read()``; a close() from another thread meanwhile is this session's Closed, not an internal map's."""
+        self._require()
+        try:
+            return read()
+        except Closed:
+            raise Closed(self._what()) from None
+        except (ValueError, OSError):
+            if self.script._closed:
+                raise Closed(self._what()) from None
             raise
 
     # consumption
 
     def poll(self, callback: Callable[[Event], None], timeout: float = 0.0) -> int:
-        """Hand every event now available to ``callback``; returns how many."""
+        """Hand every event now available to ``callback``, waiting up to ``timeout`` s (None: until one
+        comes, close() or the end) when there is none; returns how many records were read."""
+        self._require()
         n = 0
         while self._pending:
             callback(self._pending.pop(0))
             n += 1
-        if self.ended or self.script._closed:
+        if self.ended:
             return n
-        n += self.script.poll(callback, timeout)
+        n += self._guard(lambda: self.script.poll(callback, timeout))
         if self.script.exited:
-            self.ended = True
+            self._end()
         return n
 
-    def events(self, timeout: float | None = 1.0) -> Iterator[Event]:
-        """Events as they come; ends after ``timeout`` seconds without one (None: at exit() or close())."""
-        while not self.ended and not self.script._closed:
-            got: list[Event] = []
-            self.poll(got.append, 0.1 if timeout is None else min(timeout, 0.1))
-            if not got:
-                if timeout is not None:
-                    deadline = time.monotonic() + timeout
-                    while not got and time.monotonic() < deadline and not self.ended:
-                        self.poll(got.append, 0.1)
-                    if not got:
-                        return
-                else:
+    def run(self, callback: Callable[[Event], None]) -> int:
+        """The callback loop: ``callback(event)`` for every event until close() (from another thread, or
+        the callback), the script's exit() or the ``pid`` target's exit; returns how many were read."""
+        self._require()
+        n = 0
+        while not self.closed and not self.ended:
+            try:
+                n += self.poll(callback, None)
+            except Closed:
+                break
+        return n
+
+    @overload
+    def events(self, timeout: float | None = 1.0, *, include_lost: Literal[False] = False) -> Iterator[Event]: ...
+    @overload
+    def events(self, timeout: float | None = 1.0, *, include_lost: bool) -> Iterator[Event | Lost]: ...
+
+    def events(self, timeout: float | None = 1.0, *, include_lost: bool = False) -> Iterator[Event | Lost]:
+        """Events as they come; ends after ``timeout`` seconds without one (None: never), at exit(),
+        the ``pid`` target's exit or close().  ``include_lost``: a :class:`~pycore.native.ringbuf.Lost`
+        marker where records were dropped."""
+        self._require()
+        return self._events(timeout, include_lost)
+
+    def _events(self, timeout: float | None, include_lost: bool) -> Iterator[Event | Lost]:
+        from pycore.native.ringbuf import Lost
+
+        while self._pending:
+            yield self._pending.pop(0)
+        if self.ended:
+            return
+        script = self.script
+        try:
+            for rec in script.ring().events(timeout, include_lost=include_lost):
+                if type(rec) is Lost:
+                    yield rec
                     continue
-            yield from got
+                yield from script.decode(rec)
+                if script.exited:
+                    self._end()
+                    return
+        except (Closed, ValueError, OSError):
+            if not script._closed:
+                raise
 
-    async def __aiter__(self) -> AsyncIterator[Event]:
-        import asyncio
+    def __aiter__(self) -> AsyncIterator[Event]:
+        """``async for``: waits on the ring through the event loop's reader; ends as :meth:`events`."""
+        self._require()
+        return self._aevents(False)
 
-        while not self.ended and not self.script._closed:
-            got: list[Event] = []
-            self.poll(got.append, 0)
-            for ev in got:
-                yield ev
-            if not got:
-                await asyncio.sleep(0.05)
+    @overload
+    def aevents(self, *, include_lost: Literal[False] = False) -> AsyncIterator[Event]: ...
+    @overload
+    def aevents(self, *, include_lost: bool) -> AsyncIterator[Event | Lost]: ...
+
+    def aevents(self, *, include_lost: bool = False) -> AsyncIterator[Event | Lost]:
+        """``async for ev in session.aevents(include_lost=True)``: with :class:`Lost` markers."""
+        self._require()
+        return self._aevents(include_lost)
+
+    async def _aevents(self, include_lost: bool) -> AsyncIterator[Any]:
+        from pycore.native.ringbuf import Lost
+
+        while self._pending:
+            yield self._pending.pop(0)
+        if self.ended:
+            return
+        script = self.script
+        try:
+            async for rec in script.ring().aevents(include_lost=include_lost):
+                if type(rec) is Lost:
+                    yield rec
+                    continue
+                for ev in script.decode(rec):
+                    yield ev
+                if script.exited:
+                    self._end()
+                    return
+        except (Closed, ValueError, OSError):
+            if not script._closed:
+                raise
 
     # maps
 
     def maps(self) -> dict[str, Any]:
         """Every map read now: {"@name": {key: value}} (a hist is {bucket: count})."""
-        return {name: self.script.map_value(name) for name in sorted(self.script.layout.maps)}
+        return self._guard(lambda: {name: self.script.map_value(name) for name in sorted(self.script.layout.maps)})
 
     def map(self, name: str) -> Any:
         """One map read now (``"@name"`` or ``"name"``)."""
-        return self.script.map_value(self._map_name(name))
+        return self._guard(lambda: self.script.map_value(self._map_name(name)))
 
     def map_text(self, name: str) -> str:
         """A map as bpftrace prints it (``"@name"`` or ``"name"``)."""
-        return self.script.map_text(self._map_name(name))
+        return self._guard(lambda: self.script.map_text(self._map_name(name)))
 
     def hist(self, name: str, key: Any = None) -> Hist:
         """A hist()/lhist() map read now as a :class:`pycore.hist.Hist` (``.buckets()`` with their
         bounds); ``key`` picks one histogram of a keyed map (``@h[comm] = hist(...)``)."""
         from pycore.hist import Hist
 
+        self._require()
         name = self._map_name(name)
         info = self.script.layout.maps[name]
         if info.kind not in ("hist", "lhist"):
             raise TypeError(f"{name} is a {info.kind or 'value'} map, not a hist() or lhist()")
-        value = self.script.map_value(name)
+        value = self._guard(lambda: self.script.map_value(name))
         if info.keys:
             if key is None:
                 raise TypeError(f"{name} is keyed: give key= (one of {sorted(value, key=repr)[:10]!r})")
@@ -162,23 +322,33 @@ class TraceSession:
         """
         from pycore.lang.metrics import DEFAULT_SERIES_LIMIT, ScriptCollector
 
+        self._require()
         return ScriptCollector(self.script, name, series_limit=series_limit or DEFAULT_SERIES_LIMIT, lock=lock)
 
     @property
     def lost(self) -> int:
-        return self.script.lost_events()
+        """Records dropped because the ring was full, counted by the programs in the kernel."""
+        return self._guard(self.script.lost_events)
 
     def close(self) -> list[Event]:
-        """Run END, then detach and free everything; returns END's output and the final maps."""
+        """Run END, then detach and free everything, ending every consumer; returns END's output and
+        the final maps ([] when already closed).  Safe twice and from any thread or task."""
         out: list[Event] = []
-        if not self.script._closed:
+        with self._close_lock:      # a second close() meanwhile waits, then finds it closed
+            if self.script._closed:
+                return out
             try:
                 self.script.run_special("END")
                 self.script.poll(out.append, 0)
                 out.extend(self.script.final_maps())
             finally:
-                self.script.close()
+                self._close_native()
         return out
+
+    def _close_native(self) -> None:
+        self.script.close()
+        if self._watch is not None:
+            self._watch.close()
 
     def __enter__(self) -> TraceSession:
         return self

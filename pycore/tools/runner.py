@@ -22,6 +22,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     import argparse
     import subprocess
+    from collections.abc import Callable
     from typing import Any, TextIO
 
     from pycore.native.object import BpfObject
@@ -91,8 +92,9 @@ class Runner:
 
     # -- attach ----------------------------------------------------------------
 
-    def open(self, tgid: int) -> BpfObject:
-        """Load and attach the first method that works; raise :class:`NoMethod` if none."""
+    def open(self, tgid: int, sizes: Callable[[BpfObject], None] | None = None) -> BpfObject:
+        """Load and attach the first method that works; raise :class:`NoMethod` if none.
+        ``sizes(obj)``, when given, sets map sizes after the tool's configure(), before load."""
         from pycore.errors import BpfError
         from pycore.native.object import BpfObject
         from pycore.native.shipped import object_path
@@ -112,6 +114,8 @@ class Runner:
                 if tgid:
                     obj.globals["targ_tgid"] = tgid
                 tool.configure(obj, method)
+                if sizes is not None:
+                    sizes(obj)
                 obj.load()
                 tool.attach(obj, method)
             except (BpfError, OSError) as exc:
