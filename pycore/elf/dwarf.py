@@ -248,12 +248,13 @@ class DebugInfo:
     def _typed(self, name: str, entry: dict | None) -> FunctionTypes | None:
         if entry is None:
             return None
-        ids = self._conv().replay(entry["types"])
-        names = entry["names"]
-        if not isinstance(names, list) or len(names) != len(ids) - 1:
+        names, types, variadic = entry["names"], entry["types"], bool(entry["variadic"])
+        if not isinstance(names, list) or not isinstance(types, dict) or not isinstance(types["ids"], list) \
+                or len(names) != len(types["ids"]) - 1:      # checked before anything is written
             raise ValueError("a function entry whose parameters and types differ")
+        ids = self._conv().replay(types)
         params = [(str(n), i) for n, i in zip(names, ids[:-1])]
-        out = FunctionTypes(name, params, ids[-1], bool(entry["variadic"]), self.spec)
+        out = FunctionTypes(name, params, ids[-1], variadic, self.spec)
         self._trim()
         return out
 
