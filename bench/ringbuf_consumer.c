@@ -8,11 +8,15 @@
  *           of struct bench_event, what RingBuffer.read_batch() hands back
  *           (a numpy structured array): the fair baseline for it.  The
  *           array holds EXPECTED records, allocated and touched before
- *           "ready", so page faults are not timed (read_batch's are).
+ *           "ready", so page faults are not timed (read_batch's are);
+ *   latency keeps, for each record, CLOCK_MONOTONIC now minus its ts (set by
+ *           the program with bpf_ktime_get_ns(): the same clock), the wake-up
+ *           latency from the BPF event to the callback (bench/wakeup.py), and
+ *           prints a second line "P50_NS P99_NS".
  *
  * Compiled by the bench with gcc -O2 ... -lbpf.
  *
- * usage: ringbuf_consumer RING_FD BSS_FD BSS_SIZE DROPPED_OFFSET EXPECTED [count|decode]
+ * usage: ringbuf_consumer RING_FD BSS_FD BSS_SIZE DROPPED_OFFSET EXPECTED [count|decode|latency]
  *
  * The fds are inherited from the bench, which loaded and attached the
  * producer.  Prints "ready", waits for a line on stdin (the bench's go,
@@ -70,6 +74,27 @@ static int on_event_decode(void *ctx, void *data, size_t size)
 	return 0;
 }
 
+static uint64_t *latencies;	/* latency mode: EXPECTED of them, ns */
+
+static int on_event_latency(void *ctx, void *data, size_t size)
+{
+	const struct bench_event *e = data;
+	struct timespec now;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	if (size < sizeof(*e) || count >= capacity)
+		return -1;
+	latencies[count++] = (uint64_t)now.tv_sec * 1000000000ull + now.tv_nsec - e->ts;
+	return 0;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
 static uint64_t dropped(int bss_fd, size_t bss_size, size_t off)
 {
 	static char buf[1 << 16];
@@ -111,6 +136,15 @@ int main(int argc, char **argv)
 		/* fault the pages in now (not 0: gcc would turn malloc+memset into a lazy calloc) */
 		memset(events, 0xff, capacity * sizeof(*events));
 		fn = on_event_decode;
+	} else if (argc == 7 && strcmp(argv[6], "latency") == 0) {
+		capacity = expected;
+		latencies = calloc(capacity + 1, sizeof(*latencies));
+		if (!latencies) {
+			perror("calloc");
+			return 1;
+		}
+		memset(latencies, 0xff, capacity * sizeof(*latencies));
+		fn = on_event_latency;
 	} else if (argc == 7 && strcmp(argv[6], "count") != 0) {
 		fprintf(stderr, "%s: mode must be count or decode, not %s\n", argv[0], argv[6]);
 		return 2;
@@ -141,6 +175,11 @@ int main(int argc, char **argv)
 		checksum += events[i].seq + events[i].value;
 	printf("%llu %.9f %.9f %llu\n", (unsigned long long)count, start.tv_sec + start.tv_nsec / 1e9,
 	       last.tv_sec + last.tv_nsec / 1e9, (unsigned long long)checksum);
+	if (latencies && count) {
+		qsort(latencies, count, sizeof(*latencies), cmp_u64);
+		printf("%llu %llu\n", (unsigned long long)latencies[count / 2],
+		       (unsigned long long)latencies[count * 99 / 100]);
+	}
 	ring_buffer__free(rb);
 	return 0;
 }

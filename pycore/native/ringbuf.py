@@ -270,23 +270,23 @@ class RingBuffer:
                     mp.close()
                     setattr(self, name, None)
             if not self._async_waiters:  # else the last `async for` closes them, once its loop lets go
-                self._close_wait_fds()
-            if self._fd >= 0:
-                os.close(self._fd)
-                self._fd = -1
+                self._close_fds()
             self._pending = []
 
-    def _close_wait_fds(self) -> None:
+    def _close_fds(self) -> None:
         if self._ep is not None:
             self._ep.close()
             self._ep = None
         if self._wake >= 0:
             os.close(self._wake)
             self._wake = -1
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
 
     @property
     def closed(self) -> bool:
-        return self._fd < 0
+        return self._fd < 0 or self._closing
 
     def __enter__(self) -> RingBuffer:
         return self
@@ -497,45 +497,79 @@ class RingBuffer:
         import asyncio
 
         loop = asyncio.get_running_loop()
-        epfd = self.fileno()
-        while not self._closing:
-            batch = self._take()
-            if batch:
-                lost = self.report_lost(include_lost)
-                if lost is not None:
-                    yield lost
-                it = iter(batch)
-                try:
-                    for ev in it:
-                        yield ev
-                finally:
-                    rest = list(it)
-                    if rest:
-                        self._pending = rest + self._pending
-                continue
-            if self.ended:
+        self._require()
+        # The loop's reader is on the ring map's own fd (readable while it holds data), not on our
+        # epoll fd: one epoll less between the kernel's wake-up and the task.  close() settles the
+        # waiting future itself; end_when() fds get readers of their own.
+        fd = self._fd
+        waiting: list[Any] = [None]     # the future a wait is on, else None
+        registered = False
+
+        def ready() -> None:
+            nonlocal registered
+            fut = waiting[0]
+            if fut is not None:
+                _settle(fut)
+            else:  # data while the consumer is busy elsewhere: not called again until it waits
+                loop.remove_reader(fd)
+                registered = False
+
+        def ended(end_fd: int) -> None:
+            loop.remove_reader(end_fd)
+            self._mark_ended(end_fd)
+            if waiting[0] is not None:
+                _settle(waiting[0])
+
+        with self._lock:
+            if self._closing:
                 return
-            fut = loop.create_future()
-            with self._lock:
-                if self._closing:
+            self._async_waiters += 1
+            ends = list(self._end_fds) if not self.ended else []
+        for end_fd in ends:
+            loop.add_reader(end_fd, ended, end_fd)
+        try:
+            while not self._closing:
+                batch = self._take()
+                if batch:
+                    lost = self.report_lost(include_lost)
+                    if lost is not None:
+                        yield lost
+                    it = iter(batch)
+                    try:
+                        for ev in it:
+                            yield ev
+                    finally:
+                        rest = list(it)
+                        if rest:
+                            self._pending = rest + self._pending
+                    continue
+                if self.ended:
                     return
-                self._async_waiters += 1
-                self._async.add((loop, fut))
-            loop.add_reader(epfd, _settle, fut)
-            try:
-                if not self._closing and not self._has_data():  # else it arrived between _take() and add_reader()
-                    await fut
-            finally:
-                loop.remove_reader(epfd)
+                fut = loop.create_future()
                 with self._lock:
-                    self._async.discard((loop, fut))
-                    self._async_waiters -= 1
                     if self._closing:
-                        if not self._async_waiters:
-                            self._close_wait_fds()
                         return
-                    # drain the epoll readiness so level-triggered wakeups do not spin
-                    self._check_end(self._ep.poll(0))
+                    self._async.add((loop, fut))
+                waiting[0] = fut
+                try:
+                    if not registered:  # the reader stays registered from one wait to the next
+                        loop.add_reader(fd, ready)
+                        registered = True
+                    if not self._closing and not self._has_data():  # else it arrived meanwhile
+                        await fut
+                finally:
+                    waiting[0] = None
+                    with self._lock:
+                        self._async.discard((loop, fut))
+        finally:
+            if registered:
+                loop.remove_reader(fd)
+            for end_fd in ends:
+                loop.remove_reader(end_fd)
+            with self._lock:
+                self._async_waiters -= 1
+                if self._closing and not self._async_waiters:
+                    self._close_fds()
 
     def __aiter__(self) -> AsyncIterator[Any]:
         """``async for ev in rb``: ends at :meth:`close` (from any thread or task) or once :attr:`ended`."""
