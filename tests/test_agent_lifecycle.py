@@ -208,6 +208,11 @@ def test_use_after_close_raises_closed_naming_the_object() -> None:
     obj.load()
     rb = RingBuffer(obj, "events")
     events = obj.maps["events"]
+    link = obj.programs["test_ringbuf_getpid"].attach()
+    link.close()
+    link.close()
+    _closed(lambda: link.fd, f"{link.description}: the link")
+    rb.close()
     rb.close()
     for use in (lambda: list(rb.events(0)), lambda: rb.poll(print), lambda: rb.lost, rb.fileno):
         _closed(use, "ring buffer events")

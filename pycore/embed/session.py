@@ -44,9 +44,11 @@ def open_tool(name: Literal["fget-crack"], *, pid: int = 0, ring_size: int | Non
               pattern: str = ...) -> ToolSession[fget_crack.Event]: ...
 @overload
 def open_tool(name: Literal["vfs-unlink"], *, pid: int = 0, ring_size: int | None = None, map_size: int | None = None,
-              on_lost: LostCallback | None = None, on_end: EndCallback | None = None) -> ToolSession[vfs_unlink.Event]: ...
+              on_lost: LostCallback | None = None, on_end: EndCallback | None = None
+              ) -> ToolSession[vfs_unlink.Event]: ...
 @overload
-def open_tool(name: Literal["lock-contention"], *, pid: int = 0, ring_size: int | None = None, map_size: int | None = None,
+def open_tool(name: Literal["lock-contention"], *, pid: int = 0,
+              ring_size: int | None = None, map_size: int | None = None,
               on_lost: LostCallback | None = None, on_end: EndCallback | None = None, threshold: float = ...,
               flags: bool = ...) -> ToolSession[NoReturn]: ...
 @overload
@@ -70,7 +72,8 @@ def open_tool(name: Literal["py-calls"], *, pid: int = 0, ring_size: int | None 
               binary: str | None = ...) -> ToolSession[py_calls.Event]: ...
 @overload
 def open_tool(name: Literal["net-drops"], *, pid: int = 0, ring_size: int | None = None, map_size: int | None = None,
-              on_lost: LostCallback | None = None, on_end: EndCallback | None = None, netns: str | None = ..., interface: str | None = ...,
+              on_lost: LostCallback | None = None, on_end: EndCallback | None = None,
+              netns: str | None = ..., interface: str | None = ...,
               no_events: bool = ...) -> ToolSession[net_drops.Event]: ...
 @overload
 def open_tool(name: str, *, pid: int = 0, ring_size: int | None = None, map_size: int | None = None,

@@ -15,7 +15,7 @@ import os
 import weakref
 from collections.abc import Iterable
 
-from pycore.errors import BpfError, FeatureMissing
+from pycore.errors import BpfError, Closed, FeatureMissing
 
 __all__ = ["Link", "prog_fd_name", "tracefs_events", "pmu_type", "pmu_format_bit", "online_cpus", "parse_cpu_list",
            "TRACEFS_ROOTS", "EVENT_SOURCE"]
@@ -65,6 +65,9 @@ class Link:
     def link_ids(self) -> list[int]:
         """The kernel's ids of our bpf_links (what ``bpftool link show`` lists)."""
         from pycore.native import libbpf as L
+
+        if self.closed:
+            raise Closed(f"link {self.kind} {self.target}")
 
         ids = []
         for fd in self.link_fds:
