@@ -12,7 +12,6 @@ import os
 import signal
 import sys
 import time
-from typing import Literal, overload
 
 from pycore.errors import Closed
 from pycore.lang.runtime import Event, Script
@@ -20,13 +19,16 @@ from pycore.lang.runtime import Event, Script
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable, Iterator
-    from typing import Any, TextIO
+    from typing import Any, Literal, TextIO, overload
 
     import threading
 
     from pycore.hist import Hist
     from pycore.lang.metrics import ScriptCollector
     from pycore.native.ringbuf import Lost
+else:
+    def overload(f):  # noqa: ANN001, ANN202 - typing's, for mypy only: importing typing costs pycore trace's
+        return f      # start ~3 ms (tests/test_record.py); the last definition of each method is the real one
 
 __all__ = ["TraceSession", "TraceRunner", "trace", "DRAIN_SECONDS"]
 
