@@ -114,12 +114,17 @@ def test_byte_flips(seeds, base, tmp_path, data):
 
 
 @pytest.mark.parametrize("flag", ["-g", "-gdwarf-4", "-g -fdebug-types-section", "-g -gz"])
-@pytest.mark.parametrize("name", SECTIONS)
-def test_sections_cut_short(seeds, base, tmp_path, flag, name):
-    """Each section's size made smaller, step by step, and the file cut at its end."""
+def test_sections_cut_short(seeds, base, tmp_path, flag):
+    """Each section the build wrote (DWARF 4 has no .debug_line_str, ...) made smaller, step by step,
+    and the file cut at its end."""
     good = seeds[flag]
-    if name not in _sections(good):
-        pytest.skip(f"gcc {flag} writes no {name}")
+    present = [name for name in SECTIONS if name in _sections(good)]
+    assert ".debug_info" in present and ".debug_abbrev" in present, present
+    for name in present:
+        _cut_short(good, name, tmp_path, base)
+
+
+def _cut_short(good: bytes, name: str, tmp_path, base) -> None:  # noqa: ANN001
     off, size, size_field = _sections(good)[name]
     for keep in sorted({0, 1, 4, 11, size // 3, size // 2, size - 1}):
         blob = bytearray(good)
