@@ -98,43 +98,11 @@ def _read_symbols(elf, types: tuple[int, ...] | None) -> list[tuple[int, int, st
 
 
 def _debug_file(elf, path: str) -> str | None:  # noqa: ANN001
-    """The separate debug file bcc would read for ``path``: by build id, else by debuglink (CRC checked)."""
-    note = elf.get_section_by_name(".note.gnu.build-id")
-    if note is not None:
-        data = note.data()
-        if len(data) > 16 and data[12:16] == b"GNU\0":
-            bid = data[16:].hex()
-            candidate = f"{DEBUG_DIR}/.build-id/{bid[:2]}/{bid[2:]}.debug"
-            if os.path.exists(candidate):
-                return candidate
-    link = elf.get_section_by_name(".gnu_debuglink")
-    if link is None:
-        return None
-    data = link.data()
-    if len(data) <= 5:
-        return None
-    name = data.split(b"\0", 1)[0].decode("utf-8", "replace")
-    crc = struct.unpack_from("<I", data, len(data) - 4)[0]
-    bindir = os.path.dirname(path)
-    found = None
-    for candidate in (f"{bindir}/{name}", f"{bindir}/.debug/{name}", f"{DEBUG_DIR}{bindir}/{name}"):
-        if candidate == f"{bindir}/{name}" and _same_file(candidate, path):
-            continue
-        if os.path.exists(candidate):
-            found = candidate
-            break
-    if found is None:
-        return None
-    import zlib
+    """The separate debug file bcc would read for ``path``: by build id, else by debuglink (CRC checked);
+    the ELF layer's one lookup (pycore.elf.debugfile), which DWARF reading uses too."""
+    from pycore.elf.debugfile import debug_file
 
-    actual = 0
-    try:
-        with open(found, "rb") as f:          # the CRC-32 gdb's debuglink uses; in chunks (debug files are big)
-            while chunk := f.read(1 << 20):
-                actual = zlib.crc32(chunk, actual)
-    except OSError:
-        return None
-    return found if actual == crc else None
+    return debug_file(elf, path)
 
 
 def _same_file(a: str, b: str) -> bool:
