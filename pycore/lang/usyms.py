@@ -38,7 +38,6 @@ from pycore.record import field, record
 
 __all__ = ["UserSymbols", "format_usym", "format_frame"]
 
-DEBUG_DIR = "/usr/lib/debug"
 _NOT_FILE_BACKED = ("/dev/zero", "/anon_hugepage", "[stack", "/SYSV", "[heap]", "[vsyscall]")
 _FUNC_TYPES = (2, 10)          # STT_FUNC, STT_GNU_IFUNC: what bcc takes from the vDSO
 

@@ -19,7 +19,7 @@ from pycore.link.base import Link, online_cpus, prog_fd_name
 from pycore.link.perf_event import (PERF_COUNT_SW_CPU_CLOCK, PERF_TYPE_HARDWARE, PERF_TYPE_SOFTWARE, PerfEventAttr,
                                     attach_bpf, perf_event_open)
 
-__all__ = ["attach_perf", "attach_profile", "attach_interval", "attach_software", "attach_hardware",
+__all__ = ["attach_perf", "attach_events", "attach_profile", "attach_interval", "attach_software", "attach_hardware",
            "period_ns"]
 
 _UNIT_NS = {"s": 10**9, "ms": 10**6, "us": 10**3, "ns": 1}
@@ -49,15 +49,23 @@ def attach_perf(prog: object, event_type: int, config: int, *, sample_period: in
     target = target or f"type {event_type} config {config}"
     attr = PerfEventAttr(event_type, config=config, sample_period=sample_freq or sample_period,
                          freq=bool(sample_freq))
-    cpu_list = online_cpus() if cpus is None else list(cpus)
+    return attach_events(fd, prog_name, attr, online_cpus() if cpus is None else list(cpus), pid=pid,
+                         kind=kind, target=target)
+
+
+def attach_events(prog_fd: int, prog_name: str, attr: PerfEventAttr, cpus: Iterable[int], *, pid: int = -1,
+                  kind: str, target: str) -> Link:
+    """Open ``attr``'s event on each of ``cpus`` (-1: wherever ``pid`` runs) and run the program on its
+    samples: one Link for them all, or nothing left open if one fails."""
     perf_fds: list[int] = []
     link_fds: list[int] = []
     try:
-        for cpu in cpu_list:
-            what = f"{kind} {target} on cpu {cpu} <- program {prog_name}"
+        for cpu in cpus:
+            what = f"{kind} {target}" + (f" in process {pid}" if cpu < 0 else f" on cpu {cpu}") + \
+                f" <- program {prog_name}"
             pfd = perf_event_open(attr, pid, cpu, what=what)
             perf_fds.append(pfd)
-            link_fd = attach_bpf(fd, pfd, what=what)
+            link_fd = attach_bpf(prog_fd, pfd, what=what)
             if link_fd is not None:
                 link_fds.append(link_fd)
     except BaseException:

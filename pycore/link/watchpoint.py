@@ -10,10 +10,9 @@ opened on every CPU for everyone (kernel addresses).
 
 from __future__ import annotations
 
-import os
-
 from pycore.link.base import Link, online_cpus, prog_fd_name
-from pycore.link.perf_event import PERF_TYPE_BREAKPOINT, PerfEventAttr, attach_bpf, perf_event_open
+from pycore.link.perf import attach_events
+from pycore.link.perf_event import PERF_TYPE_BREAKPOINT, PerfEventAttr
 
 __all__ = ["attach_watchpoint", "breakpoint_type", "LENGTHS"]
 
@@ -39,19 +38,4 @@ def attach_watchpoint(prog: object, address: int, length: int, bp_type: int, *, 
     target = f"{address:#x}:{length}:{bp_type}"
     attr = PerfEventAttr(PERF_TYPE_BREAKPOINT, sample_period=1, config1=address, config2=length, bp_type=bp_type)
     cpus = [-1] if pid >= 0 else online_cpus()
-    perf_fds: list[int] = []
-    link_fds: list[int] = []
-    try:
-        for cpu in cpus:
-            what = f"watchpoint {target}" + (f" in process {pid}" if pid >= 0 else f" on cpu {cpu}") + \
-                f" <- program {prog_name}"
-            pfd = perf_event_open(attr, pid, cpu, what=what)
-            perf_fds.append(pfd)
-            link_fd = attach_bpf(fd, pfd, what=what)
-            if link_fd is not None:
-                link_fds.append(link_fd)
-    except BaseException:
-        for f in link_fds + perf_fds:
-            os.close(f)
-        raise
-    return Link("watchpoint", target, prog_name, link_fds=link_fds, perf_fds=perf_fds)
+    return attach_events(fd, prog_name, attr, cpus, pid=pid, kind="watchpoint", target=target)
