@@ -5,6 +5,7 @@ values, aggregates copied whole, tuples; comparisons of their bytes.
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 
 from pycore.lang import ast as A
 from pycore.lang.check import is_literal
@@ -15,6 +16,25 @@ from pycore.lang.types import Array, Inet, Int, Ptr, Str, is_aggregate, width
 
 class Strings:
     """Values built into scratch regions (zeroed first, so keys built from them hash alike)."""
+
+    def copy_words(self, base: int, off: int, dst: int, nbytes: int) -> None:
+        """scratch[dst:dst+nbytes] = nbytes (rounded up to words) at register ``base`` + ``off``: a
+        variable's home (base r8, the scratch region) or a map value (base r0)."""
+        for i in range(0, _align8(nbytes), 8):
+            self.e.ldx(8, 1, base, off + i)
+            self.e.stx(8, 8, dst + i, 1)
+
+    def either_into(self, node: A.Ternary, into: Callable[[A.Expr], None]) -> None:
+        """A ternary's value built by ``into`` from whichever side its condition picks."""
+        e = self.e
+        other, done = e.label(), e.label()
+        self.scalar(node.cond)
+        e.jmp_imm("jeq", 0, 0, other)
+        into(node.then)
+        e.ja(done)
+        e.place(other)
+        into(node.else_)
+        e.place(done)
 
     def strcontains(self, hay: A.Expr, needle: A.Expr) -> None:
         """r0 = 1 when ``needle`` occurs in ``hay`` (both up to their first NUL), else 0.
@@ -108,20 +128,10 @@ class Strings:
                 self.read_mem(dst + 8, at.size, 0, getattr(at, "user", False) or self._user(arg))
             return
         if isinstance(node, A.Ternary):
-            other, done = e.label(), e.label()
-            self.scalar(node.cond)
-            e.jmp_imm("jeq", 0, 0, other)
-            self.inet_into(node.then, dst)
-            e.ja(done)
-            e.place(other)
-            self.inet_into(node.else_, dst)
-            e.place(done)
+            self.either_into(node, lambda side: self.inet_into(side, dst))
             return
         if isinstance(node, A.Var):
-            home = self.vars_get(node)
-            for i in range(0, size, 8):
-                e.ldx(8, 1, 8, home + i)
-                e.stx(8, 8, dst + i, 1)
+            self.copy_words(8, self.vars_get(node), dst, size)
             return
         if isinstance(node, A.MapRef):
             m = self.layout.maps["@" + node.name]
@@ -129,9 +139,7 @@ class Strings:
             self.map_lookup(m, key)
             done = e.label()
             e.jmp_imm("jeq", 0, 0, done)
-            for i in range(0, size, 8):
-                e.ldx(8, 1, 0, i)
-                e.stx(8, 8, dst + i, 1)
+            self.copy_words(0, 0, dst, size)
             e.place(done)
             return
         raise self.error(node, "an inet value comes from ntop(), a mac value from macaddr(), a buffer from buf(), "
@@ -141,10 +149,7 @@ class Strings:
         """scratch[dst:dst+size] = a string, inet or tuple element of a tuple."""
         e = self.e
         mark = self.f.mark()
-        pos = self.tuple_element(node)
-        for i in range(0, _align8(min(size, self.t(node).size)), 8):
-            e.ldx(8, 1, 8, pos + i)
-            e.stx(8, 8, dst + i, 1)
+        self.copy_words(8, self.tuple_element(node), dst, min(size, self.t(node).size))
         self.f.release(mark)
 
     def buf_call(self, node: A.Call, dst: int) -> None:
@@ -228,11 +233,7 @@ class Strings:
                 from pycore.lang.check import Checker
 
                 data = Checker(lambda: None, self.params).positional_text(node).encode()
-            data = data[: size - 1]
-            for i in range(0, len(data), 8):
-                chunk = data[i:i + 8].ljust(8, b"\0")
-                e.ld_imm64(1, struct.unpack("<q", chunk)[0])
-                e.stx(8, 8, dst + i, 1)
+            self.bytes_into(data[: size - 1], dst)
             return
         if isinstance(node, A.Builtin) and node.name == "comm":
             e.mov_reg(1, 8)
@@ -242,16 +243,10 @@ class Strings:
             return
         if isinstance(node, A.Builtin) and node.name in ("func", "probe"):
             text = self.c.target.func if node.name == "func" else self.c.target.probe
-            data = text.encode()[: size - 1]
-            for i in range(0, len(data), 8):
-                e.ld_imm64(1, struct.unpack("<q", data[i:i + 8].ljust(8, b"\0"))[0])
-                e.stx(8, 8, dst + i, 1)
+            self.bytes_into(text.encode()[: size - 1], dst)
             return
         if isinstance(node, A.Var):
-            home = self.vars_get(node)
-            for i in range(0, min(_align8(t.size), _align8(size)), 8):
-                e.ldx(8, 1, 8, home + i)
-                e.stx(8, 8, dst + i, 1)
+            self.copy_words(8, self.vars_get(node), dst, min(t.size, size))
             if size < _align8(t.size):
                 e.st(1, 8, dst + size - 1, 0)
             return
@@ -269,14 +264,7 @@ class Strings:
             e.place(done)
             return
         if isinstance(node, A.Ternary):
-            other, done = e.label(), e.label()
-            self.scalar(node.cond)
-            e.jmp_imm("jeq", 0, 0, other)
-            self.string_into(node.then, dst, size)
-            e.ja(done)
-            e.place(other)
-            self.string_into(node.else_, dst, size)
-            e.place(done)
+            self.either_into(node, lambda side: self.string_into(side, dst, size))
             return
         if isinstance(node, A.Call) and node.name == "str":
             self.str_call(node, dst, size)
@@ -317,10 +305,7 @@ class Strings:
             self.bytes_into(self.c.blobs[id(node)][:size], dst)
             return
         if isinstance(node, A.Var):
-            home = self.vars_get(node)
-            for i in range(0, _align8(size), 8):
-                e.ldx(8, 1, 8, home + i)
-                e.stx(8, 8, dst + i, 1)
+            self.copy_words(8, self.vars_get(node), dst, size)
             return
         if isinstance(node, A.MapRef):
             m = self.layout.maps["@" + node.name]
@@ -332,14 +317,7 @@ class Strings:
             e.place(done)
             return
         if isinstance(node, A.Ternary):
-            other, done = e.label(), e.label()
-            self.scalar(node.cond)
-            e.jmp_imm("jeq", 0, 0, other)
-            self.aggregate_into(node.then, dst, size)
-            e.ja(done)
-            e.place(other)
-            self.aggregate_into(node.else_, dst, size)
-            e.place(done)
+            self.either_into(node, lambda side: self.aggregate_into(side, dst, size))
             return
         self.address(node)
         self.read_mem(dst, size, 0, self._user(node))
