@@ -7,6 +7,7 @@ from __future__ import annotations
 from pycore.lang import ast as A
 from pycore.lang.lower.layout import (Action, _align8, LOST_OFF, TAG_PRINTF, TAG_EXIT, TAG_PRINT_MAP, TAG_CLEAR,
                                       TAG_ZERO, TAG_TIME, TAG_PRINT_VALUE, TAG_JOIN, TAG_SYSTEM, TAG_CAT)
+from pycore.lang.lower.state import State
 from pycore.lang.probes import REGS
 from pycore.lang.types import Array, Record, Str, Tuple, Type, Void, is_buffer, width
 
@@ -15,7 +16,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
 
-class Calls:
+class Calls(State):
     """Calls as statements (output records in the ring buffer) and calls as values."""
 
     def call_stmt(self, call: A.Call) -> None:

@@ -7,11 +7,12 @@ from __future__ import annotations
 from pycore.lang import ast as A
 from pycore.lang.check import USER_PROBES, member_offset
 from pycore.lang.lower.layout import BPF_F_USER_STACK
+from pycore.lang.lower.state import State
 from pycore.lang.probes import PT_REGS, REGS, CtxField
 from pycore.lang.types import Array, Buffer, Int, Ptr, Record, Str, Type, Void, from_btf, is_aggregate, is_buffer
 
 
-class Exprs:
+class Exprs(State):
     """Scalar expressions into r0; operands that must survive are spilled to stack slots."""
 
     def scalar_or_string(self, node: A.Expr) -> None:

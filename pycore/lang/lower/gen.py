@@ -5,16 +5,13 @@ Its concerns are the mixins of this package; :func:`generate` is the entry.
 
 from __future__ import annotations
 
-from pycore.lang import ast as A
 from pycore.lang.check import Checked
-from pycore.lang.errors import CheckError
 from pycore.lang.lower.calls import Calls
 from pycore.lang.lower.exprs import Exprs
 from pycore.lang.lower.layout import Layout, _Frame
 from pycore.lang.lower.maps import Maps
 from pycore.lang.lower.statements import Statements
 from pycore.lang.lower.strings import Strings
-from pycore.lang.types import Type
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -25,7 +22,8 @@ class Gen(Statements, Maps, Calls, Exprs, Strings):
     """Emits one program: one (probe block, target) pair.
 
     The concerns are mixins that call each other through ``self`` (an expression may need a
-    string, a string a map read, a map key an expression); this class holds the state they share.
+    string, a string a map read, a map key an expression); this class sets the state they share
+    (declared in :mod:`pycore.lang.lower.state`).
     """
 
     def __init__(self, checked: Checked, layout: Layout, emit: Emitter, fds: dict[str, int],
@@ -33,20 +31,14 @@ class Gen(Statements, Maps, Calls, Exprs, Strings):
         self.c = checked
         self.layout = layout
         self.e = emit
-        self.fds = fds           # map name -> fd ("@x", "$scratch", "$ring", "$start", "$stack:k:127")
+        self.fds = fds
         self.params = params
         self.filename, self.source = source
         self.f = _Frame(self)
-        self.vars: dict[str, int] = {}   # $x -> stack slot (ints) or scratch region (strings)
+        self.vars = {}
         self.exit_label = emit.label()
-        self._loops: list[tuple[Any, Any]] = []   # (top, end) labels of the while loops around a statement
+        self._loops = []
 
-    def error(self, node: A.Node | None, message: str) -> CheckError:
-        pos = node.pos if node is not None else self.c.block.pos
-        return CheckError(message, pos.line, pos.col, self.filename, self.source)
-
-    def t(self, node: A.Expr) -> Type:
-        return self.c.types[id(node)]
 
 
 def generate(checked: Checked, layout: Layout, emit: Emitter, fds: dict[str, int],

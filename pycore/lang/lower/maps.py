@@ -6,10 +6,11 @@ from __future__ import annotations
 from pycore.lang import ast as A
 from pycore.lang.check import MapInfo
 from pycore.lang.lower.layout import BPF_ANY, BPF_NOEXIST
+from pycore.lang.lower.state import State
 from pycore.lang.types import Int, Type, is_buffer, width
 
 
-class Maps:
+class Maps(State):
     """Map keys and values: plain hashes for ``@m = v``, per-CPU hashes for aggregations."""
 
     def key(self, ref: A.MapRef, m: MapInfo, extra: int = 0) -> int:

@@ -6,10 +6,11 @@ from __future__ import annotations
 from pycore.lang import ast as A
 from pycore.lang.check import AGGREGATES
 from pycore.lang.lower.layout import Action, _align8, BPF_ANY, TAG_EXIT
+from pycore.lang.lower.state import State
 from pycore.lang.types import Ptr, Type, is_buffer
 
 
-class Statements:
+class Statements(State):
     """The program's entry and its statements: variables live in stack slots (integers) or scratch regions."""
 
     def program(self) -> None:

@@ -10,11 +10,12 @@ from collections.abc import Callable
 from pycore.lang import ast as A
 from pycore.lang.check import is_literal
 from pycore.lang.lower.layout import _align8
+from pycore.lang.lower.state import State
 from pycore.lang.probes import CtxField
 from pycore.lang.types import Array, Inet, Int, Ptr, Str, is_aggregate, width
 
 
-class Strings:
+class Strings(State):
     """Values built into scratch regions (zeroed first, so keys built from them hash alike)."""
 
     def copy_words(self, base: int, off: int, dst: int, nbytes: int) -> None:
