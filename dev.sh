@@ -112,6 +112,27 @@ ensure_vmlinux_h() {
     fi
 }
 
+drop_old_distribution() {
+    # The distribution was named "pycore" before it became pycore-bpf (PyPI's "pycore" is another
+    # project). pip sees two projects and leaves the old one installed, with its editable import hook.
+    # Remove its files that pycore-bpf does not also own (bin/pycore, pycore/bpf/ are both's), then it.
+    "$VENV/bin/python" - <<'EOF'
+import importlib.metadata as md, shutil
+try:
+    old = md.distribution("pycore")
+except md.PackageNotFoundError:
+    raise SystemExit
+info = old._path  # its .dist-info directory (importlib.metadata's PathDistribution)
+new = {f.locate() for f in md.distribution("pycore-bpf").files or ()}
+for f in old.files or ():
+    path = f.locate()
+    if path not in new and path.is_file() and path.parent != info:
+        path.unlink()
+shutil.rmtree(info)
+print("[dev.sh] removed the stale 'pycore' distribution (now pycore-bpf)")
+EOF
+}
+
 setup() {
     local t0=$SECONDS
     apt_install "${APT_PACKAGES[@]}"
@@ -143,6 +164,7 @@ setup() {
         say "pip install -e '.[test]' (builds bpf_src/ into pycore/bpf/)"
         rm -f "$STAMP"
         "$VENV/bin/python" -m pip install --progress-bar off -e '.[test]' </dev/null
+        drop_old_distribution
         echo "$want" >"$STAMP"
         "$VENV/bin/python" -c 'import pycore.native.shipped as o; print("[dev.sh] BPF objects:", ", ".join(str(o.object_path(n)) for n in o.available_objects()))' >&2
     fi

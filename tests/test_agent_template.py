@@ -1,8 +1,9 @@
 """examples/agent-template, as its README says to install it: pycore built into a wheel, a directory
 of wheels (pycore's, its dependencies', scikit-build-core's), then in a clean venv
 ``pip install --no-index --find-links wheels/ .`` (the template built against that pycore by
-pycore_add_bpf_object, and installed, with no index: the public index's "pycore" is an unrelated
-project); its console script run against the real kernel with a workload, and mypy --strict over the
+pycore_add_bpf_object, and installed, with no index: pycore's distribution, pycore-bpf, is not
+published there, and the public index's "pycore" is an unrelated project); its console script run
+against the real kernel with a workload, and mypy --strict over the
 installed package, its generated skeleton included.
 
 Slow (about 30 s the first time: pycore's wheel, the downloads, the venv, the template's build).
@@ -48,13 +49,13 @@ def pycore_wheels(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
     run([sys.executable, "-m", "pip", "wheel", "--progress-bar=off", "--no-deps", "-w", d,
          f"--config-settings=build-dir={d / 'build'}", ROOT], "pycore wheel")
     shutil.rmtree(d / "build")
-    assert len(list(d.glob("pycore-*.whl"))) == 1
+    assert len(list(d.glob("pycore_bpf-*.whl"))) == 1
     return d
 
 
 # The README's commands, run as written (from the template's directory, wheels/ beside it); the test
 # checks the README still says exactly these.
-README_DOWNLOAD = "pip download -d wheels/ wheels/pycore-0.1.0-*.whl scikit-build-core"
+README_DOWNLOAD = "pip download -d wheels/ wheels/pycore_bpf-0.1.0-*.whl scikit-build-core"
 README_INSTALL = "pip install --no-index --find-links wheels/ ."
 
 
@@ -80,7 +81,7 @@ def agent_venv(pycore_wheels: pathlib.Path, tmp_path_factory: pytest.TempPathFac
     work = tmp_path_factory.mktemp("template") / "agent-template"
     shutil.copytree(TEMPLATE, work, ignore=shutil.ignore_patterns("build", "wheels", "*.egg-info"))
     (work / "wheels").mkdir()
-    shutil.copy(next(pycore_wheels.glob("pycore-*.whl")), work / "wheels")
+    shutil.copy(next(pycore_wheels.glob("pycore_bpf-*.whl")), work / "wheels")
 
     def readme(line: str, what: str) -> None:
         argv = [a for word in shlex.split(line) for a in (sorted(glob.glob(word, root_dir=work)) or [word])]
@@ -107,7 +108,8 @@ def test_template_wheel_carries_object_and_skeleton(agent_venv: pathlib.Path,
     assert "class Counter(_skel.Skeleton):" in (pkg / "counter_skel.py").read_text()
     assert "counter.bpf.c" not in installed  # the wheel carries the object, not the source
     assert (pkg / "counter.bpf.o").read_bytes()[:4] == b"\x7fELF"
-    # the pycore the template was built and runs against is this tree's, not PyPI's unrelated "pycore"
+    # the pycore the template was built and runs against is this tree's (distribution pycore-bpf), not
+    # PyPI's unrelated "pycore"
     r = run([agent_venv / "bin" / "python", "-c", "import pycore; print(pycore.__version__, pycore.__file__)"],
             "pycore version", cwd="/")
     version, path = r.stdout.split()

@@ -102,7 +102,7 @@ def test_version_single_source():
         meta = pyproject["tool"]["scikit-build"]["metadata"]["version"]
         assert meta["input"] == "pycore/__init__.py"
     assert re.fullmatch(r"\d+\.\d+\.\d+", pycore.__version__)
-    assert importlib.metadata.version("pycore") == pycore.__version__
+    assert importlib.metadata.version(project["name"]) == pycore.__version__  # the distribution: pycore-bpf
 
 
 def test_packages_are_typed():

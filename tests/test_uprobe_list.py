@@ -79,7 +79,7 @@ def test_without_capstone_only_the_size_is_checked():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.splitlines() == [
         "('readline', 1)",
-        "inside the function's size only (install capstone, pip install 'pycore[disasm]', "
+        "inside the function's size only (install capstone, pip install 'pycore-bpf[disasm]', "
         "to check instruction boundaries)",
         f"offset 0x186a0 is outside readline ({size} bytes) "
         "(capstone not installed: offsets are checked against the size only)",

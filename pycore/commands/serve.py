@@ -54,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         import prometheus_client  # noqa: F401
     except ImportError:
-        print("pycore serve: needs prometheus_client (pip install 'pycore[prometheus]')", file=sys.stderr)
+        print("pycore serve: needs prometheus_client (pip install 'pycore-bpf[prometheus]')", file=sys.stderr)
         return 2
     from pycore.kernel.privileges import missing_privileges
 

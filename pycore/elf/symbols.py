@@ -179,7 +179,7 @@ def check_offset(path: str, f: Function, off: int) -> str:
     decoded = instruction_offsets(path, f)
     if decoded is None:
         if _capstone() is None:
-            return "inside the function's size only (install capstone, pip install 'pycore[disasm]', " \
+            return "inside the function's size only (install capstone, pip install 'pycore-bpf[disasm]', " \
                 "to check instruction boundaries)"
         return "inside the function's size only (no instruction decoder for this architecture)"
     starts, end = decoded

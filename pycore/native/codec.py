@@ -433,7 +433,7 @@ class Codec:
         try:
             import numpy as np
         except ImportError:
-            raise ImportError("Codec.numpy_dtype() needs numpy: pip install 'pycore[numpy]'") from None
+            raise ImportError("Codec.numpy_dtype() needs numpy: pip install 'pycore-bpf[numpy]'") from None
         return np.dtype(self.registry.dtype_spec(self.type))
 
     def __repr__(self) -> str:
