@@ -40,6 +40,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--log-rate", type=float, default=100.0, metavar="LINES",
                         help="output lines per second and script written to stderr; the rest is counted "
                              "(default 100)")
+    parser.add_argument("--web.config.file", dest="web_config_file", metavar="FILE",
+                        help="TLS, client certificates and basic auth, in the file format of Prometheus's "
+                             "exporter-toolkit (node_exporter's; docs/serve.md)")
     parser.add_argument("tools", nargs="*", metavar="TOOL", help="tools to run ('pycore tools' lists them)")
 
 
@@ -73,6 +76,15 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as e:
         print(f"pycore serve: {e}", file=sys.stderr)
         return 2
+    web_config = None
+    if getattr(args, "web_config_file", None):
+        from pycore.embed.webconfig import WebConfigError, WebConfigFile
+
+        try:
+            web_config = WebConfigFile(args.web_config_file)
+        except WebConfigError as e:
+            print(f"pycore serve: {e}", file=sys.stderr)
+            return 2
     if args.pid:
         from pycore.kernel.process import TargetError, check_pid
 
@@ -127,7 +139,7 @@ def run(args: argparse.Namespace) -> int:
         served = ScriptsCollector(scripts)
         app = _scripts_app(exposed, served) if scripts else make_wsgi_app(exposed)
         try:
-            server = _server(host, port, app, ready)
+            server = _server(host, port, app, ready, web_config)
         except OSError as e:
             print(f"pycore serve: cannot listen on {args.listen}: {e.strerror}", file=sys.stderr)
             return 2
@@ -159,7 +171,8 @@ def run(args: argparse.Namespace) -> int:
                 threads.append(t)
         ready.set()
         what = [s.name for s in sessions] + [f"{s.name}.bt" + ("" if s.up else " (down)") for s in scripts]
-        print(f"pycore serve: http://{host}:{server.server_port}/metrics ({', '.join(what)})",
+        scheme = "https" if web_config is not None and web_config.tls else "http"
+        print(f"pycore serve: {scheme}://{host}:{server.server_port}/metrics ({', '.join(what)})",
               file=sys.stderr, flush=True)
         while not stop.wait(0.5):
             pass
@@ -184,15 +197,18 @@ def run(args: argparse.Namespace) -> int:
 
 def _scripts_app(exposed: Any, served: Any) -> Any:
     """/metrics with scripts: their maps' text written directly (ScriptsCollector.maps_text: a
-    10,000-series map in a fraction of prometheus_client's time), then every other family; the text
-    format 0.0.4 (no OpenMetrics), gzip when asked for."""
+    10,000-series map in a fraction of prometheus_client's time), then every other family; OpenMetrics
+    when the scraper's Accept asks for it (Prometheus 2 does), else the text format 0.0.4; gzip when
+    asked for."""
     import gzip
 
-    from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+    from prometheus_client.exposition import choose_encoder
 
     def app(environ: dict[str, Any], start_response: Any) -> Any:
-        body = (served.maps_text() + generate_latest(exposed).decode()).encode()
-        headers = [("Content-Type", CONTENT_TYPE_LATEST)]
+        encoder, content_type = choose_encoder(environ.get("HTTP_ACCEPT", ""))
+        om = content_type.startswith("application/openmetrics-text")
+        body = (served.maps_text(openmetrics=om) + encoder(exposed).decode()).encode()
+        headers = [("Content-Type", content_type)]
         if "gzip" in environ.get("HTTP_ACCEPT_ENCODING", ""):
             body = gzip.compress(body, compresslevel=1)
             headers.append(("Content-Encoding", "gzip"))
@@ -202,9 +218,11 @@ def _scripts_app(exposed: Any, served: Any) -> Any:
     return app
 
 
-def _server(host: str, port: int, metrics: Any, ready: threading.Event) -> Any:
+def _server(host: str, port: int, metrics: Any, ready: threading.Event, web: Any = None) -> Any:
     """A WSGI server answering scrapes concurrently (a thread each: a slow scraper does not hold up
-    another), /metrics from ``metrics``, and /-/healthy and /-/ready (503 until ``ready``) as Prometheus."""
+    another), /metrics from ``metrics``, and /-/healthy and /-/ready (503 until ``ready``) as Prometheus.
+    ``web`` (a WebConfigFile): TLS, its handshake in the connection's thread, not the accept loop;
+    basic auth, headers and rate limit on every path."""
     from socketserver import ThreadingMixIn
     from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
@@ -214,6 +232,17 @@ def _server(host: str, port: int, metrics: Any, ready: threading.Event) -> Any:
 
     class Threading(ThreadingMixIn, WSGIServer):
         daemon_threads = True
+
+        def finish_request(self, request: Any, client_address: Any) -> None:
+            if web is None or not web.tls:
+                return super().finish_request(request, client_address)
+            conn = web.handshake(request, client_address)
+            if conn is None:
+                return None
+            try:
+                return super().finish_request(conn, client_address)
+            finally:
+                conn.close()
 
     def app(environ: dict[str, Any], start_response: Any) -> Any:
         path = environ.get("PATH_INFO", "")
@@ -230,7 +259,8 @@ def _server(host: str, port: int, metrics: Any, ready: threading.Event) -> Any:
 
     if ":" in host:
         Threading.address_family = socket.AF_INET6
-    return make_server(host, port, app, server_class=Threading, handler_class=Quiet)
+    return make_server(host, port, app if web is None else web.wrap(app), server_class=Threading,
+                       handler_class=Quiet)
 
 
 def _consume(session, collector) -> None:  # noqa: ANN001

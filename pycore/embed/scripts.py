@@ -243,15 +243,15 @@ class ScriptsCollector(Collector):
         yield from (up, info, logged, dropped)
         yield from _merge(rest)
 
-    def maps_text(self) -> str:
-        """Every running script's maps in the text format, read now (then :meth:`collect` gives their
-        health only: ``text_maps``)."""
+    def maps_text(self, openmetrics: bool = False) -> str:
+        """Every running script's maps in the text format (or OpenMetrics' without its ``# EOF``), read
+        now (then :meth:`collect` gives their health only: ``text_maps``)."""
         self.text_maps = True
         parts = []
         for s in self.scripts:
             if s.collector is not None:
                 try:
-                    parts.append(s.collector.maps_text())
+                    parts.append(s.collector.maps_text(openmetrics))
                 except OSError as e:
                     s.say(f"reading its maps: {e}")
         return "".join(parts)

@@ -313,12 +313,13 @@ class ScriptCollector(Collector):
             families = _families(self._read()) + list(self._health())
         yield from families
 
-    def maps_text(self) -> str:
-        """The maps' families in the Prometheus text format (0.0.4), as :meth:`collect` gives them."""
+    def maps_text(self, openmetrics: bool = False) -> str:
+        """The maps' families in the Prometheus text format (0.0.4), as :meth:`collect` gives them
+        (``openmetrics``: in OpenMetrics 1.0, without the ``# EOF`` that ends the whole exposition)."""
         with self.lock:
             if self.script._closed:
                 return ""
-            return _text(self._read())
+            return _text(self._read(), openmetrics)
 
     def health(self) -> Iterator[Any]:
         """The health families (keys, series, cuts, lost events, probe statistics) of the last read."""
@@ -502,17 +503,25 @@ def _families(read: list[tuple[MapMetric, list[tuple[list[str], str, Any]]]]) ->
     return out
 
 
-def _text(read: list[tuple[MapMetric, list[tuple[list[str], str, Any]]]]) -> str:
+def _text(read: list[tuple[MapMetric, list[tuple[list[str], str, Any]]]], openmetrics: bool = False) -> str:
     """The text format (0.0.4) of :meth:`ScriptCollector._read`'s rows, the samples prometheus_client
-    writes for :func:`_families` (integers without '.0'), written directly: a fifth of its time."""
+    writes for :func:`_families` (integers without '.0'), written directly: a fifth of its time.
+    ``openmetrics``: OpenMetrics 1.0 (a counter's family named without ``_total``, '"' escaped in
+    HELP; the same samples, ``le`` as in the text format so Prometheus keeps the same series)."""
     lines: list[str] = []
     add = lines.append
     for p, rows in read:
         name = p.metric
+        family = name
         if p.type == "counter":
-            name = (name[:-6] if name.endswith("_total") else name) + "_total"
+            family = name[:-6] if name.endswith("_total") else name
+            name = family + "_total"
         help_text = p.help.replace("\\", "\\\\").replace("\n", "\\n")
-        add(f"# HELP {name} {help_text}\n# TYPE {name} {p.type}\n")
+        if openmetrics:
+            help_text = help_text.replace('"', '\\"')
+        else:
+            family = name
+        add(f"# HELP {family} {help_text}\n# TYPE {family} {p.type}\n")
         if p.type == "histogram":
             for _, text, buckets in rows:
                 pre = f"{name}_bucket{{{text}," if text else f"{name}_bucket{{"
