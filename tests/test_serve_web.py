@@ -328,3 +328,32 @@ def test_real_prometheus_over_tls_with_basic_auth(pki, workload, tmp_path):
     assert targets["no-cert"]["health"] == "down" and "certificate" in targets["no-cert"]["lastError"]
     assert meta["data"]["pycore_script_lat_opens"][0]["type"] == "counter", meta
     assert p.returncode == 0, p.tail
+
+
+def test_headers_rate_limit_and_the_file_read_again(pki, tmp_path):
+    """Plain HTTP with users, headers and a rate limit; the file changed while serving is read again
+    (a new password works, the old one no longer), and a broken one keeps the last good one."""
+    script = _script(tmp_path, "x.bt", "BEGIN { @a = 1; }\n")
+    web = tmp_path / "web.yml"
+    hashed = (pki / "hash").read_text()
+    web.write_text(f"basic_auth_users:\n  prom: '{hashed}'\nhttp_server_config:\n  headers:\n"
+                   f"    X-Frame-Options: deny\n    X-Content-Type-Options: nosniff\n"
+                   f"rate_limit:\n  interval: 10s\n  burst: 2\n")
+    with serving("--script", script, "--web.config.file", str(web)) as (p, port):
+        assert p.startup.startswith("pycore serve: http://"), p.startup
+        first = [_fetch(port, None) for _ in range(3)]      # a burst of 2, then one every 10 s
+        other = bcrypt.hashpw(b"other", bcrypt.gensalt(4)).decode()
+        web.write_text(f"basic_auth_users:\n  prom: '{other}'\n")
+        time.sleep(1.2)             # read again at most once a second
+        old, new = _fetch(port, None), _fetch(port, None, password="other")
+        web.write_text("basic_auth_users:\n  prom: not-a-hash\n")
+        time.sleep(1.2)
+        kept = _fetch(port, None, password="other")
+    assert [s for s, _, _ in first] == [200, 200, 429]
+    assert all(h.get("X-Frame-Options") == "deny" and h.get("X-Content-Type-Options") == "nosniff"
+               for _, h, _ in first)
+    assert _samples(first[0][2])["pycore_script_x_a"] == 1
+    assert old[0] == 401 and new[0] == 200 and kept[0] == 200, (old[0], new[0], kept[0])
+    assert "X-Frame-Options" not in new[1]
+    assert f"pycore serve: --web.config.file {web}: read again" in p.tail, p.tail
+    assert "basic_auth_users.prom: not a bcrypt hash" in p.tail and "still serving with the file as it was" in p.tail
