@@ -357,3 +357,20 @@ def test_headers_rate_limit_and_the_file_read_again(pki, tmp_path):
     assert "X-Frame-Options" not in new[1]
     assert f"pycore serve: --web.config.file {web}: read again" in p.tail, p.tail
     assert "basic_auth_users.prom: not a bcrypt hash" in p.tail and "still serving with the file as it was" in p.tail
+
+
+@pytest.mark.parametrize("allowed,served", [("scraper.example", True), ("other.example", False)])
+def test_client_allowed_sans(pki, tmp_path, allowed, served):
+    """client_allowed_sans: a verified certificate must also name one of these (its SAN: DNS:scraper.example)."""
+    script = _script(tmp_path, "x.bt", "BEGIN { @a = 1; }\n")
+    web = _web_config(pki, tmp_path, users=False)
+    with open(web, "a") as f:
+        f.write(f"  client_allowed_sans: [{allowed}, 192.0.2.1]\n")
+    with serving("--script", script, "--web.config.file", web) as (p, port):
+        if served:
+            assert _fetch(port, _client(pki), password=None)[0] == 200
+        else:
+            assert _refused(port, _client(pki))
+    assert p.returncode == 0, p.tail
+    said = "no subject alternative name of the client certificate (scraper.example) is in client_allowed_sans"
+    assert (said in p.tail) != served, p.tail

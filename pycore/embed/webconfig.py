@@ -70,8 +70,8 @@ class WebConfig:
         """Why a handshaken connection is refused by ``client_allowed_sans`` (None: it is not)."""
         if self.allowed_sans is None:
             return None
-        cert = conn.getpeercert() or {}
-        names = []
+        cert: dict[str, Any] = dict(conn.getpeercert() or {})
+        names: list[str] = []
         for kind, value in cert.get("subjectAltName", ()):
             if kind == "IP Address":
                 try:
@@ -86,7 +86,7 @@ class WebConfig:
 
 
 def _duplicate_checking_loader() -> Any:
-    import yaml
+    import yaml  # type: ignore[import-untyped, unused-ignore]
 
     class Loader(yaml.SafeLoader):
         pass
@@ -136,7 +136,7 @@ def _duration(text: Any, fail: Callable[[str], Exception]) -> float:
 
 def load(path: str) -> WebConfig:
     """Read and check the file, and its certificates and keys; :class:`WebConfigError` says why not."""
-    import yaml
+    import yaml  # type: ignore[import-untyped, unused-ignore]
 
     def fail(msg: str) -> WebConfigError:
         return WebConfigError(f"--web.config.file {path}: {msg}")
@@ -321,7 +321,7 @@ def _reason(e: Exception) -> str:
 
 
 def _stamp(files: Iterable[str]) -> tuple[Any, ...]:
-    out = []
+    out: list[tuple[int, int, int] | None] = []
     for p in files:
         try:
             st = os.stat(p)
