@@ -377,7 +377,7 @@ class WebConfigFile:
                          f"while serving (restart): still serving with the file as it was")
                 return self.config
             self._failed = None
-            self._cache.clear()
+            self._cache = {}        # (a new dict: a check under way fills the old one)
             self.config = cfg
             self._stamp = _stamp(cfg.files)
             self.log(f"pycore serve: --web.config.file {self.path}: read again")
@@ -443,19 +443,19 @@ class WebConfigFile:
         hashed = hashed or _DECOY
         # the cache keeps a digest of the password, not the password
         key = hashlib.sha256(b"\0".join((user.encode(), hashed, password.encode()))).digest()
-        ok = self._cache.get(key)
+        cache = self._cache
+        ok = cache.get(key)
         if ok is None:
             import bcrypt
 
             with self._bcrypt:
                 try:
-                    ok = bcrypt.checkpw(password.encode(), hashed)
+                    ok = bcrypt.checkpw(password.encode(), hashed) and known
                 except ValueError:
                     ok = False
-            ok = ok and known
-            if len(self._cache) >= _CACHE_SIZE:
-                self._cache.pop(next(iter(self._cache)))
-            self._cache[key] = ok
+                if len(cache) >= _CACHE_SIZE:       # the oldest out (the toolkit evicts at random)
+                    cache.pop(next(iter(cache)), None)
+                cache[key] = ok
         return ok and known
 
     def rate_allows(self) -> bool:
