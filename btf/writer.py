@@ -1,8 +1,9 @@
 """Write BTF blobs: the encoder beside :mod:`btf.spec`'s decoder.
 
 pycore uses it for types that come from elsewhere than the kernel (a trace
-script's C declarations, a binary's DWARF), as split BTF on top of vmlinux so
-that every reader of a :class:`btf.Spec` works on them unchanged; the tests
+script's C declarations as split BTF on top of vmlinux, a binary's DWARF as a
+BTF of its own) so that every reader of a :class:`btf.Spec` works on them
+unchanged; the tests
 use it for kinds and corner cases no compiler on this machine emits (ENUM64,
 odd header lengths, big endian).
 
@@ -70,8 +71,9 @@ class Writer:
         w._str_offsets = {"": 0}
         return w
 
-    def spec(self, base: Spec, shadows: bool = True) -> Spec:
-        """The blob parsed on top of ``base`` (the spec given to :meth:`split`).
+    def spec(self, base: Spec | None, shadows: bool = True) -> Spec:
+        """The blob parsed on top of ``base`` (the spec given to :meth:`split`; None for
+        a writer made without one).
 
         ``shadows``: a name this blob defines hides the base's types of that
         name in look-ups by name, as a C declaration hides the kernel's."""

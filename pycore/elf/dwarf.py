@@ -2,17 +2,21 @@
 
 bpftrace reads a uprobe's ``args`` and a cast's ``struct Foo`` from the
 binary's DWARF (libdw).  pycore reads it with pyelftools and writes the
-types it needs as split BTF on top of a spec the caller gives (the kernel's,
-or one already split on it), so that everything that reads a
-:class:`btf.Spec` handles them unchanged.
+types it needs as BTF, so that everything that reads a :class:`btf.Spec`
+handles them unchanged: a BTF of their own (ids from 1), or split BTF on top
+of a spec the caller gives (the kernel's, or one already split on it).
+``pycore trace`` keeps them apart from the kernel's: its types carry their
+spec, and a uprobe script that names no kernel type then never parses the
+kernel's BTF (bench/bench_trace.py's first run with a libc function's args:
+35-50 ms of its ~0.2 s went to the kernel's BTF, needed only for its length).
 
 API::
 
-    dbg = DebugInfo.open("/lib/x86_64-linux-gnu/libc.so.6", base=kernel_spec)
+    dbg = DebugInfo.open("/lib/x86_64-linux-gnu/libc.so.6")   # base=spec: split on it
     if dbg is None: ...                     # no DWARF in the file nor in a debug file
     fn = dbg.function("getaddrinfo")        # FunctionTypes | None (no such function in DWARF)
     fn.params                               # [("name", btf id), ...]; fn.ret (0: void); fn.variadic
-    fn.spec                                 # a Spec holding those ids (on top of base)
+    fn.spec                                 # a Spec holding those ids (on top of base, if any)
     tid = dbg.named("struct", "addrinfo")   # "struct", "union", "enum", "typedef" (C++ classes
                                             # are structs) -> btf id | None
     dbg.named("struct", "addrinfo", near="getaddrinfo")   # the probed function's unit first:
@@ -166,9 +170,9 @@ class DebugInfo:
     @classmethod
     def open(cls, path: str, base: Spec | None = None) -> DebugInfo | None:
         """The DWARF of ``path`` (its own or its debug file's), None when there
-        is none; ``base``: the spec the BTF is split on (needed by :meth:`function`,
-        :meth:`named` and :attr:`spec`, not by :meth:`params_text`).  Only section
-        headers are read here (with struct); the DWARF when a call needs it."""
+        is none; ``base``: the spec the BTF is split on (None: a BTF of its own,
+        ids from 1).  Only section headers are read here (with struct); the DWARF
+        when a call needs it."""
         files = [Sections(path)]
         try:
             with dwarf_errors(path):
@@ -232,7 +236,6 @@ class DebugInfo:
         """``name``'s parameters and return type (None: no such function in the DWARF).
         What the DWARF gave is kept on disk by build id (:func:`_function_entry`): a
         later run reads that instead of the DWARF."""
-        self._need_base()
         cached = self._load_function(name)
         if cached is not _MISSING:
             try:
@@ -400,7 +403,6 @@ class DebugInfo:
         file, else a declaration (FWD)."""
         if kind == "class":
             kind = "struct"
-        self._need_base()
         with dwarf_errors(self.dwarf_path):
             die = None
             if near is not None:
@@ -419,7 +421,7 @@ class DebugInfo:
 
     @property
     def spec(self) -> Spec:
-        """Every type converted so far, as a Spec split on ``base``: one object for the
+        """Every type converted so far, as a Spec (split on ``base``, if any): one object for the
         life of this DebugInfo, brought up to date in place by each conversion."""
         conv = self._conv()
         if self._spec is None:
@@ -444,17 +446,12 @@ class DebugInfo:
             dw._cu_offsets_map.clear()
             dw._abbrevtable_cache.clear()
 
-    def _need_base(self) -> None:
-        if self._base is None:
-            raise TypeError("DebugInfo.open(path, base=spec) is needed for BTF")
-
     def _conv(self) -> BtfConverter:
         if self._converter is None:
             from btf.writer import Writer
 
-            if self._base is None:
-                raise TypeError("DebugInfo.open(path, base=spec) is needed for BTF")
-            self._converter = BtfConverter(Writer.split(self._base), self._little)
+            writer = Writer() if self._base is None else Writer.split(self._base)
+            self._converter = BtfConverter(writer, self._little)
         return self._converter
 
     def _die(self, cu_off: int, die_off: int):  # noqa: ANN202

@@ -145,13 +145,16 @@ class Resolver:
             return None
 
     def debug_info(self, path: str, text: str):  # noqa: ANN201 - a DebugInfo or None
-        """The binary's DWARF (its own or its debug file's) as BTF on the kernel's, or None; read once."""
+        """The binary's DWARF (its own or its debug file's) as a BTF of its own, or None; read once.
+        Not split on the kernel's BTF: the types it gives carry their spec, and a script using a
+        libc function's args then never parses the kernel's (35-50 ms of a first run of
+        bench/bench_trace.py --only dwarf: its length, which split ids start from, needs a walk)."""
         if path not in self._debug:
             from pycore.elf.dwarf import DebugInfo
             from pycore.errors import ElfError
 
             try:
-                self._debug[path] = DebugInfo.open(path, base=self._spec_or_none())
+                self._debug[path] = DebugInfo.open(path)
             except ElfError as e:
                 raise ProbeError(f"{text}: {e}") from None
         return self._debug[path]
