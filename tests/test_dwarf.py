@@ -548,3 +548,15 @@ def test_libc_functions_convert(base):
             t = spec.type(tid)
             if t.kind in (Kind.STRUCT, Kind.UNION) and t.name:
                 assert fmt.definition(t).startswith(("struct", "union"))
+
+
+def test_dwarf_names_are_pyelftools():
+    """pycore.elf.dwarfnames (what the fast reader names tags, attributes and forms by, without
+    importing pyelftools) holds pyelftools' own tables, inverted as the reader inverted them."""
+    from elftools.dwarf.enums import ENUM_DW_AT, ENUM_DW_FORM, ENUM_DW_TAG
+
+    from pycore.elf.dwarfnames import ATTRIBUTES, FORMS, TAGS
+
+    for mine, theirs in ((TAGS, ENUM_DW_TAG), (ATTRIBUTES, ENUM_DW_AT), (FORMS, ENUM_DW_FORM)):
+        assert mine == {v: k for k, v in theirs.items() if k != "_default_"}
+

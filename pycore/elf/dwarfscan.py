@@ -31,11 +31,11 @@ _AT_NAMES: dict[int, str] = {}
 
 def _names() -> None:
     if not _TAG_NAMES:
-        from elftools.dwarf.enums import ENUM_DW_AT, ENUM_DW_FORM, ENUM_DW_TAG
+        from pycore.elf.dwarfnames import ATTRIBUTES, FORMS, TAGS   # pyelftools' names, without its import
 
-        _TAG_NAMES.update({v: k for k, v in ENUM_DW_TAG.items()})
-        _AT_NAMES.update({v: k for k, v in ENUM_DW_AT.items()})
-        _FORM_NAMES.update({v: k for k, v in ENUM_DW_FORM.items()})
+        _TAG_NAMES.update(TAGS)
+        _AT_NAMES.update(ATTRIBUTES)
+        _FORM_NAMES.update(FORMS)
 
 
 class Attr:
