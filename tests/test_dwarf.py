@@ -560,3 +560,30 @@ def test_dwarf_names_are_pyelftools():
     for mine, theirs in ((TAGS, ENUM_DW_TAG), (ATTRIBUTES, ENUM_DW_AT), (FORMS, ENUM_DW_FORM)):
         assert mine == {v: k for k, v in theirs.items() if k != "_default_"}
 
+
+def _symbols_by_walk(f, secname: str, name: str) -> list:
+    return [s for s in f.raw_symbols(secname) if s[0] == name or s[0].startswith(name + "@")]
+
+
+@pytest.mark.parametrize("where", ["built", "libc"])
+def test_named_symbols_as_the_walk(tmp_path, where):
+    """ElfFile.named_symbols (one function's address for its DWARF, found through the string
+    table) gives the entries a walk of the whole table gives, in order: versioned names
+    (name@VER, name@@VER), names that end others' (open, fopen), several of one name, none."""
+    from pycore.elf.file import ElfFile
+
+    if where == "libc":
+        if not os.path.exists(LIBC) or not _libc_debug():
+            pytest.skip("libc6-dbg missing")
+        with DebugInfo.open(LIBC) as dbg:
+            paths = [LIBC, dbg.dwarf_path]
+    else:
+        paths = [_build(tmp_path, C_SOURCE, ["-g"])[0]]
+    for path in paths:
+        with ElfFile(path) as f:
+            for secname in (".dynsym", ".symtab"):
+                names = sorted({s[0].split("@", 1)[0] for s in f.raw_symbols(secname)} - {""})
+                if where == "libc":
+                    names = names[::25] + ["open", "memcpy", "pthread_kill", "__PRETTY_FUNCTION__.0"]
+                for name in names + ["no_such_symbol", "main@"]:
+                    assert f.named_symbols(secname, name) == _symbols_by_walk(f, secname, name), (path, name)

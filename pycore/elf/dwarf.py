@@ -157,7 +157,7 @@ class DebugInfo:
         self._base = base
         self._fn_dir: str | None = None
         self._rawdwarf: Any = False                   # pycore.elf.dwarfraw.RawDwarf, None: pyelftools reads it
-        self._symbols: dict[str, int] | None = None
+        self._symbols: dict[str, int | None] = {}      # name -> its symbol's address, looked up once
         self._index: dict | None = None
         self._key: str | None = None
         self._ar = False                  # .debug_aranges, read on first use (None: none)
@@ -326,7 +326,7 @@ class DebugInfo:
         through the whole-file index."""
         aranges = self._aranges()
         if aranges is not None and aranges.entries:
-            addr = self._symbol_table().get(name)
+            addr = self._symbol_address(name)
             if addr is not None:
                 return self._die_at_address(name, addr)
         found = self._get_index()["functions"].get(name)
@@ -365,7 +365,7 @@ class DebugInfo:
         if raw is None:
             return self._function_die(name)
         if raw.has_aranges:
-            addr = self._symbol_table().get(name)
+            addr = self._symbol_address(name)
             if addr is not None:
                 cu_off = raw.cu_offset_at_addr(addr)
                 if cu_off is None:
@@ -384,14 +384,23 @@ class DebugInfo:
             self._ar = self._dw.get_aranges()
         return self._ar
 
-    def _symbol_table(self) -> dict[str, int]:
-        if self._symbols is None:
-            symbols: dict[str, int] = {}
-            for f in self._elf_files():           # the binary's, then the debug file's full .symtab
-                symbols.update(_symbols(f))
-            self._symbols = {k.split("@", 1)[0]: v for k, v in symbols.items()}
-            self._symbols.update(symbols)
-        return self._symbols
+    def _symbol_address(self, name: str) -> int | None:
+        """The address of function or object symbol ``name`` (else of a ``name@VERSION``):
+        the binary's ``.dynsym`` and ``.symtab``, then the debug file's, a later one
+        winning.  Only the entries of that name are read (:meth:`ElfFile.named_symbols`)."""
+        if name not in self._symbols:
+            found: dict[str, int] = {}
+            for f in self._elf_files():
+                for secname in (".dynsym", ".symtab"):
+                    for sym, value, _size, kind, shndx in f.named_symbols(secname, name):
+                        if value and shndx and kind in (1, 2, 10):   # OBJECT, FUNC, GNU_IFUNC
+                            found[sym] = value
+            addr = found.get(name)
+            if addr is None and "@" not in name:
+                for value in found.values():         # the last of name@VERSION's
+                    addr = value
+            self._symbols[name] = addr
+        return self._symbols[name]
 
     # -- types -----------------------------------------------------------------
 
@@ -522,16 +531,6 @@ class DebugInfo:
         for key, where in declared.items():
             types.setdefault(key, where)
         return {"format": CACHE_FORMAT, "functions": functions, "types": types}
-
-
-def _symbols(f: ElfFile) -> dict[str, int]:
-    """Defined function and object symbols, name -> address, ``.symtab`` winning."""
-    out: dict[str, int] = {}
-    for secname in (".dynsym", ".symtab"):
-        for name, value, _size, kind, shndx in f.raw_symbols(secname):
-            if name and value and shndx and kind in (1, 2, 10):   # OBJECT, FUNC, GNU_IFUNC
-                out[name] = value
-    return out
 
 
 # Sections pyelftools would read (and decompress) that types and parameters never need.
