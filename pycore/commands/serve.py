@@ -1,4 +1,4 @@
-"""Serve tools' and bpftrace scripts' metrics over HTTP for Prometheus: pycore serve [--listen HOST:PORT] [--script FILE.bt] TOOL...
+"""Serve tools' and bpftrace scripts' metrics over HTTP for Prometheus: pycore serve [--listen HOST:PORT] [--script FILE.bt] [--scripts-dir DIR] TOOL...
 
 Each TOOL is attached as 'pycore run TOOL' would (same fallbacks, default
 options), its events are counted as they arrive, and /metrics exports
@@ -9,7 +9,11 @@ net-drops' drops by namespace, interface and reason).
 With ``--script FILE.bt`` (repeatable) each bpftrace script runs as
 'pycore trace' runs it and its maps are exported as they are when scraped
 (pycore_script_<script>_<map>, docs/serve.md); its printf output goes to
-stderr, rate-limited.  /-/healthy and /-/ready answer as Prometheus's own.
+stderr, rate-limited.  ``--scripts-dir DIR`` serves every ``*.bt`` file of DIR.
+SIGHUP reloads what changed (so does a changed file in a --scripts-dir,
+without SIGHUP): unchanged scripts keep their maps, a script that no longer
+loads keeps its previous version running (pycore.embed.scripts.ScriptSet).
+/-/healthy and /-/ready answer as Prometheus's own.
 SIGTERM or Ctrl-C stops it and detaches everything.
 
 Needs the 'prometheus' extra (prometheus_client).
@@ -33,7 +37,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-p", "--pid", type=int, default=0,
                         help="trace only this process (the tools; the scripts as pycore trace -p does)")
     parser.add_argument("--script", action="append", default=[], metavar="FILE.bt",
-                        help="serve a bpftrace script's maps (repeatable; the file must be writable by root only)")
+                        help="serve a bpftrace script's maps (repeatable; the file must be writable by root only); "
+                             "SIGHUP reloads the scripts that changed, the others keep their maps")
+    parser.add_argument("--scripts-dir", action="append", default=[], metavar="DIR",
+                        help="serve every *.bt file of DIR (repeatable; DIR writable by root only); a file "
+                             "added, changed or removed there is reloaded within ~2 s, without SIGHUP")
     parser.add_argument("--unsafe", action="store_true", help="allow system(), signal() and override() in scripts")
     parser.add_argument("--series-limit", type=int, default=10_000, metavar="N",
                         help="series one script may export per scrape; the rest is cut and counted (default 10000)")
@@ -65,8 +73,8 @@ def run(args: argparse.Namespace) -> int:
     if why:
         print(f"pycore serve: {why}", file=sys.stderr)
         return 2
-    if not args.tools and not args.script:
-        print("pycore serve: give a TOOL or --script FILE.bt", file=sys.stderr)
+    if not args.tools and not args.script and not args.scripts_dir:
+        print("pycore serve: give a TOOL or --script FILE.bt (or --scripts-dir DIR)", file=sys.stderr)
         return 2
     if args.series_limit < 1 or args.log_rate <= 0:
         print("pycore serve: --series-limit and --log-rate must be positive", file=sys.stderr)
@@ -93,21 +101,15 @@ def run(args: argparse.Namespace) -> int:
         except TargetError as e:
             print(f"pycore serve: {e}", file=sys.stderr)
             return 2
-    from pycore.embed.scripts import ServedScript, UntrustedScript, read_trusted, script_name
+    from pycore.embed.scripts import ScriptSet, UntrustedScript
 
-    scripts: list[ServedScript] = []
-    for path in args.script:
-        name = script_name(path)
-        if any(s.name == name for s in scripts):
-            print(f"pycore serve: two scripts named {name} ({path}): their metrics would mix", file=sys.stderr)
-            return 2
-        try:
-            text = read_trusted(path)
-        except UntrustedScript as e:
-            print(f"pycore serve: {e}", file=sys.stderr)
-            return 2
-        scripts.append(ServedScript(path, name, unsafe=args.unsafe, series_limit=args.series_limit,
-                                    log_rate=args.log_rate, text=text, pid=args.pid or None))
+    scripts = ScriptSet(args.script, args.scripts_dir, unsafe=args.unsafe, series_limit=args.series_limit,
+                        log_rate=args.log_rate, pid=args.pid or None)
+    try:
+        scripts.start()
+    except UntrustedScript as e:
+        print(f"pycore serve: {e}", file=sys.stderr)
+        return 2
     from pycore.tools import registry
 
     for name in args.tools:
@@ -124,7 +126,9 @@ def run(args: argparse.Namespace) -> int:
     from pycore.embed.session import NoMethod, open_tool
 
     stop = threading.Event()
+    hup = threading.Event()
     old = {s: signal.signal(s, lambda *_: stop.set()) for s in (signal.SIGINT, signal.SIGTERM)}
+    old[signal.SIGHUP] = signal.signal(signal.SIGHUP, lambda *_: hup.set())
     sessions = []
     threads: list[threading.Thread] = []
     server = None
@@ -145,13 +149,9 @@ def run(args: argparse.Namespace) -> int:
             return 2
         web = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.2}, daemon=True)
         web.start()
-        for script in scripts:
-            if stop.is_set():
-                return 0
-            script.load()
-        from pycore.embed.scripts import keep_apart
-
-        keep_apart(scripts)
+        scripts.load(stop)
+        if stop.is_set():
+            return 0
         for name in dict.fromkeys(args.tools):
             try:
                 sessions.append(open_tool(name, pid=args.pid))
@@ -170,12 +170,18 @@ def run(args: argparse.Namespace) -> int:
                 t.start()
                 threads.append(t)
         ready.set()
-        what = [s.name for s in sessions] + [f"{s.name}.bt" + ("" if s.up else " (down)") for s in scripts]
+        what = [s.name for s in sessions] + [f"{s.name}.bt" + ("" if s.up else " (down)") for s in scripts.scripts]
         scheme = "https" if web_config is not None and web_config.tls else "http"
         print(f"pycore serve: {scheme}://{host}:{server.server_port}/metrics ({', '.join(what)})",
               file=sys.stderr, flush=True)
-        while not stop.wait(0.5):
-            pass
+        scripts.watch(stop)
+        while not stop.wait(0.2):
+            if hup.is_set():
+                hup.clear()
+                if scripts:
+                    scripts.reload("SIGHUP")
+                else:
+                    print("pycore serve: SIGHUP: no scripts to reload", file=sys.stderr, flush=True)
         return 0
     finally:
         for s in old:
@@ -185,8 +191,8 @@ def run(args: argparse.Namespace) -> int:
             server.server_close()
         for s in sessions:
             s.close()
-        for script in scripts:
-            script.close()
+        stop.set()          # the directories' watch
+        scripts.close()
         for t in threads:
             t.join(5)
         if stats is not None:
