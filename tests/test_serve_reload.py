@@ -144,13 +144,14 @@ def test_sighup_keeps_unchanged_and_replaces_changed(workload, tmp_path):
 def test_broken_reload_keeps_the_old_version(workload, tmp_path):
     good = counting("brk_opens")
     path = _script(tmp_path, "brk.bt", good)
-    with serving("--script", path) as (p, port, log):
+    late = _script(tmp_path, "late.bt", "BEGIN { @late = nosuch(); }\n")      # down from the start
+    with serving("--script", path, "--script", late) as (p, port, log):
         progs = _programs_using("AT_brk_opens")
         subprocess.run([workload, "3", "/"], check=True)
         with open(path, "w") as f:
             f.write("tracepoint:syscalls:sys_enter_openat { @brk_opens = args.no_such_field; }\n")
         since = log.mark()
-        assert reload(p, log).rstrip().endswith("1 failed; not every file loaded")
+        assert reload(p, log).rstrip().endswith("2 failed; not every file loaded")      # and late.bt, again
         line = log.wait(r"^pycore serve: script brk: reload: failed: ", since)
         assert "no_such_field" in line and line.rstrip().endswith("(the previous version serves on)")
         subprocess.run([workload, "3", "/"], check=True)        # the old version still counts
@@ -163,15 +164,29 @@ def test_broken_reload_keeps_the_old_version(workload, tmp_path):
         assert f"{path}:1:" in info[0] and "no_such_field" in info[0]
         assert m["pycore_scripts_last_reload_successful"] == 0
         assert m["pycore_scripts_reload_failures_total"] == 1
-        # the file put back as it runs: kept (not reloaded), the error gone
+        assert m['pycore_script_up{script="late"}'] == 0
+        # the file put back as it runs: kept (not reloaded), the error gone; late.bt fixed: loaded
         with open(path, "w") as f:
             f.write(good)
-        assert reload(p, log).rstrip().endswith("1 kept")
+        with open(late, "w") as f:
+            f.write("BEGIN { @late = 7; }\n")
+        assert reload(p, log).rstrip().endswith("1 loaded, 1 kept")
+        m = _samples(_get(port))
+        assert m['pycore_script_up{script="late"}'] == 1 and m["pycore_script_late_late"] == 7
+        # a --script file gone: named on the command line, so a failed reload, the running version kept
+        os.rename(path, path + ".away")
+        since = log.mark()
+        assert reload(p, log).rstrip().endswith("1 kept, 1 failed; not every file loaded")
+        line = log.wait(r"^pycore serve: script brk: reload: failed: ", since)
+        assert "No such file" in line and "(the previous version serves on)" in line
+        assert _programs_using("AT_brk_opens") == progs
+        os.rename(path + ".away", path)
+        assert reload(p, log).rstrip().endswith("2 kept")
         m = _samples(_get(port))
     assert p.returncode == 0 and "Traceback" not in log.text()
     assert m["pycore_script_brk_brk_opens_total"] == 8
     assert m[f'pycore_script_info{{error="",file="{path}",script="brk"}}'] == 1
-    assert m["pycore_scripts_last_reload_successful"] == 1 and m["pycore_scripts_reloads_total"] == 2
+    assert m["pycore_scripts_last_reload_successful"] == 1 and m["pycore_scripts_reloads_total"] == 4
 
 
 def test_deleted_script_is_detached_and_its_series_disappear(workload, tmp_path):

@@ -416,9 +416,10 @@ class ScriptSet:
                     new.append(s)
                     if cur is not None:
                         retired.append(cur)
+                    if cur is not None and cur.session is not None:
                         s.say("reload: replaced")
                         said["replaced"] += 1
-                    else:
+                    else:                       # new, or down until now
                         s.say("reload: loaded")
                         said["loaded"] += 1
                     continue
