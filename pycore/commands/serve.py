@@ -133,9 +133,14 @@ def run(args: argparse.Namespace) -> int:
     threads: list[threading.Thread] = []
     server = None
     stats = None
+    from pycore.errors import BpfError
     ready = threading.Event()
     try:
-        stats = RunTimeStats()
+        try:
+            stats = RunTimeStats()
+        except BpfError as e:  # CAP_BPF and CAP_PERFMON without CAP_SYS_ADMIN (a hardened service): run anyway
+            print(f"pycore serve: probes' run counts and time not counted ({e}; or sysctl "
+                  "kernel.bpf_stats_enabled=1)", file=sys.stderr)
         exposed = CollectorRegistry(auto_describe=False)
         ProcessCollector(registry=exposed)       # the server's own CPU, memory and descriptors
         from pycore.embed.scripts import ScriptsCollector

@@ -43,6 +43,8 @@ def prog_stats(prog_fd: int) -> ProgStats:
 class RunTimeStats:
     """Statistics on while this is open (``with RunTimeStats(): ...``)."""
 
+    _fd = -1  # close() and __del__ of one whose __init__ raised
+
     def __init__(self) -> None:
         fd = lib.bpf_enable_stats(BPF_STATS_RUN_TIME)
         if fd < 0:

@@ -1,0 +1,213 @@
+"""A systemd service unit's sandbox, made with the kernel's own mechanisms where PID 1 is not systemd.
+
+``parse(text)`` reads a unit file as systemd does (sections, ``Key=value``, a key given again adds to
+it, an empty value resets it, ``#``/``;`` comments, ``\\`` continuations). ``python -m
+tests.systemd_unit CONFIG.json``, run as root inside ``unshare --mount --uts``, sets up what the unit's
+[Service] says and execs its ExecStart, so that the process pytest started is the service itself:
+
+- ProtectSystem=strict: every mount read-only but /dev, /proc, /sys, the private /tmp and /var/tmp,
+  the cache directory and ReadWritePaths= (each bound onto itself first);
+- ProtectHome=yes: /home, /root, /run/user empty and inaccessible (mode 000, read-only tmpfs);
+- PrivateTmp=yes: fresh tmpfs on /tmp and /var/tmp; PrivateDevices=yes: a tmpfs /dev holding null,
+  zero, full, random, urandom, tty, pts, shm; ProtectKernelModules=yes: /usr/lib/modules
+  inaccessible; ProtectKernelLogs=yes: /proc/kmsg inaccessible; ProtectControlGroups=yes:
+  /sys/fs/cgroup read-only; ProtectHostname=yes: the UTS namespace of ``unshare --uts``;
+- CacheDirectory=NAME: /var/cache/NAME (a tmpfs on /var/cache, the test's directory bound there),
+  $CACHE_DIRECTORY; Environment=; LimitMEMLOCK=; UMask=; WorkingDirectory / ;
+- CapabilityBoundingSet=, AmbientCapabilities=, NoNewPrivileges=, User=/Group=: ``setpriv``.
+
+Settings made of seccomp filters or cgroup device rules (RestrictAddressFamilies=, LockPersonality=,
+SystemCallArchitectures=, ProtectClock=, ...) are not made here: ``systemd-analyze verify`` checks them
+(SECCOMP_ONLY lists them; a key neither made nor listed fails the test).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pwd
+import resource
+import shlex
+import subprocess
+import sys
+
+# Made by main() below.
+REALISED = {
+    "ExecStart", "ExecReload", "ProtectSystem", "ReadWritePaths", "ProtectHome", "PrivateTmp", "PrivateDevices",
+    "ProtectKernelModules", "ProtectKernelLogs", "ProtectControlGroups", "ProtectHostname",
+    "CacheDirectory", "CacheDirectoryMode", "Environment", "LimitMEMLOCK", "UMask",
+    "CapabilityBoundingSet", "AmbientCapabilities", "NoNewPrivileges", "User", "Group",
+}
+# Seccomp filters, cgroup device rules, IPC clean-up and the manager's own settings: checked by
+# systemd-analyze verify (and scored by systemd-analyze security), not made here.
+SECCOMP_ONLY = {
+    "RestrictAddressFamilies", "RestrictNamespaces", "RestrictRealtime", "RestrictSUIDSGID",
+    "LockPersonality", "SystemCallArchitectures", "ProtectClock", "RemoveIPC", "Type", "Restart",
+}
+DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"  # systemd's
+
+
+def parse(text: str) -> dict[str, dict[str, list[str]]]:
+    """{section: {key: [values in order]}}; a key set empty starts its list again, as systemd does."""
+    units: dict[str, dict[str, list[str]]] = {}
+    section = None
+    lines = iter(text.splitlines())
+    for line in lines:
+        while line.endswith("\\"):
+            line = line[:-1] + " " + next(lines, "")
+        line = line.strip()
+        if not line or line[0] in "#;":
+            continue
+        if line.startswith("[") and line.endswith("]"):
+            section = units.setdefault(line[1:-1], {})
+            continue
+        key, sep, value = line.partition("=")
+        if section is None or not sep:
+            raise ValueError(f"not a unit file line: {line!r}")
+        values = section.setdefault(key.strip(), [])
+        if value.strip():
+            values.append(value.strip())
+        else:
+            values.clear()
+    return units
+
+
+def service_of(text: str) -> dict[str, list[str]]:
+    return parse(text)["Service"]
+
+
+def words(service: dict[str, list[str]], key: str) -> list[str]:
+    return [w for v in service.get(key, []) for w in shlex.split(v)]
+
+
+def caps(service: dict[str, list[str]], key: str) -> list[str]:
+    """A capability list as setpriv spells it: CAP_SYS_PTRACE -> sys_ptrace."""
+    return [w.lower().removeprefix("cap_") for w in words(service, key)]
+
+
+def _yes(service: dict[str, list[str]], key: str) -> bool:
+    v = service.get(key, ["no"])[-1].lower()
+    return v in {"yes", "true", "on", "1", "strict", "full"}
+
+
+def _mount(*argv: str) -> None:
+    subprocess.run(["mount", *argv], check=True)
+
+
+def _inaccessible(path: str) -> None:
+    if os.path.isdir(path):
+        _mount("-t", "tmpfs", "-o", "ro,mode=000,size=4k", "tmpfs", path)
+    elif os.path.exists(path):
+        _mount("--bind", "/dev/.inaccessible", path)
+
+
+def _mountpoints() -> list[str]:
+    with open("/proc/self/mountinfo") as f:
+        return [line.split()[4].encode().decode("unicode_escape") for line in f]
+
+
+def _under(path: str, tops: list[str]) -> bool:
+    return any(path == t or path.startswith(t.rstrip("/") + "/") for t in tops)
+
+
+def main(config_path: str) -> None:
+    """Realise the unit of CONFIG (the unit's text, the cache directory to bind, the argv to run in
+    place of ExecStart's) in this mount namespace, then exec it."""
+    with open(config_path) as f:
+        config = json.load(f)
+    service = parse(config["unit"])["Service"]
+    unknown = set(service) - REALISED - SECCOMP_ONLY
+    if unknown:
+        sys.exit(f"systemd_unit: the unit sets {sorted(unknown)}, which this test neither makes nor lists")
+    _mount("--make-rprivate", "/")
+    writable: list[str] = []
+
+    if _yes(service, "PrivateDevices"):   # as systemd does: the few device nodes made anew
+        nodes = {name: os.stat(f"/dev/{name}") for name in ("null", "zero", "full", "random", "urandom", "tty")}
+        _mount("-t", "tmpfs", "-o", "mode=755,nosuid,noexec", "tmpfs", "/dev")
+        for name, st in nodes.items():
+            os.mknod(f"/dev/{name}", st.st_mode, st.st_rdev)
+            os.chmod(f"/dev/{name}", st.st_mode & 0o7777)
+        os.mkdir("/dev/pts")
+        _mount("-t", "devpts", "-o", "newinstance,ptmxmode=0666,mode=620", "devpts", "/dev/pts")
+        os.symlink("pts/ptmx", "/dev/ptmx")
+        os.mkdir("/dev/shm")
+        _mount("-t", "tmpfs", "-o", "mode=1777,nosuid,nodev", "tmpfs", "/dev/shm")
+        for i, name in enumerate(("stdin", "stdout", "stderr")):
+            os.symlink(f"/proc/self/fd/{i}", f"/dev/{name}")
+        os.symlink("/proc/self/fd", "/dev/fd")
+        os.close(os.open("/dev/.inaccessible", os.O_CREAT | os.O_WRONLY, 0))   # bound over files made inaccessible
+        os.chmod("/dev/.inaccessible", 0)
+    elif _yes(service, "ProtectKernelLogs"):
+        sys.exit("systemd_unit: ProtectKernelLogs= without PrivateDevices= is not made here")
+
+    if _yes(service, "PrivateTmp"):
+        for d in ("/tmp", "/var/tmp"):
+            _mount("-t", "tmpfs", "-o", "mode=1777,nosuid,nodev", "tmpfs", d)
+            writable.append(d)
+    if _yes(service, "ProtectHome"):
+        for d in ("/home", "/root", "/run/user"):
+            _inaccessible(d)
+    if _yes(service, "ProtectKernelModules"):
+        for d in ("/usr/lib/modules", "/lib/modules"):
+            if os.path.isdir(d) and not os.path.islink(d):
+                _inaccessible(d)
+    if _yes(service, "ProtectKernelLogs"):
+        _inaccessible("/proc/kmsg")
+    env = {"PATH": DEFAULT_PATH}
+    for name in words(service, "CacheDirectory"):
+        path = f"/var/cache/{name}"
+        if not os.path.isdir(path):  # a mount point for the test's directory, in this namespace only
+            _mount("-t", "tmpfs", "-o", "mode=755", "tmpfs", "/var/cache")
+            os.mkdir(path)
+        _mount("--bind", config["cache_dir"], path)
+        os.chmod(path, int(service.get("CacheDirectoryMode", ["0755"])[-1], 8))
+        writable.append(path)
+        env["CACHE_DIRECTORY"] = path
+    for path in words(service, "ReadWritePaths"):
+        path = path.lstrip("-")
+        _mount("--bind", path, path)
+        writable.append(path)
+    if service.get("ProtectSystem", ["no"])[-1] == "strict":
+        for mp in _mountpoints():
+            if not _under(mp, ["/proc", "/sys", "/dev", *writable]):
+                _mount("-o", "remount,bind,ro", mp)
+    if _yes(service, "ProtectControlGroups") and os.path.ismount("/sys/fs/cgroup"):
+        _mount("-o", "remount,bind,ro", "/sys/fs/cgroup")
+
+    for value in service.get("Environment", []):
+        for word in shlex.split(value):
+            key, _, v = word.partition("=")
+            env[key] = v
+    for value in service.get("LimitMEMLOCK", []):
+        n = resource.RLIM_INFINITY if value == "infinity" else int(value)
+        try:
+            resource.setrlimit(resource.RLIMIT_MEMLOCK, (n, n))
+        except ValueError:  # a container without CAP_SYS_RESOURCE: kernels >= 5.11 do not count it for BPF
+            hard = resource.getrlimit(resource.RLIMIT_MEMLOCK)[1]
+            print(f"systemd_unit: LimitMEMLOCK={value} not made: this container cannot raise RLIMIT_MEMLOCK "
+                  f"above {hard} bytes (kept)", file=sys.stderr, flush=True)
+    if "UMask" in service:
+        os.umask(int(service["UMask"][-1], 8))
+    os.chdir("/")
+
+    setpriv = ["setpriv"]
+    if "CapabilityBoundingSet" in service:
+        bounding = caps(service, "CapabilityBoundingSet")
+        setpriv.append("--bounding-set=" + ",".join(["-all", *(f"+{c}" for c in bounding)]))
+    ambient = caps(service, "AmbientCapabilities")
+    if ambient:
+        setpriv += ["--inh-caps=" + ",".join(["-all", *(f"+{c}" for c in ambient)]),
+                    "--ambient-caps=" + ",".join(["-all", *(f"+{c}" for c in ambient)])]
+    if "User" in service:
+        user = pwd.getpwnam(service["User"][-1])
+        group = service.get("Group", [str(user.pw_gid)])[-1]
+        setpriv += [f"--reuid={user.pw_uid}", f"--regid={group}", "--init-groups"]
+        env.update(HOME=user.pw_dir, USER=user.pw_name, LOGNAME=user.pw_name)
+    if _yes(service, "NoNewPrivileges"):
+        setpriv.append("--no-new-privs")
+    os.execvpe("setpriv", [*setpriv, "--", *config["argv"]], env)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
