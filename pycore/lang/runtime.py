@@ -444,6 +444,16 @@ class Script:
         values = scratch.lookup_percpu(struct.pack("<I", 0))
         return sum(struct.unpack_from("<Q", v)[0] for v in values)
 
+    def refused_keys(self) -> dict[str, int]:
+        """Map name -> new keys it refused because it was full (all CPUs' counts, since the load);
+        every map of the script, 0 for most."""
+        scratch = self._maps.get("$scratch")
+        if scratch is None or self.layout is None:
+            return {}
+        values = scratch.lookup_percpu(struct.pack("<I", 0))
+        return {name: sum(struct.unpack_from("<Q", v, self.layout.refused_off(name))[0] for v in values)
+                for name in self.layout.maps}
+
     # -- records ------------------------------------------------------------------------------------
 
     def decode(self, data: bytes) -> Iterator[Event]:

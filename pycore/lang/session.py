@@ -332,6 +332,17 @@ class TraceSession:
         """Records dropped because the ring was full, counted by the programs in the kernel."""
         return self._guard(self.script.lost_events)
 
+    @property
+    def map_size(self) -> int:
+        """The keys each map can hold (``map_size=``; bpftrace's ``BPFTRACE_MAP_KEYS_MAX``)."""
+        return self.script.map_keys
+
+    @property
+    def refused(self) -> dict[str, int]:
+        """Map name -> updates of a new key the map refused because it held :attr:`map_size` keys
+        already, counted by the programs in the kernel; only the maps that refused any."""
+        return {k: n for k, n in self._guard(self.script.refused_keys).items() if n}
+
     def close(self) -> list[Event]:
         """Run END, then detach and free everything, ending every consumer; returns END's output and
         the final maps ([] when already closed).  Safe twice and from any thread or task."""
@@ -557,6 +568,10 @@ class TraceRunner:
             lost = script.lost_events()
             if lost:
                 print((O.lost_json(lost) if self.json else O.lost_text(lost)).rstrip("\n"), file=self.err)
+            for name, n in script.refused_keys().items():   # bpftrace 0.17 says nothing; newer ones warn
+                if n:
+                    print(f"pycore trace: {name}: {n} key{'s' if n > 1 else ''} refused: the map was full at "
+                          f"{script.map_keys} keys (BPFTRACE_MAP_KEYS_MAX)", file=self.err)
             if self.verbose:    # how long the end took, by step (Ctrl-C must be prompt: tests/test_stop*.py)
                 since = f"{ended - self._first_signal:.3f} s after the signal, " if self._signals else ""
                 print(f"pycore trace: ended {since}detached in {detached - ended:.3f} s, ring printed in "

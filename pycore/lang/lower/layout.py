@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 
 SCRATCH_SIZE = 16384         # per-CPU work area: strings, keys, values, records
 LOST_OFF = 0                 # scratch[0:8]: events this CPU could not put in the ring
+REFUSED_OFF = 8              # scratch[8 + 8 * i]: new keys the script's map i refused, on this CPU (full)
 MAX_STACK = 512
 BPF_ANY, BPF_NOEXIST = 0, 1
 BPF_F_USER_STACK = 1 << 8
@@ -47,6 +48,16 @@ class Layout:
     stack_maps: dict[tuple[bool, int], str] = field(default_factory=dict)
     cpid: int = 0                      # the -c command's pid (the cpid builtin)
 
+    def refused_off(self, name: str) -> int:
+        """Where in scratch the count of new keys map ``name`` refused (it was full) is kept: one u64
+        a map, in the order of :attr:`maps`, after the lost-events counter."""
+        return REFUSED_OFF + 8 * list(self.maps).index(name)
+
+    @property
+    def counters_end(self) -> int:
+        """Where the counters at the start of scratch end (lost events, then keys refused by each map)."""
+        return REFUSED_OFF + 8 * len(self.maps)
+
     def action(self, a: Action) -> int:
         for i, old in enumerate(self.actions):
             if old == a:
@@ -65,7 +76,7 @@ class _Frame:
     def __init__(self, gen: Gen) -> None:
         self.gen = gen
         self.stack = 0            # bytes used below r10
-        self.scratch = 8          # bytes used in the scratch buffer (0..8: the lost counter)
+        self.scratch = gen.layout.counters_end   # bytes used in the scratch buffer (first the counters)
 
     def slot(self) -> int:
         self.stack += 8

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from errno import E2BIG, ENOMEM
+
 from pycore.lang import ast as A
 from pycore.lang.check import MapInfo
 from pycore.lang.lower.layout import BPF_ANY, BPF_NOEXIST
@@ -46,12 +48,25 @@ class Maps(State):
             self.e.alu_imm("add", reg, off)
 
     def map_update(self, m: MapInfo, key: int, val: int, flags: int) -> None:
+        """Update the map; a new key the full map refused (-E2BIG, or -ENOMEM) is counted in this map's
+        scratch counter (what ``pycore trace`` warns of and ``serve`` exports). A success costs one
+        branch; r0 keeps the helper's result."""
         e = self.e
         e.ld_map(1, self.fds[m.name])
         self._ptr(2, key)
         self._ptr(3, val)
         e.mov_imm(4, flags)
         e.call("map_update_elem")
+        done, full = e.label(), e.label()
+        e.jmp_imm("jeq", 0, 0, done)
+        e.jmp_imm("jeq", 0, -E2BIG, full)
+        e.jmp_imm("jne", 0, -ENOMEM, done)      # -EEXIST: another CPU inserted the key meanwhile
+        e.place(full)
+        off = self.layout.refused_off(m.name)
+        e.ldx(8, 1, 8, off)
+        e.alu_imm("add", 1, 1)
+        e.stx(8, 8, off, 1)
+        e.place(done)
 
     def map_lookup(self, m: MapInfo, key: int) -> None:
         e = self.e
