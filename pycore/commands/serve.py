@@ -22,6 +22,7 @@ Needs the 'prometheus' extra (prometheus_client).
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import socket
 import sys
@@ -51,6 +52,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--web.config.file", dest="web_config_file", metavar="FILE",
                         help="TLS, client certificates and basic auth, in the file format of Prometheus's "
                              "exporter-toolkit (node_exporter's; docs/serve.md)")
+    parser.add_argument("--map-keys-max", type=int, metavar="N",
+                        help="keys each map of a script can hold (default: BPFTRACE_MAP_KEYS_MAX, else 4096); "
+                             "what a full map refuses is counted (pycore_script_map_keys_refused_total)")
     parser.add_argument("tools", nargs="*", metavar="TOOL", help="tools to run ('pycore tools' lists them)")
 
 
@@ -93,6 +97,13 @@ def run(args: argparse.Namespace) -> int:
         except WebConfigError as e:
             print(f"pycore serve: {e}", file=sys.stderr)
             return 2
+    map_keys, raw = args.map_keys_max, os.environ.get("BPFTRACE_MAP_KEYS_MAX")     # as pycore trace
+    if map_keys is None and raw is not None:
+        map_keys = int(raw) if raw.strip().isdigit() else 0
+    if map_keys is not None and map_keys < 1:
+        what = f"--map-keys-max {map_keys}" if args.map_keys_max is not None else f"BPFTRACE_MAP_KEYS_MAX={raw!r}"
+        print(f"pycore serve: {what}: give a number of keys, at least 1", file=sys.stderr)
+        return 2
     if args.pid:
         from pycore.kernel.process import TargetError, check_pid
 
@@ -104,7 +115,7 @@ def run(args: argparse.Namespace) -> int:
     from pycore.embed.scripts import ScriptSet, UntrustedScript
 
     scripts = ScriptSet(args.script, args.scripts_dir, unsafe=args.unsafe, series_limit=args.series_limit,
-                        log_rate=args.log_rate, pid=args.pid or None)
+                        log_rate=args.log_rate, pid=args.pid or None, map_size=map_keys)
     try:
         scripts.start()
     except UntrustedScript as e:

@@ -117,7 +117,7 @@ class ServedScript:
 
     def __init__(self, path: str, name: str, *, unsafe: bool = False, series_limit: int = DEFAULT_SERIES_LIMIT,
                  log_rate: float = 100.0, err: TextIO | None = None, text: str | None = None,
-                 pid: int | None = None) -> None:
+                 pid: int | None = None, map_size: int | None = None) -> None:
         self.path = path
         self.name = name
         self.unsafe = unsafe
@@ -126,6 +126,7 @@ class ServedScript:
         self.err = err or sys.stderr
         self.text = text
         self.pid = pid
+        self.map_size = map_size        # keys a map can hold (--map-keys-max), None: bpftrace's 4096
         self.session: TraceSession | None = None
         self.collector: ScriptCollector | None = None
         self.error = ""
@@ -162,7 +163,7 @@ class ServedScript:
 
         try:
             text = self.text if self.text is not None else read_trusted(self.path)
-            session = TraceSession(text, filename=self.path, unsafe=self.unsafe, pid=self.pid,
+            session = TraceSession(text, filename=self.path, unsafe=self.unsafe, pid=self.pid, map_size=self.map_size,
                                    unsafe_hint="run pycore serve with --unsafe to allow it")
         except (PycoreError, OSError, UntrustedScript) as e:
             self.error = _one_line(str(e))
@@ -277,11 +278,11 @@ class ScriptSet:
 
     def __init__(self, files: list[str], dirs: list[str], *, unsafe: bool = False,
                  series_limit: int = DEFAULT_SERIES_LIMIT, log_rate: float = 100.0, pid: int | None = None,
-                 err: TextIO | None = None) -> None:
+                 err: TextIO | None = None, map_size: int | None = None) -> None:
         self.files = list(files)
         self.dirs = [os.path.normpath(d) for d in dirs]
         self.options: dict[str, Any] = {"unsafe": unsafe, "series_limit": series_limit, "log_rate": log_rate,
-                                        "pid": pid, "err": err}
+                                        "pid": pid, "err": err, "map_size": map_size}
         self.err = err or sys.stderr
         self.scripts: list[ServedScript] = []
         self.reloads = 0            # after the start

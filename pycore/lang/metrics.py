@@ -268,7 +268,8 @@ def metric_plans(script: Script, name: str) -> tuple[list[MapMetric], list[str]]
 #: the families pycore itself writes beside a script's maps
 RESERVED = frozenset({
     "pycore_script_up", "pycore_script_info", "pycore_script_log_lines_total", "pycore_script_log_dropped_total",
-    "pycore_script_map_keys", "pycore_script_map_key_limit", "pycore_script_series", "pycore_script_series_cut_total",
+    "pycore_script_map_keys", "pycore_script_map_max_keys", "pycore_script_map_keys_refused_total",
+    "pycore_script_series", "pycore_script_series_cut_total",
     "pycore_script_lost_events_total", "pycore_script_probe_runs_total", "pycore_script_probe_run_time_seconds_total",
 })
 
@@ -405,14 +406,20 @@ class ScriptCollector(Collector):
 
         name, script = self.name, self.script
         keys = GaugeMetricFamily("pycore_script_map_keys", "keys in each map of the script now "
-                                 "(a map holds at most pycore_script_map_key_limit)", labels=["script", "map"])
+                                 "(a map holds at most pycore_script_map_max_keys)", labels=["script", "map"])
         for map_name, n in self.keys.items():
             keys.add_metric([name, map_name], n)
         yield keys
-        limit = GaugeMetricFamily("pycore_script_map_key_limit", "keys a map of the script can hold",
-                                  labels=["script"])
-        limit.add_metric([name], script.map_keys)
+        refused = script.refused_keys()
+        limit = GaugeMetricFamily("pycore_script_map_max_keys", "keys a map of the script can hold "
+                                  "(pycore serve --map-keys-max)", labels=["script", "map"])
+        full = CounterMetricFamily("pycore_script_map_keys_refused", "updates of a new key a map of the "
+                                   "script refused because it was full", labels=["script", "map"])
+        for map_name, n in refused.items():
+            limit.add_metric([name, map_name], script.map_keys)
+            full.add_metric([name, map_name], n)
         yield limit
+        yield full
         series = GaugeMetricFamily("pycore_script_series", "series the script's maps exported at this scrape",
                                    labels=["script"])
         series.add_metric([name], self.series)
