@@ -32,6 +32,17 @@ bcrypt = pytest.importorskip("bcrypt")
 pytest.importorskip("yaml")
 
 PASSWORD = "s3cret pass"
+# the workload under a name of its own (its comm): test_serve_script.py's, run at the same time by
+# someone else, does not add to what these scripts count
+OURS = "s25web"
+SCRIPT = LATENCY.replace('"s25work"', f'"{OURS}"')
+
+
+@pytest.fixture(scope="module")
+def ours(workload, tmp_path_factory) -> str:
+    path = tmp_path_factory.mktemp("web") / OURS
+    shutil.copy(workload, path)
+    return str(path)
 
 
 def _openssl(*args: str, cwd) -> None:  # noqa: ANN001
@@ -129,25 +140,28 @@ def _refused(port: int, ctx: ssl.SSLContext) -> str:
     pytest.fail(f"a scrape got through: {status}")
 
 
-def test_tls_client_certificates_and_basic_auth(pki, workload, tmp_path):
-    script = _script(tmp_path, "opens.bt", LATENCY)
+def test_tls_client_certificates_and_basic_auth(pki, ours, tmp_path):
+    script = _script(tmp_path, "opens.bt", SCRIPT)
     web = _web_config(pki, tmp_path)
     with serving("--script", script, "--web.config.file", web) as (p, port):
         assert p.startup.startswith("pycore serve: https://"), p.startup
         # a client that opens a connection and says nothing: its handshake waits in its own thread
         with socket.create_connection(("127.0.0.1", port)) as silent:
             silent.sendall(b"\x16\x03\x01")      # the first bytes of a ClientHello, and no more
-            subprocess.run([workload, "4", "/"], check=True)
+            subprocess.run([ours, "4", "/"], check=True)
             t = time.monotonic()
             status, headers, body = _fetch(port, _client(pki))
             took = time.monotonic() - t
         assert status == 200 and took < 5, (status, took)
-        assert _samples(body)['pycore_script_opens_opens_total{comm="s25work",filename="/"}'] == 4
+        assert _samples(body)['pycore_script_opens_opens_total{comm="s25web",filename="/"}'] == 4
         t = time.monotonic()
-        for _ in range(5):       # checked once with bcrypt (~70 ms at cost 10), then from the cache
+        wrong = _fetch(port, _client(pki), password="not it")       # a bcrypt check: ~70 ms at cost 10
+        checked = time.monotonic() - t
+        t = time.monotonic()
+        for _ in range(5):      # then from the cache, refusals too
             assert _fetch(port, _client(pki), path="/-/healthy")[0] == 200
-        cached = (time.monotonic() - t) / 5
-        wrong = _fetch(port, _client(pki), password="not it")
+            assert _fetch(port, _client(pki), password="not it")[0] == 401
+        cached = (time.monotonic() - t) / 10
         none = _fetch(port, _client(pki), password=None)
         no_cert = _refused(port, _client(pki, cert=None))
         rogue = _refused(port, _client(pki, cert="rogue"))
@@ -155,7 +169,7 @@ def test_tls_client_certificates_and_basic_auth(pki, workload, tmp_path):
     assert p.returncode == 0, p.tail
     for status, headers, _ in (wrong, none):
         assert status == 401 and headers.get("WWW-Authenticate") == "Basic", (status, headers)
-    assert cached < 0.05, cached
+    assert cached < checked / 2, (cached, checked)
     assert no_cert and rogue         # the client's error: an alert, or EOF when it reads after the close
     for why in ("PEER_DID_NOT_RETURN_A_CERTIFICATE", "CERTIFICATE_VERIFY_FAILED"):
         assert f"pycore serve: TLS handshake with 127.0.0.1 refused: {why}" in p.tail, p.tail
@@ -224,15 +238,15 @@ PROMETHEUS_ACCEPT = ("application/openmetrics-text;version=1.0.0,application/ope
                      "text/plain;version=0.0.4;q=0.5,*/*;q=0.1")
 HIST = r"""
 // @opens: help="files \"opened\", by command"
-tracepoint:syscalls:sys_enter_openat /comm == "s25work"/ { @opens[comm, str(args.filename)] = count(); }
-tracepoint:syscalls:sys_enter_read /comm == "s25work"/ {
+tracepoint:syscalls:sys_enter_openat /comm == "s25web"/ { @opens[comm, str(args.filename)] = count(); }
+tracepoint:syscalls:sys_enter_read /comm == "s25web"/ {
   @sizes = hist(args.count); @linear[comm] = lhist(args.count, 0, 1000, 100); @mean = avg(args.count);
   @biggest = max(args.count); @name[pid] = comm;
 }
 """
 
 
-def test_openmetrics_negotiated(workload, tmp_path):
+def test_openmetrics_negotiated(ours, tmp_path):
     """Prometheus's Accept header gets OpenMetrics 1.0 that prometheus_client's OpenMetrics parser takes,
     with the values of the text format; no Accept gets the text format."""
     from prometheus_client.openmetrics.parser import text_string_to_metric_families as openmetrics
@@ -241,7 +255,7 @@ def test_openmetrics_negotiated(workload, tmp_path):
     script = _script(tmp_path, "om.bt", HIST)
     sizes = [1, 3, 100, 999, 1000, 5000]
     with serving("--script", script) as (p, port):
-        subprocess.run([workload, "7", "/", *map(str, sizes)], check=True)
+        subprocess.run([ours, "7", "/", *map(str, sizes)], check=True)
         status, headers, om = _fetch(port, None, password=None, accept=PROMETHEUS_ACCEPT)
         _, plain_headers, plain = _fetch(port, None, password=None)
     assert status == 200 and headers["Content-Type"].startswith("application/openmetrics-text; version=1.0.0")
@@ -255,7 +269,7 @@ def test_openmetrics_negotiated(workload, tmp_path):
 
     got, want = values(openmetrics(om)), values(text(plain))
     assert got == want and len(got) > 20
-    assert got[("pycore_script_om_opens_total", (("comm", "s25work"), ("filename", "/")))] == 7
+    assert got[("pycore_script_om_opens_total", (("comm", "s25web"), ("filename", "/")))] == 7
     assert got[("pycore_script_om_sizes_bucket", (("le", "+Inf"),))] == len(sizes)
     assert got[("pycore_script_om_mean_sum", ())] == sum(sizes)
     if shutil.which("promtool"):
@@ -269,14 +283,14 @@ def _targets(pport: int) -> dict[str, dict]:
 
 
 @pytest.mark.slow
-def test_real_prometheus_over_tls_with_basic_auth(pki, workload, tmp_path):
+def test_real_prometheus_over_tls_with_basic_auth(pki, ours, tmp_path):
     """Debian's Prometheus scrapes over TLS with a client certificate and basic auth: PromQL sees what
     the workload did; a job with the wrong password is down with a 401, one without a client
     certificate is down with the handshake refused, and neither keeps the first from being scraped."""
     prometheus = shutil.which("prometheus")
     if prometheus is None:
         pytest.skip("needs Debian's prometheus package (./dev.sh installs it)")
-    script = _script(tmp_path, "lat.bt", LATENCY)
+    script = _script(tmp_path, "lat.bt", SCRIPT)
     web = _web_config(pki, tmp_path)
     opens, sleeps, sleep_ms = 25, 9, 20     # 20 ms: bucket [16384, 32768) us, 12 ms of slack above
     with serving("--script", script, "--web.config.file", web) as (p, port):
@@ -300,12 +314,12 @@ def test_real_prometheus_over_tls_with_basic_auth(pki, workload, tmp_path):
                 except OSError:
                     return False
             _wait("prometheus ready", ready)
-            series = 'pycore_script_lat_opens_total{comm="s25work",filename="/",job="pycore"}'
-            subprocess.run([workload, "1", "/"], check=True)
+            series = f'pycore_script_lat_opens_total{{comm="{OURS}",filename="/",job="pycore"}}'
+            subprocess.run([ours, "1", "/"], check=True)
             _wait("the first scrape of the series", lambda: _promql(pport, series))
             time.sleep(2.5)
             t0 = time.time()
-            subprocess.run([workload, str(opens), "/"], check=True, env={**os.environ, "SLEEPS": str(sleeps),
+            subprocess.run([ours, str(opens), "/"], check=True, env={**os.environ, "SLEEPS": str(sleeps),
                                                                        "SLEEP_MS": str(sleep_ms)})
             _wait("the run scraped", lambda: [r for r in _promql(pport, series) if float(r["value"][1]) == 1 + opens])
             span = 10
