@@ -14,11 +14,13 @@ tests.systemd_unit CONFIG.json``, run as root inside ``unshare --mount --uts``, 
   /sys/fs/cgroup read-only; ProtectHostname=yes: the UTS namespace of ``unshare --uts``;
 - CacheDirectory=NAME: /var/cache/NAME (a tmpfs on /var/cache, the test's directory bound there),
   $CACHE_DIRECTORY; Environment=; LimitMEMLOCK=; UMask=; WorkingDirectory / ;
-- CapabilityBoundingSet=, AmbientCapabilities=, NoNewPrivileges=, User=/Group=: ``setpriv``.
+- CapabilityBoundingSet=, AmbientCapabilities=, NoNewPrivileges=, User=/Group=: ``setpriv``;
+- RestrictAddressFamilies=, SystemCallArchitectures=native, RestrictNamespaces=yes,
+  LockPersonality=yes: a seccomp filter of the same rules (seccomp_program), installed last.
 
-Settings made of seccomp filters or cgroup device rules (RestrictAddressFamilies=, LockPersonality=,
-SystemCallArchitectures=, ProtectClock=, ...) are not made here: ``systemd-analyze verify`` checks them
-(SECCOMP_ONLY lists them; a key neither made nor listed fails the test).
+RestrictRealtime=, RestrictSUIDSGID=, ProtectClock=, RemoveIPC= (more seccomp rules, cgroup device
+rules, IPC clean-up) are not made here: ``systemd-analyze verify`` checks them (SECCOMP_ONLY lists
+them; a key neither made nor listed fails the test).
 """
 
 from __future__ import annotations
@@ -37,13 +39,11 @@ REALISED = {
     "ProtectKernelModules", "ProtectKernelLogs", "ProtectControlGroups", "ProtectHostname",
     "CacheDirectory", "CacheDirectoryMode", "Environment", "LimitMEMLOCK", "UMask",
     "CapabilityBoundingSet", "AmbientCapabilities", "NoNewPrivileges", "User", "Group",
+    "RestrictAddressFamilies", "SystemCallArchitectures", "RestrictNamespaces", "LockPersonality",
 }
 # Seccomp filters, cgroup device rules, IPC clean-up and the manager's own settings: checked by
 # systemd-analyze verify (and scored by systemd-analyze security), not made here.
-SECCOMP_ONLY = {
-    "RestrictAddressFamilies", "RestrictNamespaces", "RestrictRealtime", "RestrictSUIDSGID",
-    "LockPersonality", "SystemCallArchitectures", "ProtectClock", "RemoveIPC", "Type", "Restart",
-}
+SECCOMP_ONLY = {"RestrictRealtime", "RestrictSUIDSGID", "ProtectClock", "RemoveIPC", "Type", "Restart"}
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"  # systemd's
 
 
@@ -108,6 +108,84 @@ def _mountpoints() -> list[str]:
 
 def _under(path: str, tops: list[str]) -> bool:
     return any(path == t or path.startswith(t.rstrip("/") + "/") for t in tops)
+
+
+# Classic BPF for seccomp (linux/filter.h, linux/seccomp.h), x86-64 only.
+LD_ABS, JEQ, JGE, JSET, RET = 0x20, 0x15, 0x35, 0x45, 0x06
+ALLOW, KILL_PROCESS, ERRNO = 0x7FFF0000, 0x80000000, 0x00050000
+AUDIT_ARCH_X86_64 = 0xC000003E
+NR = {"socket": 41, "clone": 56, "personality": 135, "unshare": 272, "setns": 308, "clone3": 435}
+CLONE_NEW = 0x00020000 | 0x02000000 | 0x04000000 | 0x08000000 | 0x10000000 | 0x20000000 | 0x40000000 | 0x00000080
+ARG0 = 16   # seccomp_data: nr, arch, instruction_pointer, args[6] (the low half of args[0] on x86-64)
+
+
+def seccomp_program(service: dict[str, list[str]]) -> list[tuple[int, int, int, int]]:
+    """What systemd's seccomp filter does for RestrictAddressFamilies= (socket()'s family),
+    SystemCallArchitectures=native (x86-64 only: no i386, no x32), RestrictNamespaces=yes (unshare,
+    setns, clone with a CLONE_NEW* flag: EPERM; clone3: ENOSYS, so libc falls back to clone) and
+    LockPersonality=yes (personality() other than PER_LINUX or a query: EPERM), as (code, jt, jf, k)."""
+    import socket as so
+
+    prog: list[tuple[int, object, object, int]] = []   # jt/jf: a label, or 0 (the next)
+    labels: dict[str, int] = {}
+
+    def op(code: int, k: int, jt: object = 0, jf: object = 0) -> None:
+        prog.append((code, jt, jf, k))
+
+    if service.get("SystemCallArchitectures", [""])[-1] == "native":
+        op(LD_ABS, 4)
+        op(JEQ, AUDIT_ARCH_X86_64, 0, "kill")
+        op(LD_ABS, 0)
+        op(JGE, 0x40000000, "eperm", 0)          # the x32 ABI's numbers
+    op(LD_ABS, 0)
+    if service.get("RestrictAddressFamilies"):
+        op(JEQ, NR["socket"], "families", 0)
+    if _yes(service, "RestrictNamespaces"):
+        op(JEQ, NR["unshare"], "eperm", 0)
+        op(JEQ, NR["setns"], "eperm", 0)
+        op(JEQ, NR["clone"], "clone", 0)
+        op(JEQ, NR["clone3"], "enosys", 0)
+    if _yes(service, "LockPersonality"):
+        op(JEQ, NR["personality"], "personality", 0)
+    op(RET, ALLOW)
+    if service.get("RestrictAddressFamilies"):
+        labels["families"] = len(prog)
+        op(LD_ABS, ARG0)
+        for name in words(service, "RestrictAddressFamilies"):
+            op(JEQ, int(getattr(so, name)), "allow", 0)
+        op(RET, ERRNO | 97)                     # EAFNOSUPPORT
+    labels["clone"] = len(prog)
+    op(LD_ABS, ARG0)
+    op(JSET, CLONE_NEW, "eperm", "allow")
+    labels["personality"] = len(prog)
+    op(LD_ABS, ARG0)
+    op(JEQ, 0xFFFFFFFF, "allow", 0)
+    op(JEQ, 0, "allow", "eperm")
+    for label, k in (("allow", ALLOW), ("eperm", ERRNO | 1), ("enosys", ERRNO | 38), ("kill", KILL_PROCESS)):
+        labels[label] = len(prog)
+        op(RET, k)
+
+    def to(i: int, j: object) -> int:
+        return j if isinstance(j, int) else labels[str(j)] - i - 1
+
+    return [(code, to(i, jt), to(i, jf), k) for i, (code, jt, jf, k) in enumerate(prog)]
+
+
+def install_seccomp(program: list[tuple[int, int, int, int]]) -> None:
+    import ctypes
+
+    class SockFilter(ctypes.Structure):
+        _fields_ = [("code", ctypes.c_uint16), ("jt", ctypes.c_uint8), ("jf", ctypes.c_uint8),
+                    ("k", ctypes.c_uint32)]
+
+    class SockFprog(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(SockFilter))]
+
+    filters = (SockFilter * len(program))(*(SockFilter(*ins) for ins in program))
+    fprog = SockFprog(len(program), filters)
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(22, 2, ctypes.byref(fprog), 0, 0) != 0:   # PR_SET_SECCOMP, SECCOMP_MODE_FILTER
+        sys.exit(f"systemd_unit: seccomp: {os.strerror(ctypes.get_errno())}")
 
 
 def main(config_path: str) -> None:
@@ -206,6 +284,7 @@ def main(config_path: str) -> None:
         env.update(HOME=user.pw_dir, USER=user.pw_name, LOGNAME=user.pw_name)
     if _yes(service, "NoNewPrivileges"):
         setpriv.append("--no-new-privs")
+    install_seccomp(seccomp_program(service))   # last: setpriv and the command run under it
     os.execvpe("setpriv", [*setpriv, "--", *config["argv"]], env)
 
 

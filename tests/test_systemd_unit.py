@@ -2,13 +2,15 @@
 
 PID 1 here is not systemd, so the unit's settings are made with the kernel's own mechanisms
 (tests/systemd_unit.py: a mount namespace with / read-only, /home and /root hidden, a private /tmp
-and /dev, the cache directory; setpriv with exactly the unit's capability sets and no_new_privs), and
-its ExecStart runs there as written but for three paths: the pycore command (this venv's), the scripts
+and /dev, the cache directory; setpriv with exactly the unit's capability sets and no_new_privs; a
+seccomp filter for its address families, architecture, namespaces and personality), and its
+ExecStart runs there as written but for three paths: the pycore command (this venv's), the scripts
 directory (the test's, holding the example's opens.bt and a script of the test's asking for kernel
 and user stacks) and the port (a free one). A workload running as nobody opens a file 7 times; the
-scrape must count 7 and name the stacks' functions; ExecReload= reloads both scripts, kept. Without any one of the unit's capabilities,
-something of that fails (so each is needed). ``systemd-analyze verify`` finds nothing to say about
-the unit and ``systemd-analyze security`` rates it OK or better.
+scrape must count 7 and name the stacks' functions; ExecReload= reloads both scripts, kept. Without
+any one of the unit's capabilities, something of that fails (so each is needed). A probe run in
+ExecStart's place finds what the unit forbids forbidden. ``systemd-analyze verify`` finds nothing to
+say about the unit and ``systemd-analyze security`` rates it OK or better.
 """
 
 from __future__ import annotations
@@ -243,6 +245,60 @@ def test_each_capability_is_needed(place: Path, cap: str) -> None:
     failed = _works(seen)
     assert failed != [], f"{name} is not needed: everything works without it"
     assert WHY.get(cap, "") in "\n".join(failed), failed
+
+
+PROBE = """\
+import ctypes, errno, os, socket, threading
+libc = ctypes.CDLL(None, use_errno=True)
+def call(f):
+    try:
+        f()
+        return "ok"
+    except OSError as e:
+        return errno.errorcode[e.errno]
+def c(r):
+    if r == -1:
+        raise OSError(ctypes.get_errno(), "")
+print("inet", call(lambda: socket.socket(socket.AF_INET).close()))
+print("netlink", call(lambda: socket.socket(socket.AF_NETLINK, socket.SOCK_RAW).close()))
+print("packet", call(lambda: socket.socket(socket.AF_PACKET, socket.SOCK_RAW).close()))
+print("personality", call(lambda: c(libc.personality(0x0008))))
+print("userns", call(lambda: c(libc.unshare(0x10000000))))
+t = threading.Thread(target=print, args=("thread ok",)); t.start(); t.join()
+print("write /", call(lambda: open("/unit-probe", "w")))
+print("write cache", call(lambda: os.close(os.open("/var/cache/pycore/probe", os.O_CREAT | os.O_WRONLY, 0o600))))
+print("write tmp", call(lambda: open("/tmp/probe", "w").close()))
+print("list /root", call(lambda: os.listdir("/root")))
+print("dev", sorted(n for n in os.listdir("/dev") if not n.startswith(".")))
+status = dict(line.split(":\\t", 1) for line in open("/proc/self/status") if ":\\t" in line)
+print("seccomp", status["Seccomp"].strip(), status["NoNewPrivs"].strip())
+"""
+
+
+def test_the_sandbox_bites(place: Path) -> None:
+    """What the unit forbids is forbidden to the process run as it: tests/systemd_unit.py's sandbox,
+    checked from inside with the unit as it is and a probe in place of ExecStart."""
+    require_root()
+    config = place / "config.json"
+    config.write_text(json.dumps({"unit": UNIT.read_text(), "cache_dir": str(place / "cache"),
+                                  "argv": [sys.executable, "-c", PROBE]}))
+    r = subprocess.run(["unshare", "--mount", "--uts", "--propagation", "private", "--",
+                        sys.executable, "-m", "tests.systemd_unit", str(config)],
+                       capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines() == [
+        "inet ok", "netlink ok",
+        "packet EAFNOSUPPORT",          # RestrictAddressFamilies= (else EPERM: no CAP_NET_RAW)
+        "personality EPERM",            # LockPersonality=
+        "userns EPERM",                 # RestrictNamespaces= (else allowed: no capability needed)
+        "thread ok",                    # clone3 refused (ENOSYS), libc falls back to clone
+        "write / EROFS", "write cache ok", "write tmp ok",
+        "list /root EACCES",
+        "dev ['fd', 'full', 'null', 'ptmx', 'pts', 'random', 'shm', 'stderr', 'stdin', 'stdout', 'tty', "
+        "'urandom', 'zero']",        # PrivateDevices=
+        "seccomp 2 1",
+    ], r.stderr
+    assert (place / "cache" / "probe").exists()
 
 
 def test_systemd_analyze_verify(tmp_path: Path) -> None:
