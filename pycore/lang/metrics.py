@@ -255,7 +255,7 @@ def metric_plans(script: Script, name: str) -> tuple[list[MapMetric], list[str]]
         if mtype == "counter" and metric.endswith("_total"):
             metric = metric[:-6]
         names = sample_names(metric, mtype)
-        clash = names & (taken | RESERVED)
+        clash = names & (taken | _RESERVED_NAMES)
         if clash:
             notes.append(f"{map_name}: not exported: its {min(clash)} is another metric's name "
                          "(rename it with // " + map_name + ": name=...)")
@@ -272,12 +272,15 @@ RESERVED = frozenset({
     "pycore_script_series", "pycore_script_series_cut_total",
     "pycore_script_lost_events_total", "pycore_script_probe_runs_total", "pycore_script_probe_run_time_seconds_total",
 })
+# and the names OpenMetrics gives pycore's own counters: the family without _total, its _created
+_RESERVED_NAMES = RESERVED | {n[:-6] + x for n in RESERVED if n.endswith("_total") for x in ("", "_created")}
 
 
 def sample_names(metric: str, mtype: str) -> set[str]:
     """The names a family's samples (and its own name) take, which no other family may."""
-    suffixes = {"counter": ("_total", ""), "summary": ("", "_count", "_sum"),
-                "histogram": ("", "_bucket", "_count", "_sum")}.get(mtype, ("",))
+    # _created: OpenMetrics keeps it for a counter's, summary's or histogram's creation time
+    suffixes = {"counter": ("_total", "", "_created"), "summary": ("", "_count", "_sum", "_created"),
+                "histogram": ("", "_bucket", "_count", "_sum", "_created")}.get(mtype, ("",))
     return {metric + x for x in suffixes}
 
 
