@@ -61,6 +61,7 @@ def pki(tmp_path_factory):
         _openssl("req", "-x509", *ec, "-keyout", f"{ca}.key", "-out", f"{ca}.crt", "-days", "2",
                  "-subj", f"/CN=pycore test {ca}", cwd=d)
     for name, ca, ext in (("server", "ca", "subjectAltName=DNS:localhost,IP:127.0.0.1\nextendedKeyUsage=serverAuth\n"),
+                          ("renewed", "ca", "subjectAltName=DNS:localhost,IP:127.0.0.1\nextendedKeyUsage=serverAuth\n"),
                           ("client", "ca", "subjectAltName=DNS:scraper.example\nextendedKeyUsage=clientAuth\n"),
                           ("rogue", "other-ca", "subjectAltName=DNS:scraper.example\nextendedKeyUsage=clientAuth\n")):
         (d / f"{name}.ext").write_text(ext)
@@ -390,3 +391,27 @@ def test_client_allowed_sans(pki, tmp_path, allowed, served):
     assert p.returncode == 0, p.tail
     said = "no subject alternative name of the client certificate (scraper.example) is in client_allowed_sans"
     assert (said in p.tail) != served, p.tail
+
+
+def test_renewed_certificate_taken_while_serving(pki, tmp_path):
+    """The server's certificate and key replaced on disk: new connections get the new one, no restart."""
+    script = _script(tmp_path, "x.bt", "BEGIN { @a = 1; }\n")
+    for f in ("server.crt", "server.key"):
+        shutil.copy(pki / f, tmp_path / f)
+    web = tmp_path / "web.yml"
+    web.write_text("tls_server_config:\n  cert_file: server.crt\n  key_file: server.key\n")
+
+    def subject(port: int) -> str:
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as raw:
+            with _client(pki, cert=None).wrap_socket(raw, server_hostname="localhost") as conn:
+                return dict(x[0] for x in conn.getpeercert()["subject"])["commonName"]
+
+    with serving("--script", script, "--web.config.file", str(web)) as (p, port):
+        before = subject(port)
+        shutil.copy(pki / "renewed.key", tmp_path / "server.key")
+        shutil.copy(pki / "renewed.crt", tmp_path / "server.crt")
+        time.sleep(1.2)
+        after = subject(port)
+        status = _fetch(port, _client(pki, cert=None), password=None)[0]
+    assert (before, after, status) == ("server", "renewed", 200)
+    assert p.returncode == 0, p.tail
