@@ -402,6 +402,34 @@ def test_raw_percpu_map_values_are_per_cpu() -> None:
         assert m.lookup(1) == [bytes(4)] * n
 
 
+@pytest.mark.parametrize("map_type", [MapType.HASH, MapType.PERCPU_HASH])
+def test_raw_items_packed_by_batch_and_key_by_key(map_type: int) -> None:
+    """items_packed(): n, the keys back to back, their value buffers in the same order; the same
+    entries read by BPF_MAP_LOOKUP_BATCH (in chunks: 3,000 values of 1 kB are more than one) as by
+    the get_next_key walk of kernels and maps without batch ops; items() splits it."""
+    n, vsize = 3000, 1024
+    with create_map(map_type, 8, vsize, n, name="packed") as m:
+        want = {}
+        for i in range(n):
+            key = struct.pack("<Q", i * 7919)
+            per_cpu = [bytes([i % 251, c]) * (vsize // 2) for c in range(m.ncpus)]
+            m.update(key, per_cpu if m.percpu else per_cpu[0])
+            want[key] = b"".join(v + bytes(m.stride - vsize) for v in per_cpu) if m.percpu else per_cpu[0]
+        slot = len(next(iter(want.values())))
+        for batch in (True, False):
+            m.batch_used = None if batch else False
+            count, keys, values = m.items_packed()
+            assert m.batch_used is batch
+            assert count == n and len(keys) == 8 * n and len(values) == slot * n
+            assert {keys[i * 8:i * 8 + 8]: values[i * slot:(i + 1) * slot] for i in range(n)} == want
+        m.batch_used = None
+        items = dict(m.items())
+        assert items == {k: [v[c * m.stride:c * m.stride + vsize] for c in range(m.ncpus)] if m.percpu else v
+                         for k, v in want.items()}
+        m.clear()
+        assert m.items_packed() == (0, b"", b"")
+
+
 def test_create_map_errors_say_why() -> None:
     with pytest.raises(BpfError, match=r"create ringbuf map r .*EINVAL.*power-of-2"):
         create_map(MapType.RINGBUF, 0, 0, 1000, name="r")
