@@ -10,6 +10,7 @@ own bucket functions (pycore.hist, the functions pycore's BPF code mirrors).
 from __future__ import annotations
 
 import re
+import struct
 
 import pytest
 from hypothesis import given, settings
@@ -122,3 +123,27 @@ def test_clashing_names_are_left_out_with_a_note():
     plans, notes = metric_plans(script, "map")   # pycore_script_map_keys is pycore's own
     assert "@keys" not in [p.map_name for p in plans]
     assert any(n.startswith("@keys: not exported: its pycore_script_map_keys") for n in notes)
+
+
+@FUZZ
+@given(st.integers(1, 6), st.integers(1, 3), st.data())
+def test_per_cpu_sums_numpy_and_python(ncpus, words, data):
+    """_cpu_sums (a per-CPU map's values summed per key a column at a time, as a scrape reads them) adds
+    what summing each key's CPUs one by one adds, with numpy (big maps) and without (small ones)."""
+    np = pytest.importorskip("numpy")
+    import pycore.lang.metrics as M
+
+    keys = data.draw(st.integers(0, 40))
+    vals = data.draw(st.lists(st.integers(-2**62 // 8, 2**62 // 8), min_size=keys * ncpus * words,
+                              max_size=keys * ncpus * words))
+    blob = struct.pack(f"={len(vals)}q", *vals)
+    saved = M._NUMPY_BYTES
+    try:
+        for word in range(words):
+            want = [sum(vals[k * ncpus * words + c * words + word] for c in range(ncpus)) for k in range(keys)]
+            M._NUMPY_BYTES = 1 << 60                    # map(add), column by column
+            assert M._cpu_sums(blob, ncpus, words, word) == want
+            M._NUMPY_BYTES = 0                          # numpy's strided view and one sum
+            assert M._numpy() is np and M._cpu_sums(blob, ncpus, words, word) == want
+    finally:
+        M._NUMPY_BYTES = saved

@@ -306,6 +306,39 @@ def test_agent_collector(workload, tmp_path):
     assert _parsed(text) == {k: v for k, v in _parsed(families).items() if k[0].startswith("pycore_script_agent_")}
 
 
+def test_big_map_by_batch_and_key_by_key(workload):
+    """A 3,000-key map scraped as serve writes it: each key with its count; the same text read by the
+    kernel's batch lookup and by the key-by-key walk of kernels without it, and at a second scrape
+    (labels decoded once and then found by the key's bytes)."""
+    require_root()
+    from pycore.lang.metrics import ScriptCollector
+    from pycore.lang.runtime import Script
+
+    text = ('tracepoint:syscalls:sys_enter_read /comm == "s25work"/ { @n[args.count] = count(); '
+            '@by[comm, args.count % 7] = sum(args.count); @mean[args.count % 5] = avg(args.count); }\n')
+    sizes = [*range(1, 3001), 7]
+    with Script(text, filename="big.bt", map_keys=4000) as script:
+        script.load()
+        script.attach()
+        subprocess.run([workload, "0", "/", *map(str, sizes)], check=True)
+        collector = ScriptCollector(script, "big")
+        batch, again = collector.maps_text(), collector.maps_text()
+        assert script._maps["@n"].batch_used
+        for name in ("@n", "@by", "@mean"):
+            script._maps[name].batch_used = False
+        walked = ScriptCollector(script, "big").maps_text()
+    assert batch == again == walked
+    m = _samples(batch)
+    assert {k: v for k, v in m.items() if k.startswith("pycore_script_big_n_total{")} == \
+        {f'pycore_script_big_n_total{{count="{s}"}}': sizes.count(s) for s in sizes}
+    assert {k: v for k, v in m.items() if k.startswith("pycore_script_big_by_total{")} == \
+        {f'pycore_script_big_by_total{{comm="s25work",key1="{r}"}}': sum(s for s in sizes if s % 7 == r)
+         for r in range(7)}
+    for r in range(5):
+        assert m[f'pycore_script_big_mean_count{{key0="{r}"}}'] == sum(1 for s in sizes if s % 5 == r)
+        assert m[f'pycore_script_big_mean_sum{{key0="{r}"}}'] == sum(s for s in sizes if s % 5 == r)
+
+
 def _parsed(text: str) -> dict[tuple, float]:
     from prometheus_client.parser import text_string_to_metric_families
 
