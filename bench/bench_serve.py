@@ -28,6 +28,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 
@@ -112,13 +113,20 @@ def theirs(workload: str, seconds: float) -> tuple[float, float, int]:
         for line in p.stdout:
             if "ready" in line:
                 break
+        # read bpftrace's output as it comes, as an exporter does: a print of 10,000 keys (~110 kB) does
+        # not fit a pipe's 64 kB, so unread, bpftrace would block in its first print and print once
+        lines: list[tuple[float, str]] = []
+        reader = threading.Thread(target=lambda: lines.extend((time.monotonic(), x) for x in p.stdout), daemon=True)
+        reader.start()
         subprocess.run([workload, str(KEYS)], check=True)
-        start = _cpu(p.pid)
+        t0, start = time.monotonic(), _cpu(p.pid)
         time.sleep(seconds)
-        used = _cpu(p.pid) - start
+        used, t1 = _cpu(p.pid) - start, time.monotonic()
         p.send_signal(signal.SIGINT)
-        out, _ = p.communicate(timeout=60)
-        return used, [line for line in out.splitlines() if '"type": "map"' in line][: int(seconds)]
+        p.wait(timeout=60)
+        reader.join(timeout=60)
+        # the prints that ended within the CPU time measured (not the one at exit)
+        return used, [x for t, x in lines if t0 <= t <= t1 and '"type": "map"' in x]
 
     idle, _ = run(False)
     busy, prints = run(True)
@@ -148,19 +156,23 @@ def served(workload: str, scripts: int, scrapes: int) -> tuple[float, float, flo
             argv += ["--script", path]
         p = subprocess.Popen(argv, stderr=subprocess.PIPE, text=True, cwd=ROOT)
         assert p.stderr is not None
-        line = p.stderr.readline()
-        if not line.startswith("pycore serve: http://"):
-            raise SystemExit(f"serve did not start: {line}")
-        subprocess.run([workload, "1000"], check=True)
-        url = f"http://127.0.0.1:{port}/metrics"
-        urllib.request.urlopen(url).read()
-        rss = _rss_mb(p.pid)
-        cpu, wall = _cpu(p.pid), time.perf_counter()
-        for _ in range(scrapes):
+        try:
+            line = p.stderr.readline()
+            if not line.startswith("pycore serve: http://"):
+                raise SystemExit(f"serve did not start: {line}")
+            subprocess.run([workload, "1000"], check=True)
+            url = f"http://127.0.0.1:{port}/metrics"
             urllib.request.urlopen(url).read()
-        wall, cpu = time.perf_counter() - wall, _cpu(p.pid) - cpu
-        p.send_signal(signal.SIGTERM)
-        p.communicate(timeout=60)
+            rss = _rss_mb(p.pid)
+            cpu, wall = _cpu(p.pid), time.perf_counter()
+            for _ in range(scrapes):
+                urllib.request.urlopen(url).read()
+            wall, cpu = time.perf_counter() - wall, _cpu(p.pid) - cpu
+        finally:            # a failed scrape leaves no server behind
+            p.send_signal(signal.SIGTERM)
+            _, err = p.communicate(timeout=60)
+        if err.strip():
+            print(f"pycore serve ({scripts} scripts) said: {err.strip()}", file=sys.stderr)
         return wall / scrapes * 1e3, cpu / scrapes * 1e3, rss
     finally:
         shutil.rmtree(d)
