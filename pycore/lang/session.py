@@ -223,10 +223,15 @@ class TraceSession:
         if self.ended:
             return
         script = self.script
+        fast = script.event_fast    # a printf's Event without decode()'s general path (its docstring says why)
         try:
             for rec in script.ring().events(timeout, include_lost=include_lost):
                 if type(rec) is Lost:
                     yield rec
+                    continue
+                ev = fast(rec)
+                if ev is not None:
+                    yield ev
                     continue
                 yield from script.decode(rec)
                 if script.exited:
@@ -259,10 +264,15 @@ class TraceSession:
         if self.ended:
             return
         script = self.script
+        fast = script.event_fast
         try:
             async for rec in script.ring().aevents(include_lost=include_lost):
                 if type(rec) is Lost:
                     yield rec
+                    continue
+                ev = fast(rec)
+                if ev is not None:
+                    yield ev
                     continue
                 for ev in script.decode(rec):
                     yield ev
