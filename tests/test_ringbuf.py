@@ -274,3 +274,42 @@ def test_not_a_ring_buffer(make):
         RingBuffer(obj, bss)
     with pytest.raises(KeyError):
         RingBuffer(obj, "nope")
+
+
+def test_one_record_at_a_time(make):
+    """A consumer woken for one record decodes it on a path of its own: the same events as a batch's, in
+    every form (a codec, bytes, a caller's decode function), discarded ones skipped, max_events=0 honoured."""
+    from pycore.native.ringbuf import RingBuffer
+
+    obj, rb = make(discard_every=3)
+    one = []
+    for _ in range(9):
+        _trigger(1)
+        assert rb.consume(0) == []
+        one += rb.consume()
+    _trigger(9)
+    _check(one + rb.consume(), [s for s in range(18) if s % 3 != 2])
+    assert rb.consumed == 12 and rb.discarded == 6
+    assert [e.seq for e in rb.consume()] == [18]        # _check's own getpid()
+    _trigger(1)
+    assert [e.seq for e in rb.events(timeout=0.1)] == [19]
+
+    _, raw = make(event=bytes)
+    _trigger(1)
+    first = raw.consume()
+    _trigger(2)
+    assert [int.from_bytes(e[:8], "little") for e in first + raw.consume()] == [0, 1, 2]
+    assert len(first[0]) == 40
+
+    obj, own = make()
+    own.close()
+    calls = []
+    seq = lambda b: calls.append(len(b)) or int.from_bytes(b[:8], "little")  # noqa: E731
+    fn = RingBuffer.from_fd(obj.maps["events"], decode=seq)
+    try:
+        _trigger(1)
+        assert fn.consume() == [0] and calls == [40]
+        _trigger(2)
+        assert fn.consume() == [1, 2] and calls == [40] * 3
+    finally:
+        fn.close()
