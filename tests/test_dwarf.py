@@ -20,7 +20,7 @@ from btf.kinds import Kind
 from btf.layout import sizeof
 from btf.spec import load_kernel_spec
 from pycore.cli import main
-from pycore.elf.dwarf import DebugInfo, cache_path
+from pycore.elf.dwarf import DebugInfo, cache_path, dwarf_errors
 from pycore.errors import ElfError
 
 BPFTRACE = shutil.which("bpftrace")
@@ -587,3 +587,42 @@ def test_named_symbols_as_the_walk(tmp_path, where):
                     names = names[::25] + ["open", "memcpy", "pthread_kill", "__PRETTY_FUNCTION__.0"]
                 for name in names + ["no_such_symbol", "main@"]:
                     assert f.named_symbols(secname, name) == _symbols_by_walk(f, secname, name), (path, name)
+
+
+@pytest.mark.skipif(not os.path.exists(LIBC) or not _libc_debug(), reason="libc6-dbg missing")
+def test_inflating_thread_and_a_damaged_end(tmp_path, monkeypatch):
+    """libc's debug file with the end of its compressed .debug_info damaged (the zlib check
+    value): a function whose unit comes before it is read as from the sound file, whatever the
+    thread that inflates the section ahead of the reader met past it; reading all of it is an
+    ElfError, as it was when the reader inflated it itself."""
+    from pycore.elf.sections import Sections
+
+    monkeypatch.setenv("PYCORE_CACHE_DIR", "off")
+    with DebugInfo.open(LIBC) as dbg:
+        sound = dbg.dwarf_path
+    damaged = str(tmp_path / "libc.debug")
+    shutil.copy(sound, damaged)
+    with Sections(damaged) as secs:
+        sec = secs.get_section_by_name(".debug_info")
+        end = sec["sh_offset"] + sec["sh_size"]
+    with open(damaged, "r+b") as f:
+        f.seek(end - 4)
+        check = f.read(4)
+        f.seek(end - 4)
+        f.write(bytes(b ^ 0xFF for b in check))
+    got = []
+    for path in (sound, damaged):
+        with DebugInfo.open(path) as dbg:
+            dbg.prefetch("open_by_handle_at")
+            info = dbg._rawdwarf._info
+            with info._cond:                      # the thread has been to the end (and met the damage)
+                info._cond.wait_for(lambda: not info._running)  # noqa: B023 - called here
+            assert (info._error is not None) == (path == damaged)
+            fn = dbg.function("open_by_handle_at")
+            got.append([(n, CFormatter().declaration(fn.spec.type(i), n)) for n, i in fn.params])
+            if path == damaged:
+                with pytest.raises(ElfError, match="malformed DWARF"):
+                    with dwarf_errors(path):
+                        dbg._rawdwarf.complete()
+    assert got[0] == got[1] == [("mount_fd", "int mount_fd"), ("handle", "struct file_handle *handle"),
+                                ("flags", "int flags")]

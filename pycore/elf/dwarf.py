@@ -248,6 +248,21 @@ class DebugInfo:
         with dwarf_errors(self.dwarf_path):
             return self._typed(name, entry)
 
+    def prefetch(self, name: str) -> None:
+        """Start reading what :meth:`function` of ``name`` will read, when no entry of it is
+        kept: a compressed .debug_info is inflated by a thread from here on (:mod:`pycore.elf.dwarfraw`)
+        while the caller goes on (``pycore trace``: the binary's symbols, 6-8 ms of libc's
+        first run in bench/bench_trace.py --only dwarf).  Errors are left for that call."""
+        if self._rawdwarf is not False or self._load_function(name) is not _MISSING:
+            return
+        from pycore.elf.dwarfraw import RawDwarf
+
+        try:
+            with dwarf_errors(self.dwarf_path):
+                self._rawdwarf = RawDwarf.open(self.dwarf_path)
+        except ElfError:
+            pass
+
     def _typed(self, name: str, entry: dict | None) -> FunctionTypes | None:
         if entry is None:
             return None

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import bisect
 import struct
+import threading
 import zlib
 
 from pycore.elf.dwarfscan import Scanner
@@ -32,28 +33,89 @@ _WANTED = (".debug_info", ".debug_abbrev", ".debug_str", ".debug_line_str", ".de
 SHF_COMPRESSED = 0x800
 
 
+# Compressed bytes the inflating thread takes a step (about 2.5x that inflated): zlib lets
+# go of the GIL only inside a step, and the thread waits for it between steps while the
+# main thread runs Python (up to the 5 ms switch interval), so the steps are large.
+_STEP = 1 << 19
+
+
 class _Inflating:
     """A compressed .debug_info inflated only as far as it is read: a function's unit
-    is on average half way through libc's 5.8 MB."""
+    is on average half way through libc's 5.8 MB.
 
-    def __init__(self, raw: bytes, size: int) -> None:
+    A thread inflates it from the moment the section is read (zlib lets go of the GIL
+    while it works), while the caller reads the other sections, the aranges and the
+    symbol; :meth:`stop_at` tells it where the wanted unit ends.  Inflating up to
+    open_by_handle_at's unit is 4.1 MB, 24 ms on this project's host, which ran after
+    the rest (8-10 ms) in a first ``pycore trace`` with a libc function's args
+    (bench/bench_trace.py --only dwarf).  What the thread did not inflate (it stopped,
+    or failed) is inflated by the caller, and a failure is raised to it."""
+
+    def __init__(self, raw: bytes | memoryview, size: int) -> None:
         self._d = zlib.decompressobj()
-        self._pending = raw
+        self._raw = memoryview(raw)
+        self._pos = 0                   # compressed bytes fed to the decompressor
         self.size = size
         self.data = b""
+        self._parts: list[bytes] = []   # inflated by the thread, not yet in data
+        self._have = 0                  # len(data) + the parts' lengths
+        self._stop = size
+        self._running = True
+        self._error: BaseException | None = None
+        self._cond = threading.Condition()
+        threading.Thread(target=self._inflate, name="pycore-dwarf-inflate", daemon=True).start()
+
+    def _step(self) -> bytes:
+        chunk = self._raw[self._pos:self._pos + _STEP]
+        self._pos += len(chunk)
+        return self._d.decompress(chunk)
+
+    def _inflate(self) -> None:
+        """The thread: steps until the stop or the end of the stream."""
+        try:
+            while True:
+                with self._cond:
+                    if self._have >= self._stop or self._pos >= len(self._raw):
+                        return
+                out = self._step()
+                with self._cond:
+                    self._parts.append(out)
+                    self._have += len(out)
+                    self._cond.notify_all()
+        except BaseException as e:  # noqa: BLE001 - zlib.error on a damaged stream: raised to the caller
+            self._error = e
+        finally:
+            with self._cond:
+                self._running = False
+                self._cond.notify_all()
+
+    def stop_at(self, n: int) -> None:
+        """Have the thread stop once ``n`` bytes are inflated (the end of the wanted unit)."""
+        with self._cond:
+            self._stop = min(self._stop, n)
 
     def upto(self, n: int) -> None:
         n = min(n, self.size)
-        parts, have = [self.data], len(self.data)
-        while have < n and self._pending:
-            out = self._d.decompress(self._pending, max(n - have, 1 << 18))
-            self._pending = self._d.unconsumed_tail
-            if not out:
-                break
-            parts.append(out)
-            have += len(out)
-        if len(parts) > 1:
-            self.data = b"".join(parts)[:self.size]
+        if len(self.data) >= n:
+            return
+        with self._cond:
+            self._stop = max(self._stop, n)
+            self._cond.wait_for(lambda: self._have >= n or not self._running)
+            parts, self._parts = self._parts, []
+            running = self._running
+        have = len(self.data) + sum(len(p) for p in parts)
+        if self._error is not None and have < n:   # (past what is wanted, a damaged part is not read)
+            raise self._error
+        if not running and self._error is None:    # the thread stopped short of n, or ended: on from here
+            while have < n and self._pos < len(self._raw):
+                out = self._step()
+                if not out and self._d.eof:
+                    break
+                parts.append(out)
+                have += len(out)
+            self._have = have
+        if parts:
+            self.data = b"".join([self.data, *parts])[:self.size]
 
     def complete(self) -> None:
         self.upto(self.size)
@@ -102,6 +164,7 @@ class RawDwarf:
         length = struct.unpack_from(e + "I", head, offset)[0]
         if length == 0xFFFFFFFF:
             length = 8 + struct.unpack_from(e + "Q", head, offset + 4)[0]
+        self._info.stop_at(offset + 4 + length)
         self._info.upto(offset + 4 + length)
 
     def complete(self) -> None:
@@ -153,7 +216,7 @@ class RawDwarf:
         return cu if begin <= addr < begin + length else None
 
 
-def _compressed(raw: bytes, wide: bool, little: bool) -> tuple[bytes, int] | None:
+def _compressed(raw: bytes, wide: bool, little: bool) -> tuple[memoryview, int] | None:
     """An SHF_COMPRESSED section's zlib stream and inflated size (None: not zlib,
     for pyelftools to try)."""
     e = "<" if little else ">"
@@ -165,7 +228,7 @@ def _compressed(raw: bytes, wide: bool, little: bool) -> tuple[bytes, int] | Non
         head = 12
     if ch_type != 1:                                  # ELFCOMPRESS_ZLIB
         return None
-    return raw[head:], size
+    return memoryview(raw)[head:], size                  # no copy of the stream
 
 
 def _inflate(raw: bytes, wide: bool, little: bool) -> bytes | None:

@@ -404,6 +404,8 @@ class Resolver:
         name = parts[-1] if parts else ""
         if not name:
             raise ProbeError(f"{text}: expected {kind}:BINARY:FUNCTION")
+        if self.typed and not _has_wildcard(name):
+            self._prefetch_dwarf(path, name)
         try:
             funcs = functions(path)
         except ElfError as e:
@@ -439,6 +441,23 @@ class Resolver:
                 t.debug = self.debug_info(path, text)
             out.append(t)
         return out
+
+    def _prefetch_dwarf(self, path: str, symbol: str) -> None:
+        """Have the binary's DWARF of ``symbol`` read on a thread while its symbols are read here
+        (:meth:`pycore.elf.dwarf.DebugInfo.prefetch`): a first run of bench/bench_trace.py --only
+        dwarf pays for it.  Errors are reported where the args are read."""
+        if path in self._debug:
+            return
+        from pycore.elf.dwarf import DebugInfo
+        from pycore.errors import ElfError
+
+        try:
+            dbg = DebugInfo.open(path)
+        except ElfError:
+            return
+        self._debug[path] = dbg
+        if dbg is not None:
+            dbg.prefetch(symbol)
 
     def _dwarf_args(self, t: Target, path: str, symbol: str, text: str) -> None:
         """``args.NAME`` and a typed ``retval`` from the binary's DWARF, as bpftrace reads them: the
