@@ -315,18 +315,22 @@ def test_big_map_by_batch_and_key_by_key(workload):
     from pycore.lang.runtime import Script
 
     text = ('tracepoint:syscalls:sys_enter_read /comm == "s25work"/ { @n[args.count] = count(); '
-            '@by[comm, args.count % 7] = sum(args.count); @mean[args.count % 5] = avg(args.count); }\n')
+            '@by[comm, args.count % 7] = sum(args.count); @mean[args.count % 5] = avg(args.count); '
+            '@top[args.count % 3] = max(args.count); @last[args.count % 2] = args.count; '
+            '@sizes[args.count % 2] = hist(args.count); }\n')
     sizes = [*range(1, 3001), 7]
     with Script(text, filename="big.bt", map_keys=4000) as script:
         script.load()
         script.attach()
-        subprocess.run([workload, "0", "/", *map(str, sizes)], check=True)
         collector = ScriptCollector(script, "big")
+        empty = collector.maps_text()
+        subprocess.run([workload, "0", "/", *map(str, sizes)], check=True)
         batch, again = collector.maps_text(), collector.maps_text()
         assert script._maps["@n"].batch_used
-        for name in ("@n", "@by", "@mean"):
+        for name in ("@n", "@by", "@mean", "@top", "@last", "@sizes"):
             script._maps[name].batch_used = False
         walked = ScriptCollector(script, "big").maps_text()
+    assert [line for line in empty.splitlines() if not line.startswith("# ")] == []
     assert batch == again == walked
     m = _samples(batch)
     assert {k: v for k, v in m.items() if k.startswith("pycore_script_big_n_total{")} == \
@@ -337,6 +341,10 @@ def test_big_map_by_batch_and_key_by_key(workload):
     for r in range(5):
         assert m[f'pycore_script_big_mean_count{{key0="{r}"}}'] == sum(1 for s in sizes if s % 5 == r)
         assert m[f'pycore_script_big_mean_sum{{key0="{r}"}}'] == sum(s for s in sizes if s % 5 == r)
+    for r in range(3):
+        assert m[f'pycore_script_big_top{{key0="{r}"}}'] == max(s for s in sizes if s % 3 == r)
+    assert m['pycore_script_big_last{key0="1"}'] == 7 and m['pycore_script_big_last{key0="0"}'] == 3000
+    assert m['pycore_script_big_sizes_bucket{key0="1",le="+Inf"}'] == 1501
 
 
 def _parsed(text: str) -> dict[tuple, float]:

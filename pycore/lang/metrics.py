@@ -386,7 +386,8 @@ class ScriptCollector(Collector):
         if mp is None:
             return [], []
         n, kblob, vblob = mp.items_packed()
-        size, full, vsize = m.key_size, mp.key_size, len(vblob) // n if n else 0
+        size, full = m.key_size, mp.key_size
+        vsize = mp.stride * mp.ncpus if mp.percpu else mp.value_size     # one key's value buffer
         kind = m.kind
         values: list[Any]
         heads: list[Any]
