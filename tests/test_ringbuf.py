@@ -313,3 +313,70 @@ def test_one_record_at_a_time(make):
         assert fn.consume() == [1, 2] and calls == [40] * 3
     finally:
         fn.close()
+
+
+
+def test_async_wait_cancelled_and_resumed():
+    """An ``async for`` wait (the task resumed inside the ring's reader) is cancelled as a Future's
+    (asyncio.wait_for's timeout, task.cancel()), contextvars stay the task's, waits go on after, and
+    another task may run meanwhile.  The producer is a child process (asyncio itself calls getpid())."""
+    import contextvars
+    import subprocess
+    import sys
+
+    require_root()
+    from pycore.native.object import BpfObject
+    from pycore.native.ringbuf import RingBuffer
+    from pycore.native.shipped import object_path
+
+    child = subprocess.Popen([sys.executable, "-c", "import os, sys\nfor _ in sys.stdin: os.getpid()"],
+                             stdin=subprocess.PIPE, text=True, bufsize=1)
+    obj = BpfObject(object_path("test_ringbuf"))
+    rb = None
+    var = contextvars.ContextVar("v", default="loop")
+
+    def trigger(n: int) -> None:
+        child.stdin.write("x\n" * n)
+
+    async def consume():
+        var.set("task")
+        ait = rb.__aiter__()
+        with pytest.raises(asyncio.TimeoutError):
+            await asyncio.wait_for(ait.__anext__(), 0.05)     # nothing came: the wait is cancelled
+        loop = asyncio.get_running_loop()
+        got, seen = [], []
+        loop.call_later(0.05, trigger, 3)
+        async for ev in rb:
+            got.append(ev)
+            seen.append(var.get())
+            if len(got) == 3:
+                break
+        waiter = asyncio.ensure_future(rb.__aiter__().__anext__())
+        await asyncio.sleep(0.05)
+        waiter.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiter
+        loop.call_later(0.05, trigger, 2)
+        other = asyncio.ensure_future(asyncio.sleep(0.2))      # another task running meanwhile
+        async for ev in rb:
+            got.append(ev)
+            if len(got) == 5:
+                break
+        await other
+        return got, seen
+
+    try:
+        _set_rodata(obj, "target_tgid", child.pid)
+        _set_rodata(obj, "discard_every", 0)
+        obj.load()
+        rb = RingBuffer(obj, "events")
+        obj.attach()
+        got, seen = asyncio.run(asyncio.wait_for(consume(), timeout=10))
+        assert [e.seq for e in got] == list(range(5)) and {e.ids.tgid for e in got} == {child.pid}
+        assert seen == ["task"] * 3
+    finally:
+        child.stdin.close()
+        child.wait()
+        if rb is not None:
+            rb.close()
+        obj.close()
