@@ -30,7 +30,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import running, stop
-from tests.test_serve_script import _get, _le_counts, _samples, _script, serving
+from tests.test_serve_script import _get, _le_counts, _samples, _script, serving, workload  # noqa: F401
 from tests.test_tools_kernel import tmpfs
 from tests.test_trace import LOCK_EXERCISES
 
@@ -192,6 +192,21 @@ def test_lock_contention_exercise_served_vm(tmp_path):
     lock_exercise_served(tmp_path, 1000)
 
 
+def test_a_line_of_several_records(workload, tmp_path):
+    """tcpconnect.bt's way of printing, on the host: time(), printf() without a newline, then one with
+    it; the log has the line whole, as bpftrace's output has it."""
+    path = _script(tmp_path, "parts.bt", 'tracepoint:syscalls:sys_enter_openat /comm == "s25work"/ '
+                                         '{ time("%H:%M:%S "); printf("%-8d %-16s ", pid, comm); '
+                                         'printf("%s\\n", str(args.filename)); }\n')
+    (tmp_path / "target").touch()
+    with serving("--script", path) as (p, port):
+        subprocess.run([workload, "3", "target"], check=True, cwd=tmp_path)
+        time.sleep(1)
+    lines = [ln for ln in p.tail.splitlines() if ln.startswith("parts: ")]
+    assert len(lines) == 4 and all(re.fullmatch(r"parts: \d\d:\d\d:\d\d \d+ +s25work +\S+", ln) for ln in lines), lines
+    assert [ln.split()[-1] for ln in lines] == ["target"] * 3 + ["/dev/zero"], lines
+
+
 # -- bpftrace's tools: tcpsynbl.bt, vfscount.bt, tcpconnect.bt -------------------------------------
 
 BACKLOG, CONNECTS, RW = 16, 10, 500
@@ -254,7 +269,10 @@ def test_bpftrace_tools_served():
     lines = [ln for ln in p.tail.splitlines() if ln.startswith("tcpconnect: ") and ln.split()[-1] == str(listener)]
     print("tcpconnect:", *lines, sep="\n  ")
     assert len(lines) == CONNECTS, p.tail
-    assert all(ln.split()[-4] == ln.split()[-2] == "127.0.0.1" for ln in lines), lines
+    # TIME PID COMM SADDR SPORT DADDR DPORT: time(), then two printf()s, one line of the log
+    assert all(re.fullmatch(rf"tcpconnect: \d\d:\d\d:\d\d {os.getpid()} +\S+ +127\.0\.0\.1 +\d+ +127\.0\.0\.1 +{listener}",
+                            ln.rstrip()) for ln in lines), lines
+    assert re.search(r"(?m)^tcpconnect: TIME +PID +COMM +SADDR +SPORT +DADDR +DPORT *$", p.startup), p.startup
     runs = m['pycore_script_probe_runs_total{probe="kprobe:tcp_connect",script="tcpconnect"}']
     assert runs >= CONNECTS     # and the scrapes' own connects
 

@@ -139,6 +139,7 @@ class ServedScript:
         self._tokens = log_rate
         self._refill = time.monotonic()
         self._said = 0.0
+        self._partial = ""          # output of records with no newline yet (time() then printf(), as tcpconnect.bt)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -216,8 +217,14 @@ class ServedScript:
         self.error = "the script called exit(): its probes are detached, its maps still served"
         self.say(self.error)
 
-    def _log(self, ev: Event) -> None:
-        if ev.kind == "map" and not ev.text:
+    def _log(self, ev: Event | None) -> None:
+        """Log the output's complete lines (``None``: the rest too); a line may take several records."""
+        if ev is not None and ev.kind == "map" and not ev.text:
+            return
+        text = self._partial + (ev.text if ev is not None else "")
+        cut = text.rfind("\n") + 1 if ev is not None and len(text) < 4096 else len(text)
+        text, self._partial = text[:cut], text[cut:]
+        if not text:
             return
         now = time.monotonic()
         self._tokens = min(self.log_rate, self._tokens + (now - self._refill) * self.log_rate)
@@ -228,7 +235,7 @@ class ServedScript:
             return
         self._tokens -= 1
         self.logged += 1
-        lines = ev.text.rstrip("\n").split("\n") if ev.text.strip("\n") else [""]
+        lines = text.rstrip("\n").split("\n") if text.strip("\n") else [""]
         self.err.write("".join(f"{self.name}: {line}\n" for line in lines))
         self.err.flush()
 
@@ -252,6 +259,7 @@ class ServedScript:
                             self._log(ev)
                 except OSError as e:
                     self.say(f"END: {e}")
+            self._log(None)
             self._say_dropped(now=True)
 
 
