@@ -511,15 +511,7 @@ class RingBuffer:
             nonlocal registered
             fut = waiting[0]
             if fut is not None:
-                # Decoded now, in the loop's iteration that saw the ring readable: the task runs only in
-                # the next one, whose select would otherwise see the fd still readable and run this
-                # reader again, for a spurious wake-up after each event.  A caller's decode function may
-                # raise: it runs in the consumer.
-                if self._decode_fn is None:
-                    with self._lock:
-                        if not self._closing and not self._pending:
-                            self._pending = self._take_locked(None)
-                _settle(fut)
+                _settle(fut)    # the task runs now, and takes what the ring holds (_Wakeup says why)
             else:  # data while the consumer is busy elsewhere: not called again until it waits
                 loop.remove_reader(fd)
                 registered = False
@@ -891,7 +883,8 @@ class _Wakeup:
         if not self._state:
             self._asyncio_future_blocking = True
             yield self
-        return self.result()
+        if self._state != 1:
+            self.result()       # raises CancelledError
 
     __iter__ = __await__
 
