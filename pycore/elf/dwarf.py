@@ -65,8 +65,6 @@ import struct
 import zlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
-from typing import Any, TypeVar
 
 from pycore.elf.debugfile import build_id, debug_file
 from pycore.elf.dwarfbtf import (BtfConverter, attr_int, bpftrace_type_name, children, die_name, integrated,
@@ -74,14 +72,18 @@ from pycore.elf.dwarfbtf import (BtfConverter, attr_int, bpftrace_type_name, chi
 from pycore.elf.file import ElfFile
 from pycore.elf.sections import Sections
 from pycore.errors import ElfError
+from pycore.record import record
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any, TypeVar
+
     from btf.spec import Spec
+
+    T = TypeVar("T")
 
 __all__ = ["DebugInfo", "FunctionTypes", "cache_path", "dwarf_errors"]
 
-T = TypeVar("T")
 CACHE_FORMAT = 1
 FUNCTION_FORMAT = 1
 _MISSING = object()
@@ -132,7 +134,7 @@ def cache_path(key: str) -> str | None:
     return os.path.join(root, f"{key}.json")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class FunctionTypes:
     """A function's parameters as BTF ids in ``spec``: ``params`` [(name, id)]
     in order (a parameter DWARF leaves unnamed has name ""), ``ret`` (0: void),

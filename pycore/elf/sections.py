@@ -19,9 +19,12 @@ from __future__ import annotations
 
 import os
 import struct
-from typing import Any
 
 from pycore.errors import ElfError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["Sections"]
 

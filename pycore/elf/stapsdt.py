@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import re
 import struct
-from dataclasses import dataclass, field
 
 from pycore.errors import ElfError
+from pycore.record import field, record
 
 __all__ = ["UsdtError", "Arg", "Note", "parse_notes", "parse_args", "parse_arg",
            "REGISTERS", "NT_STAPSDT"]
@@ -51,7 +51,7 @@ REGISTERS["eip"] = ("rip", 0)
 del _r, _n, _i, _sfx
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Arg:
     """One decoded argument spec.
 
@@ -91,7 +91,7 @@ class Arg:
         return f"{what}, {where}"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Note:
     """One probe location as recorded: addresses are link-time virtual addresses."""
 

@@ -20,20 +20,22 @@ are 4 bytes, so there the check needs no decoder.
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import re
-from dataclasses import dataclass
 from functools import lru_cache
 
 from pycore.elf.file import ElfFile, elf_errors
 from pycore.errors import ElfError
+from pycore.record import record
+
+# ctypes (for libstdc++'s demangler) is imported when a C++ name is demangled: ctypes.util
+# imports subprocess, shutil and tempfile, and dataclasses inspect, ~10 ms of every
+# uprobe run of pycore trace (bench/bench_trace.py --only dwarf) that needed neither.
 
 __all__ = ["Function", "functions", "demangle", "demangle_cxx", "resolve", "parse_spec", "find_function", "check_offset",
            "instruction_offsets", "file_offset", "attach_uprobe", "capstone_available"]
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Function:
     name: str          # as in the symbol table (mangled)
     demangled: str
@@ -43,6 +45,9 @@ class Function:
 
 @lru_cache(maxsize=1)
 def _cxa():
+    import ctypes
+    import ctypes.util
+
     path = ctypes.util.find_library("stdc++") or "libstdc++.so.6"
     try:
         lib = ctypes.CDLL(path)
@@ -96,6 +101,8 @@ def demangle_cxx(name: str) -> str:
     cxa = _cxa()
     if cxa is None:
         return name
+    import ctypes
+
     fn, free = cxa
     status = ctypes.c_int(0)
     ptr = fn(name.encode(), None, None, ctypes.byref(status))
@@ -107,7 +114,10 @@ def demangle_cxx(name: str) -> str:
         free(ptr)
 
 
-def functions(path: str) -> list[Function]:
+def functions(path: str, named: str | None = None) -> list[Function]:
+    """The file's functions, sorted by demangled name and address; with ``named``, only
+    those whose name or demangled name it is (the others are neither made nor
+    demangled: a C name demangles to itself, so only ``_Z``/``_R`` names are)."""
     with ElfFile(path) as f, elf_errors(path):
         seen: dict[tuple[str, int], Function] = {}
         for secname in (".symtab", ".dynsym"):
@@ -116,8 +126,14 @@ def functions(path: str) -> list[Function]:
                     continue
                 name = name.split("@", 1)[0]
                 key = (name, value)
-                if key not in seen:
+                if key in seen:
+                    continue
+                if named is None or name == named:
                     seen[key] = Function(name, demangle(name), value, size)
+                elif name.startswith(("_Z", "_R")):
+                    demangled = demangle(name)
+                    if demangled == named:
+                        seen[key] = Function(name, demangled, value, size)
     return sorted(seen.values(), key=lambda f: (f.demangled, f.address))
 
 
@@ -248,7 +264,7 @@ def attach_uprobe(program, path: str, spec: str, pid: int = -1, retprobe: bool =
     return program.attach_uprobe(path, symbol=name or None, offset=off, pid=pid, retprobe=retprobe)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class DataSymbol:
     """A symbol of any type by name: its link-time ``address`` and ``size``; ``relocated`` when the file
     is position independent (ET_DYN: a PIE or a library), so that the address moves by the load base."""

@@ -24,14 +24,16 @@ from __future__ import annotations
 
 import os
 import struct
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Iterator
 
 from pycore.elf.file import ElfFile, elf_errors
 from pycore.errors import ElfError
 from pycore.elf.stapsdt import MAX_ARGS, Arg, Note, UsdtError, parse_args, parse_notes
+from pycore.record import record
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
+
     from pycore.native.object import BpfObject, Link
 
 __all__ = ["UsdtError", "Location", "Probe", "UsdtFile", "UsdtAttacher", "PT_REGS_OFFSETS",
@@ -52,7 +54,7 @@ _SPEC_HEAD = struct.Struct("<II")          # cnt, pad
 SPEC_SIZE = _SPEC_HEAD.size + MAX_ARGS * _ARG.size
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Location:
     """One place a probe fires: link-time ``address`` (after the .stapsdt.base
     adjustment), its ``file_offset`` for uprobes, and its arguments there."""
@@ -63,7 +65,7 @@ class Location:
     args_text: str
 
 
-@dataclass
+@record
 class Probe:
     path: str
     provider: str

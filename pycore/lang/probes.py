@@ -406,13 +406,17 @@ class Resolver:
             raise ProbeError(f"{text}: expected {kind}:BINARY:FUNCTION")
         if self.typed and not _has_wildcard(name):
             self._prefetch_dwarf(path, name)
+        wildcard = _has_wildcard(name)
         try:
-            funcs = functions(path)
+            # a name: only its functions made (3k Function records and a sort, ~5 ms of libc's)
+            funcs = functions(path, None if wildcard else name)
+            if not funcs and not wildcard:
+                funcs = functions(path)          # for the suggestions
         except ElfError as e:
             raise ProbeError(f"{text}: {e}") from None
         from fnmatch import fnmatchcase
 
-        if _has_wildcard(name):
+        if wildcard:
             chosen = [f for f in funcs if fnmatchcase(f.name, name) or fnmatchcase(f.demangled, name)]
         else:
             chosen = [f for f in funcs if name in (f.name, f.demangled)][:1]
