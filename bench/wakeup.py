@@ -13,7 +13,9 @@ consumer takes CLOCK_MONOTONIC when the record reaches its code and keeps the di
   trace    for ev in pycore.trace(...).events(): a script's printf of nsecs, decoded into Events
 
 Consumers are interleaved over --reps repetitions (a fresh object and producer each); the table shows
-the medians of each repetition's p50 and p99, and p99 as a ratio of C's (target: <= 2).
+the medians of each repetition's p50 and p99, and p99 as a ratio of C's (target: <= 2), then the range of
+the repetitions' own p99 / C (each against C's run of the same repetition) and the load average: the
+machine's other work moves a p99 far more than the consumers differ.
 
 Idle CPU: 10 sessions open (5 pycore.trace() scripts, 5 open_tool("fget-crack") sessions) on probes
 that do not fire for them, each with a consumer blocked in events(), run() or async for; the
@@ -201,6 +203,7 @@ def main() -> None:
     only = args.only.split(",")
     interval = args.interval_ms / 1000
     results: dict[str, list[tuple[int, int]]] = {}
+    start_load = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as tmp:
         binary = build_consumer(tmp) if "C" in only else ""
         for _ in range(args.reps):
@@ -218,12 +221,18 @@ def main() -> None:
         print(f"wake-up latency, BPF event -> consumer ({args.events} events, one per {args.interval_ms} ms, "
               f"median of {args.reps} runs)")
         c99 = statistics.median(r[1] for r in results["C"]) if "C" in results else None
-        print(f"{'consumer':10s} {'p50 us':>8s} {'p99 us':>8s} {'p99 / C':>8s}")
+        print(f"{'consumer':10s} {'p50 us':>8s} {'p99 us':>8s} {'p99 / C':>8s}  {'each run':>11s}")
         for mode, rs in results.items():
             p50 = statistics.median(r[0] for r in rs) / 1000
             p99 = statistics.median(r[1] for r in rs) / 1000
             ratio = f"{p99 * 1000 / c99:8.2f}" if c99 else ""
-            print(f"{mode:10s} {p50:8.1f} {p99:8.1f} {ratio}")
+            # each repetition's p99 against C's of the same repetition: on a shared machine one
+            # neighbour's burst moves a p99 several fold, which the median alone hides
+            each = sorted(r[1] / c[1] for r, c in zip(rs, results["C"])) if c99 else []
+            span = f"  {each[0]:.2f}-{each[-1]:.2f}" if each else ""
+            print(f"{mode:10s} {p50:8.1f} {p99:8.1f} {ratio}{span}")
+        print(f"load average {start_load:.2f} at the start, {os.getloadavg()[0]:.2f} at the end "
+              f"({os.cpu_count()} CPUs)")
     if "idle" in only:
         share, alive = idle_cpu(args.idle_seconds)
         print(f"idle agent, 10 sessions waiting: {share * 100:.4f} % of a core over {args.idle_seconds:g} s "
