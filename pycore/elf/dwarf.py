@@ -72,7 +72,7 @@ from pycore.elf.dwarfbtf import (BtfConverter, attr_int, bpftrace_type_name, chi
 from pycore.elf.file import ElfFile
 from pycore.elf.sections import Sections
 from pycore.errors import ElfError
-from pycore.record import record
+from pycore.record import record  # not dataclasses: imported by pycore trace's uprobes (bench_trace --only dwarf)
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

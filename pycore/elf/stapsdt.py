@@ -20,7 +20,7 @@ import re
 import struct
 
 from pycore.errors import ElfError
-from pycore.record import field, record
+from pycore.record import field, record  # not dataclasses: pycore trace's uprobes import it (bench_trace --only dwarf)
 
 __all__ = ["UsdtError", "Arg", "Note", "parse_notes", "parse_args", "parse_arg",
            "REGISTERS", "NT_STAPSDT"]

@@ -28,7 +28,7 @@ import struct
 from pycore.elf.file import ElfFile, elf_errors
 from pycore.errors import ElfError
 from pycore.elf.stapsdt import MAX_ARGS, Arg, Note, UsdtError, parse_args, parse_notes
-from pycore.record import record
+from pycore.record import record  # not dataclasses: imported by pycore trace's uprobes (bench_trace --only dwarf)
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -408,7 +408,8 @@ class Resolver:
             self._prefetch_dwarf(path, name)
         wildcard = _has_wildcard(name)
         try:
-            # a name: only its functions made (3k Function records and a sort, ~5 ms of libc's)
+            # a name: only its functions made (libc's 3k Function records and their sort: ~5 ms of
+            # every run of bench/bench_trace.py --only dwarf)
             funcs = functions(path, None if wildcard else name)
             if not funcs and not wildcard:
                 funcs = functions(path)          # for the suggestions
