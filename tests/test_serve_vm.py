@@ -149,14 +149,19 @@ def lock_exercise_served(tmp_path: Path, iters: int) -> None:
     assert bpftrace, "bpftrace is installed by ./dev.sh"
     served = _script(tmp_path, "lock.bt", LOCK_EXERCISES)       # as written, args.lock_addr and all
     (tmp_path / "peer.bt").write_text(LOCK_EXERCISES.replace("args.", "args->"))
+    t0 = time.monotonic()
     renames = build(tmp_path, "renames", RENAMES_C, "-pthread")
+    t1 = time.monotonic()
     with tmpfs(tmp_path / "mnt") as mnt, serving("--script", served) as (p, port):
         assert 'pycore_script_up{script="lock"} 1' in scrape(p, port)
+        t2 = time.monotonic()
         # bpftrace attaches, then starts the workload and waits for it: all its contentions are in both
         peer = subprocess.run([bpftrace, "-c", f"{renames} {mnt} {iters}", str(tmp_path / "peer.bt")],
                               capture_output=True, text=True, timeout=600)
         assert peer.returncode == 0, peer.stderr
+        t3 = time.monotonic()
         exposition = scrape(p, port)
+    print(f"seconds: gcc {t1 - t0:.1f}, serve up {t2 - t1:.1f}, bpftrace -c workload {t3 - t2:.1f}")
     assert p.returncode == 0, p.tail
     assert "Traceback" not in p.tail
     m = _samples(exposition)
@@ -189,7 +194,7 @@ def test_lock_contention_exercise_served(tmp_path):
 
 @kernel
 def test_lock_contention_exercise_served_vm(tmp_path):
-    lock_exercise_served(tmp_path, 1000)
+    lock_exercise_served(tmp_path, 300)
 
 
 def test_a_line_of_several_records(workload, tmp_path):
