@@ -33,10 +33,12 @@ _WANTED = (".debug_info", ".debug_abbrev", ".debug_str", ".debug_line_str", ".de
 SHF_COMPRESSED = 0x800
 
 
-# Compressed bytes the inflating thread takes a step (about 2.5x that inflated): zlib lets
-# go of the GIL only inside a step, and the thread waits for it between steps while the
-# main thread runs Python (up to the 5 ms switch interval), so the steps are large.
+# The inflating thread's steps: compressed bytes fed at a time (zlib hands back what it did
+# not use, a copy: small slices keep that cheap) and bytes inflated at most (a bounded output
+# stops at the wanted unit's end, once it is known).  zlib lets go of the GIL only inside a
+# step; between steps the thread waits for it while the main thread runs Python.
 _STEP = 1 << 19
+_OUT = 1 << 20
 
 
 class _Inflating:
@@ -55,6 +57,7 @@ class _Inflating:
         self._d = zlib.decompressobj()
         self._raw = memoryview(raw)
         self._pos = 0                   # compressed bytes fed to the decompressor
+        self._tail = b""                # fed, not yet inflated (zlib's unconsumed_tail)
         self.size = size
         self.data = b""
         self._parts: list[bytes] = []   # inflated by the thread, not yet in data
@@ -65,19 +68,30 @@ class _Inflating:
         self._cond = threading.Condition()
         threading.Thread(target=self._inflate, name="pycore-dwarf-inflate", daemon=True).start()
 
-    def _step(self) -> bytes:
-        chunk = self._raw[self._pos:self._pos + _STEP]
-        self._pos += len(chunk)
-        return self._d.decompress(chunk)
+    def _step(self, want: int) -> bytes:
+        """Up to ``want`` (at most _OUT) more bytes: a bounded output, so that the stop is not
+        passed (the input is fed in _STEP slices, so the tail zlib hands back stays small)."""
+        chunk = self._tail
+        if not chunk:
+            chunk = self._raw[self._pos:self._pos + _STEP]
+            self._pos += len(chunk)
+        out = self._d.decompress(chunk, max(1, min(want, _OUT)))
+        self._tail = self._d.unconsumed_tail
+        return out
+
+    def _more(self) -> bool:
+        """Whether compressed bytes are left."""
+        return bool(self._tail) or self._pos < len(self._raw)
 
     def _inflate(self) -> None:
         """The thread: steps until the stop or the end of the stream."""
         try:
             while True:
                 with self._cond:
-                    if self._have >= self._stop or self._pos >= len(self._raw):
+                    if self._have >= self._stop or not self._more():
                         return
-                out = self._step()
+                    want = self._stop - self._have
+                out = self._step(want)
                 with self._cond:
                     self._parts.append(out)
                     self._have += len(out)
@@ -107,8 +121,8 @@ class _Inflating:
         if self._error is not None and have < n:   # (past what is wanted, a damaged part is not read)
             raise self._error
         if not running and self._error is None:    # the thread stopped short of n, or ended: on from here
-            while have < n and self._pos < len(self._raw):
-                out = self._step()
+            while have < n and self._more():
+                out = self._step(n - have)
                 if not out and self._d.eof:
                     break
                 parts.append(out)
