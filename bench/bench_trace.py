@@ -26,7 +26,8 @@
    for an RCU grace period, in both tools) and ``python -c pass``.
 6. args from DWARF (``--only dwarf``): a script using a libc function's args,
    typed from libc6-dbg's DWARF, start to attached, with pycore's caches empty
-   ("first"; "first DWARF": only the DWARF's, the kernel BTF's index kept) and
+   ("first"; "first DWARF": only the DWARF's, the script's parse tree kept; a
+   uprobe's DWARF types are a BTF of their own, so no kernel BTF is read) and
    filled ("cached"): ``uprobe:libc:open_by_handle_at`` (whose
    args bpftrace 0.17 reads too) against bpftrace's, and
    ``uprobe:libc:getaddrinfo``'s ``str(args->name)`` (which aborts bpftrace
@@ -256,7 +257,7 @@ GAI_REG = 'uprobe:libc:getaddrinfo { printf("%s\\n", str(arg0)); }'
 
 def dwarf_args(bpftrace: str, pycore: list[str], runs: int) -> None:
     """6. Start to attached of scripts using a libc function's args (libc6-dbg's DWARF)."""
-    # caches: "cold" all empty (the kernel BTF's index too), "dwarf" only the DWARF's, "warm" kept
+    # caches: "cold" all empty (the parse tree too), "dwarf" only the DWARF's, "warm" kept
     commands = {"pycore, first": (pycore + ["trace", "-e", HANDLE + DWARF_READY], "cold"),
                 "pycore, first DWARF": (pycore + ["trace", "-e", HANDLE + DWARF_READY], "dwarf"),
                 "pycore, cached": (pycore + ["trace", "-e", HANDLE + DWARF_READY], "warm"),
