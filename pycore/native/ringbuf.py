@@ -122,7 +122,7 @@ class RingBuffer:
     - ``for ev in rb.events(timeout=1.0)``: blocks; ends after ``timeout``
       seconds without events (``None``: never);
     - ``rb.poll(callback, timeout)``: like libbpf's ``ring_buffer__poll``;
-    - ``async for ev in rb``: waits on the epoll fd with ``loop.add_reader``;
+    - ``async for ev in rb``: waits through ``loop.add_reader`` on the ring map's fd;
     - ``rb.read_batch()``: everything available as a numpy structured array.
 
     ``close()`` (or the end of a ``with`` block) unmaps; it is safe twice,
