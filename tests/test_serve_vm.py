@@ -175,7 +175,7 @@ def lock_exercise_served(tmp_path: Path, iters: int) -> None:
     hot = max(theirs, key=lambda k: theirs[k][INF])
     assert hot in ours, (hex(hot), sorted(map(hex, ours)))
     print(f"lock {hex(hot)}: {theirs[hot][INF]} contentions; bpftrace {theirs[hot]}; served {ours[hot]}")
-    assert ours[hot][INF] == theirs[hot][INF] >= 20
+    assert ours[hot][INF] == theirs[hot][INF] >= 10
     # the same durations, each timed by its own program: one tracer's program runs between the other's
     # clock reads, which moves every duration by its cost (~10% of them across 1 us on the host), so
     # the medians are compared: the same bucket or a neighbour
@@ -194,7 +194,7 @@ def test_lock_contention_exercise_served(tmp_path):
 
 @kernel
 def test_lock_contention_exercise_served_vm(tmp_path):
-    lock_exercise_served(tmp_path, 300)
+    lock_exercise_served(tmp_path, 600)
 
 
 def test_a_line_of_several_records(workload, tmp_path):
@@ -275,15 +275,15 @@ def test_bpftrace_tools_served():
     print("tcpconnect:", *lines, sep="\n  ")
     assert len(lines) == CONNECTS, p.tail
     # TIME PID COMM SADDR SPORT DADDR DPORT: time(), then two printf()s, one line of the log
-    assert all(re.fullmatch(rf"tcpconnect: \d\d:\d\d:\d\d {os.getpid()} +\S+ +127\.0\.0\.1 +\d+ +127\.0\.0\.1 +{listener}",
-                            ln.rstrip()) for ln in lines), lines
+    row = rf"tcpconnect: \d\d:\d\d:\d\d {os.getpid()} +\S+ +127\.0\.0\.1 +\d+ +127\.0\.0\.1 +{listener}"
+    assert all(re.fullmatch(row, ln.rstrip()) for ln in lines), lines
     assert re.search(r"(?m)^tcpconnect: TIME +PID +COMM +SADDR +SPORT +DADDR +DPORT *$", p.startup), p.startup
     runs = m['pycore_script_probe_runs_total{probe="kprobe:tcp_connect",script="tcpconnect"}']
     assert runs >= CONNECTS     # and the scrapes' own connects
 
     # vfscount.bt: @[func] = count() over kprobe:vfs_*, a label per function
-    delta = {f: m[f'pycore_script_vfscount_map_total{{func="{f}"}}'] - before.get(f'pycore_script_vfscount_map_total{{func="{f}"}}', 0)
-             for f in ("vfs_read", "vfs_write")}
+    series = {f: f'pycore_script_vfscount_map_total{{func="{f}"}}' for f in ("vfs_read", "vfs_write")}
+    delta = {f: m[k] - before.get(k, 0) for f, k in series.items()}
     print("vfscount, increase over the reads and writes:", delta)
     assert all(RW <= d < RW + 200 for d in delta.values()), delta
     promtool(exposition)
