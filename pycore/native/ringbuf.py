@@ -533,9 +533,10 @@ class RingBuffer:
             while not self._closing:
                 batch = self._take()
                 if batch:
-                    lost = self.report_lost(include_lost)
-                    if lost is not None:
-                        yield lost
+                    if include_lost or self.on_lost is not None:
+                        lost = self.report_lost(include_lost)
+                        if lost is not None:
+                            yield lost
                     it = iter(batch)
                     try:
                         for ev in it:
@@ -548,10 +549,11 @@ class RingBuffer:
                 if self.ended:
                     return
                 fut = _Wakeup(loop)
+                entry = (loop, fut)
                 with self._lock:
                     if self._closing:
                         return
-                    self._async.add((loop, fut))
+                    self._async.add(entry)
                 waiting[0] = fut
                 try:
                     if not registered:  # the reader stays registered from one wait to the next
@@ -561,8 +563,9 @@ class RingBuffer:
                         await fut
                 finally:
                     waiting[0] = None
-                    with self._lock:
-                        self._async.discard((loop, fut))
+                    # no lock: a set's discard is atomic, and close() settling a wait that ended meanwhile
+                    # does nothing (one lock less between the wake-up and the event)
+                    self._async.discard(entry)
         finally:
             if registered:
                 loop.remove_reader(fd)
