@@ -133,6 +133,7 @@ def run(args: argparse.Namespace) -> int:
     from prometheus_client import CollectorRegistry, ProcessCollector, make_wsgi_app
 
     from pycore.embed.metrics import ToolCollector
+    from pycore.errors import BpfError
     from pycore.native.progstats import RunTimeStats
     from pycore.embed.session import NoMethod, open_tool
 
@@ -144,7 +145,6 @@ def run(args: argparse.Namespace) -> int:
     threads: list[threading.Thread] = []
     server = None
     stats = None
-    from pycore.errors import BpfError
     ready = threading.Event()
     try:
         try:
