@@ -98,12 +98,13 @@ def bpftrace_hists(out: str, name: str) -> dict[int, dict[float, int]]:
 
 
 def served_hists(m: dict[str, float], family: str, label: str) -> dict[int, dict[float, float]]:
-    """{label value: {le: cumulative count}} of one histogram family as scraped."""
+    """{address: {le: cumulative count}} of one histogram family keyed by a pointer (a label in hex, as
+    bpftrace prints the key) as scraped."""
     out: dict[int, dict[float, float]] = {}
     for k, v in m.items():
-        g = re.fullmatch(rf'{family}_bucket\{{{label}="([^"]+)",le="([^"]+)"\}}', k)
+        g = re.fullmatch(rf'{family}_bucket\{{{label}="0x([0-9a-f]+)",le="([^"]+)"\}}', k)
         if g:
-            out.setdefault(int(g.group(1)), {})[float(g.group(2))] = v
+            out.setdefault(int(g.group(1), 16), {})[float(g.group(2))] = v
     return out
 
 

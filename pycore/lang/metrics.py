@@ -22,7 +22,7 @@ from operator import add
 from prometheus_client.registry import Collector
 
 from pycore.lang import ast as A
-from pycore.lang.types import Int, Stack, Str, Tuple
+from pycore.lang.types import Int, Ptr, Stack, Str, Tuple
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -152,12 +152,15 @@ def _key_names(exprs: tuple[Any, ...], types: tuple[Any, ...]) -> list[str]:
 
 
 def label_value(v: Any, t: Any = None) -> str:
-    """A key element as a label value: integers in decimal, strings as they are (control characters as
-    \\xNN, cut at LABEL_VALUE_MAX), a stack folded root first (``a;b;c``), bytes in hex."""
+    """A key element as a label value: integers in decimal, pointers in hex (as map keys print), strings
+    as they are (control characters as \\xNN, cut at LABEL_VALUE_MAX), a stack folded root first
+    (``a;b;c``), bytes in hex."""
     if isinstance(t, Stack) or (t is None and isinstance(v, tuple) and all(isinstance(f, str) for f in v)):
         if isinstance(v, str):     # perf mode: one frame a line, leaf first
             v = tuple(f.strip() for f in v.splitlines() if f.strip())
         text = ";".join(reversed(v)) if v else "[unknown]"
+    elif isinstance(t, Ptr):
+        text = f"0x{int(v) & 0xFFFF_FFFF_FFFF_FFFF:x}"
     elif isinstance(v, bool):
         text = str(int(v))
     elif isinstance(v, (bytes, bytearray)):
@@ -416,7 +419,7 @@ class ScriptCollector(Collector):
             values = [script._combine(m, [vblob[i:i + vsize]]) for i in range(0, n * vsize, vsize)]
         # labels cached by key bytes, unless they may read differently later (stacks: an id's frames can
         # be replaced; symbols, user and cgroup names: looked up as of now)
-        cacheable = all(type(t) in (Int, Str) and not getattr(t, "display", "") for t in p.key_types)
+        cacheable = all(type(t) in (Int, Ptr, Str) and not getattr(t, "display", "") for t in p.key_types)
         if not cacheable:
             heads = [self._label(p, script._key(raw_key(i), m)) for i in range(len(keys))]
         else:
