@@ -11,6 +11,11 @@ consumer takes CLOCK_MONOTONIC when the record reaches its code and keeps the di
   run      rb.run(callback): the callback loop (ToolSession.run / TraceSession.run)
   async    async for ev in rb: the event loop's reader on the ring's epoll fd
   trace    for ev in pycore.trace(...).events(): a script's printf of nsecs, decoded into Events
+  floor, floor-async
+           no pycore code at all: the ring mmapped by the bench, a wake-up from select.epoll's poll()
+           (floor) or asyncio's add_reader (floor-async) reads each record's ts and moves the
+           consumer position: the least a Python consumer does, so the floor under events()/run()
+           and under async for (which also resumes a task) on this machine
 
 Consumers are interleaved over --reps repetitions (a fresh object and producer each); the table shows
 the medians of each repetition's p50 and p99, and p99 as a ratio of C's (target: <= 2), then the range of
@@ -138,6 +143,68 @@ def run_py(mode: str, n: int, interval: float) -> tuple[int, int]:
     return pct(lat, 0.5), pct(lat, 0.99)
 
 
+def run_floor(mode: str, n: int, interval: float) -> tuple[int, int]:
+    """The least any Python consumer can do on a wake-up: no pycore code between the kernel and the
+    timestamp. The ring is mmapped here as the kernel lays it out; a wake-up reads the positions, takes
+    each record's ts (struct bench_event's second u64) and moves the consumer position.
+    ``floor``: select.epoll's poll() in a loop (what events() and run() wait in);
+    ``floor-async``: asyncio's add_reader callback (what async for's reader runs in, before the task)."""
+    import mmap
+    import select
+    import struct
+
+    size = 1 << 20
+    prod = Paced(n, interval)
+    obj = load(prod.pid, 1, size)
+    lat: list[int] = []
+    now = time.monotonic_ns
+    fd = obj.maps["events"].fd
+    page = mmap.PAGESIZE
+    cons = mmap.mmap(fd, page, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE, offset=0)
+    data = mmap.mmap(fd, page + 2 * size, mmap.MAP_SHARED, mmap.PROT_READ, offset=page)
+    u64, u32 = struct.Struct("<Q"), struct.Struct("<I")
+
+    def drain() -> None:
+        c, p = u64.unpack_from(cons)[0], u64.unpack_from(data)[0]
+        while c < p:
+            off = page + (c & (size - 1))
+            length = u32.unpack_from(data, off)[0]
+            if length & (1 << 31):        # busy: not committed yet
+                break
+            lat.append(now() - u64.unpack_from(data, off + 16)[0])
+            c += (8 + (length & 0x3FFFFFFF) + 7) & ~7
+        u64.pack_into(cons, 0, c)
+
+    try:
+        prod.start()
+        if mode == "floor":
+            ep = select.epoll()
+            ep.register(fd, select.EPOLLIN)
+            while len(lat) < n:
+                if ep.poll(5):
+                    drain()
+            ep.close()
+        else:
+            async def consume() -> None:
+                loop = asyncio.get_running_loop()
+                done = loop.create_future()
+
+                def ready() -> None:
+                    drain()
+                    if len(lat) >= n and not done.done():
+                        done.set_result(None)
+                loop.add_reader(fd, ready)
+                await asyncio.wait_for(done, 60)
+                loop.remove_reader(fd)
+            asyncio.run(consume())
+    finally:
+        cons.close()
+        data.close()
+        prod.wait()
+        obj.close()
+    return pct(lat, 0.5), pct(lat, 0.99)
+
+
 def run_trace(n: int, interval: float) -> tuple[int, int]:
     import pycore
 
@@ -198,7 +265,7 @@ def main() -> None:
     ap.add_argument("--interval-ms", type=float, default=1.0, help="time between two events")
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--idle-seconds", type=float, default=10.0)
-    ap.add_argument("--only", default="C,events,run,async,trace,idle")
+    ap.add_argument("--only", default="C,floor,events,run,floor-async,async,trace,idle")
     args = ap.parse_args()
     only = args.only.split(",")
     interval = args.interval_ms / 1000
@@ -207,13 +274,15 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         binary = build_consumer(tmp) if "C" in only else ""
         for _ in range(args.reps):
-            for mode in ("C", "events", "run", "async", "trace"):
+            for mode in ("C", "floor", "events", "run", "floor-async", "async", "trace"):
                 if mode not in only:
                     continue
                 if mode == "C":
                     r = run_c(binary, args.events, interval)
                 elif mode == "trace":
                     r = run_trace(args.events, interval)
+                elif mode.startswith("floor"):
+                    r = run_floor(mode, args.events, interval)
                 else:
                     r = run_py(mode, args.events, interval)
                 results.setdefault(mode, []).append(r)
