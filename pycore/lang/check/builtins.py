@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from pycore.lang import ast as A
 from pycore.lang.check.records import USER_PROBES, Checked
+from pycore.lang.check.state import State
 from pycore.lang.errors import close_matches
 from pycore.lang.probes import Target
 from pycore.lang.types import COMM, INT64, UINT64, Ptr, Stack, Str, Username, Type, Void
@@ -22,7 +23,7 @@ _BUILTIN_TYPES: dict[str, Type] = {
 _OTHER_BUILTINS = ("func", "probe", "curtask", "retval", "args", "kstack", "ustack", "cpid", "ctx")
 
 
-class Builtins:
+class Builtins(State):
     """Names the probe gives a script: builtins, args, ctx, retval, argN, registers, uaddr;
     positional parameters; enum constants and macros."""
 

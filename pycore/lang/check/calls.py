@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pycore.lang import ast as A
 from pycore.lang.check.records import AGGREGATES, Checked, MapInfo
+from pycore.lang.check.state import State
 from pycore.lang.errors import close_matches
 from pycore.lang.types import (INT64, STRING_SIZE, UINT64, USYM, Array, Buffer, Inet, Int, Mac, Ptr, Record, Stack, Str,
                                TextInt, Timestamp, CgroupPath, Tuple, Type, Void, type_name)
@@ -15,7 +16,7 @@ _NO_VALUE_CALLS = {"printf", "print", "exit", "delete", "clear", "zero", "time",
                    "override"}
 
 
-class Calls:
+class Calls(State):
     """Function calls: each builtin function's arguments and its value's type."""
 
     # -- calls -----------------------------------------------------------------------------

@@ -8,8 +8,9 @@ from pycore.lang import ast as A
 from pycore.lang.check.builtins import Builtins, _BUILTIN_TYPES
 from pycore.lang.check.calls import Calls
 from pycore.lang.check.records import AGGREGATES, Checked, MapInfo
+from pycore.lang.check.state import State
 from pycore.lang.check.types import Types
-from pycore.lang.errors import CheckError, close_matches
+from pycore.lang.errors import close_matches
 from pycore.lang.probes import Target
 from pycore.lang.types import (INT64, STRING_SIZE, Array, Buffer, is_aggregate, Inet, Int, Ptr, Record, Stack, Str,
                                TextInt, Tuple, Type, Void, from_btf, tuple_type)
@@ -20,7 +21,7 @@ if TYPE_CHECKING:
     from pycore.lang.macros import Macros
 
 
-class Checker(Types, Builtins, Calls):
+class Checker(Types, Builtins, Calls, State):
     """Types a whole program; one instance per script run."""
 
     def __init__(self, spec_loader, params: tuple[str, ...] = (), *, unsafe: bool = False,  # noqa: ANN001
@@ -51,10 +52,6 @@ class Checker(Types, Builtins, Calls):
             if self.program is not None and self.program.c_definitions:
                 self.types_spec()
         return self._spec
-
-    def error(self, node: A.Node, message: str) -> CheckError:
-        pos = node.pos
-        return CheckError(message, pos.line, pos.col, self.filename, self.source)
 
     # -- entry -----------------------------------------------------------------------------
 

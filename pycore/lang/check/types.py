@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from pycore.lang import ast as A
 from pycore.lang.check.records import USER_PROBES, Checked
+from pycore.lang.check.state import State
 from pycore.lang.errors import CheckError, close_matches
 from pycore.lang.types import Int, Ptr, Record, Tuple, Type, Void, from_btf, type_name
 
@@ -19,7 +20,7 @@ if TYPE_CHECKING:
 _BPFTRACE_INTS = {f"{u}int{b}": f"{'u' if u else 's'}{b}" for u in ("", "u") for b in (8, 16, 32, 64)}
 
 
-class Types:
+class Types(State):
     """Type names (the script's declarations, the probed binary's DWARF, the kernel's BTF), casts,
     fields and members, pointees and sizeof."""
 
