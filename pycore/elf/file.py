@@ -199,13 +199,7 @@ class ElfFile:
         data, strtab, entry = table
         wide = entry.size == 24
         for fields in entry.iter_unpack(data[:len(data) - len(data) % entry.size]):
-            if wide:
-                st_name, info, _other, shndx, value, st_size = fields
-            else:
-                st_name, value, st_size, info, _other, shndx = fields
-            end = strtab.find(b"\0", st_name)
-            name = strtab[st_name:end].decode("utf-8", "replace") if st_name and end > st_name else ""
-            yield name, value, st_size, info & 0xF, shndx
+            yield _symbol(fields, strtab, wide)
 
     def named_symbols(self, secname: str, name: str) -> list[tuple[str, int, int, int, int]]:
         """The entries of :meth:`raw_symbols` named ``name`` or ``name@VERSION``, in file
