@@ -434,45 +434,52 @@ def _wait(what: str, check, timeout: float = 30.0):  # noqa: ANN001
         time.sleep(0.25)
 
 
+@contextmanager
+def prometheus(tmp_path, scrape_configs: str):  # noqa: ANN001
+    """Debian's Prometheus (installed by ./dev.sh), scraping every second with these scrape_configs:
+    its port once it is ready; stopped at the end."""
+    binary = shutil.which("prometheus")
+    assert binary, "Debian's prometheus package is installed by ./dev.sh"
+    pport = _free_port()
+    (tmp_path / "prometheus.yml").write_text("global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
+                                             f"scrape_configs:\n{scrape_configs}")
+    with running([binary, f"--config.file={tmp_path / 'prometheus.yml'}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+                  f"--web.listen-address=127.0.0.1:{pport}"],
+                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) as prom:
+        def ready() -> bool:
+            try:
+                return urllib.request.urlopen(f"http://127.0.0.1:{pport}/-/ready", timeout=2).status == 200
+            except OSError:
+                return False
+        _wait("prometheus ready", ready)
+        yield pport
+        prom.terminate()
+        prom.wait(20)
+
+
 @pytest.mark.slow
 def test_real_prometheus_scrapes(workload, tmp_path):
     """Debian's Prometheus scrapes pycore serve every second; PromQL sees what the workload did."""
-    prometheus = shutil.which("prometheus")
-    if prometheus is None:
-        pytest.skip("needs Debian's prometheus package (./dev.sh installs it)")
     path = _script(tmp_path, "lat.bt", LATENCY)
     opens, sleeps, sleep_ms = 25, 9, 20     # 20 ms: bucket [16384, 32768) us, 12 ms of slack above
-    with serving("--script", path) as (p, port):
-        pport = _free_port()
-        (tmp_path / "prometheus.yml").write_text(
-            "global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
-            f"scrape_configs:\n  - job_name: pycore\n    static_configs: [{{targets: ['127.0.0.1:{port}']}}]\n")
-        with running([prometheus, f"--config.file={tmp_path / 'prometheus.yml'}",
-                      f"--storage.tsdb.path={tmp_path / 'tsdb'}", f"--web.listen-address=127.0.0.1:{pport}"],
-                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) as prom:
-            def ready() -> bool:
-                try:
-                    return urllib.request.urlopen(f"http://127.0.0.1:{pport}/-/ready", timeout=2).status == 200
-                except OSError:
-                    return False
-            _wait("prometheus ready", ready)
-            series = 'pycore_script_lat_opens_total{comm="s25work",filename="/"}'
-            subprocess.run([workload, "1", "/"], check=True)    # the series exists before the run measured
-            _wait("the first scrape of the series", lambda: _promql(pport, series))
-            time.sleep(2.5)
-            t0 = time.time()
-            subprocess.run([workload, str(opens), "/"], check=True, env={**os.environ, "SLEEPS": str(sleeps),
-                                                                       "SLEEP_MS": str(sleep_ms)})
-            _wait("the run scraped", lambda: [r for r in _promql(pport, series) if float(r["value"][1]) == 1 + opens])
-            span = 10        # the range: the baseline's samples before the run, the run's after it
-            time.sleep(max(0.0, t0 + span - 1 - time.time()))
-            t1 = time.time()
-            exact = _promql(pport, f"{series} - {series} offset {span}s", at=t1)
-            inc = _promql(pport, f"increase({series}[{span}s])", at=t1)
-            q = _promql(pport, "histogram_quantile(0.5, pycore_script_lat_lat_us_bucket)", at=t1)
-            up = _promql(pport, 'pycore_script_up{script="lat"}', at=t1)
-            prom.terminate()
-            prom.wait(20)
+    with serving("--script", path) as (p, port), \
+            prometheus(tmp_path, f"  - job_name: pycore\n    static_configs: [{{targets: ['127.0.0.1:{port}']}}]\n") \
+            as pport:
+        series = 'pycore_script_lat_opens_total{comm="s25work",filename="/"}'
+        subprocess.run([workload, "1", "/"], check=True)    # the series exists before the run measured
+        _wait("the first scrape of the series", lambda: _promql(pport, series))
+        time.sleep(2.5)
+        t0 = time.time()
+        subprocess.run([workload, str(opens), "/"], check=True, env={**os.environ, "SLEEPS": str(sleeps),
+                                                                   "SLEEP_MS": str(sleep_ms)})
+        _wait("the run scraped", lambda: [r for r in _promql(pport, series) if float(r["value"][1]) == 1 + opens])
+        span = 10        # the range: the baseline's samples before the run, the run's after it
+        time.sleep(max(0.0, t0 + span - 1 - time.time()))
+        t1 = time.time()
+        exact = _promql(pport, f"{series} - {series} offset {span}s", at=t1)
+        inc = _promql(pport, f"increase({series}[{span}s])", at=t1)
+        q = _promql(pport, "histogram_quantile(0.5, pycore_script_lat_lat_us_bucket)", at=t1)
+        up = _promql(pport, 'pycore_script_up{script="lat"}', at=t1)
     print(f"increase {inc[0]['value'][1]} over {span}s for {opens} opens; median {q[0]['value'][1]} us")
     assert float(exact[0]["value"][1]) == opens
     # increase() extrapolates from its first and last samples to the ends of its range (1 s scrapes):

@@ -25,7 +25,7 @@ from contextlib import contextmanager
 import pytest
 
 from tests.conftest import require_root, running, stop
-from tests.test_serve_script import LATENCY, _free_port, _promql, _samples, _script, _wait, workload  # noqa: F401
+from tests.test_serve_script import LATENCY, _free_port, _promql, _samples, _script, _wait, prometheus, workload  # noqa: F401
 
 pytest.importorskip("prometheus_client")
 bcrypt = pytest.importorskip("bcrypt")
@@ -290,33 +290,18 @@ def test_real_prometheus_over_tls_with_basic_auth(pki, ours, tmp_path):
     """Debian's Prometheus scrapes over TLS with a client certificate and basic auth: PromQL sees what
     the workload did; a job with the wrong password is down with a 401, one without a client
     certificate is down with the handshake refused, and neither keeps the first from being scraped."""
-    prometheus = shutil.which("prometheus")
-    if prometheus is None:
-        pytest.skip("needs Debian's prometheus package (./dev.sh installs it)")
     script = _script(tmp_path, "lat.bt", SCRIPT)
     web = _web_config(pki, tmp_path)
     opens, sleeps, sleep_ms = 25, 9, 20     # 20 ms: bucket [16384, 32768) us, 12 ms of slack above
     with serving("--script", script, "--web.config.file", web) as (p, port):
-        pport = _free_port()
-
         def job(name: str, password: str, cert: bool) -> str:
             tls = f"ca_file: {pki}/ca.crt" + (f", cert_file: {pki}/client.crt, key_file: {pki}/client.key" if cert else "")
             return (f"  - job_name: {name}\n    scheme: https\n    tls_config: {{{tls}}}\n"
                     f"    basic_auth: {{username: prom, password: '{password}'}}\n"
                     f"    static_configs: [{{targets: ['localhost:{port}']}}]\n")
 
-        (tmp_path / "prometheus.yml").write_text(
-            "global: {scrape_interval: 1s, evaluation_interval: 1s}\nscrape_configs:\n"
-            + job("pycore", PASSWORD, True) + job("wrong-password", "not it", True) + job("no-cert", PASSWORD, False))
-        with running([prometheus, f"--config.file={tmp_path / 'prometheus.yml'}",
-                      f"--storage.tsdb.path={tmp_path / 'tsdb'}", f"--web.listen-address=127.0.0.1:{pport}"],
-                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) as prom:
-            def ready() -> bool:
-                try:
-                    return urllib.request.urlopen(f"http://127.0.0.1:{pport}/-/ready", timeout=2).status == 200
-                except OSError:
-                    return False
-            _wait("prometheus ready", ready)
+        with prometheus(tmp_path, job("pycore", PASSWORD, True) + job("wrong-password", "not it", True)
+                        + job("no-cert", PASSWORD, False)) as pport:
             series = f'pycore_script_lat_opens_total{{comm="{OURS}",filename="/",job="pycore"}}'
             subprocess.run([ours, "1", "/"], check=True)
             _wait("the first scrape of the series", lambda: _promql(pport, series))
@@ -335,8 +320,6 @@ def test_real_prometheus_over_tls_with_basic_auth(pki, ours, tmp_path):
             # OpenMetrics was negotiated: Prometheus keeps a counter's metadata under its family name
             meta = json.loads(urllib.request.urlopen(
                 f"http://127.0.0.1:{pport}/api/v1/metadata?metric=pycore_script_lat_opens", timeout=10).read())
-            prom.terminate()
-            prom.wait(20)
     print({j: (t["health"], t["lastError"]) for j, t in targets.items()})
     assert float(exact[0]["value"][1]) == opens
     assert 2 ** 14 - 1 < float(q[0]["value"][1]) <= 2 ** 15 - 1
