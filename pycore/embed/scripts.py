@@ -68,15 +68,20 @@ def read_trusted(path: str) -> str:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             raise UntrustedScript(f"{path}: not a regular file")
-        if _writable_by_others(st, False):
-            raise UntrustedScript(f"{path}: refusing a script that a user other than root can write "
-                                  f"(owner uid {st.st_uid}, mode {stat.filemode(st.st_mode)}): its probes run "
-                                  "in the kernel; chown root and chmod go-w it")
-        _check_dirs(path, os.path.dirname(os.path.realpath(path)))
+        _check_root_only(path, st, "a script", "its probes")
         with os.fdopen(os.dup(fd), encoding="utf-8", errors="replace") as f:
             return f.read()
     finally:
         os.close(fd)
+
+
+def _check_root_only(path: str, st: os.stat_result, what: str, runs: str) -> None:
+    """``path`` (``st``) and every directory above it writable by root only."""
+    if _writable_by_others(st, False):
+        raise UntrustedScript(f"{path}: refusing {what} that a user other than root can write (owner uid "
+                              f"{st.st_uid}, mode {stat.filemode(st.st_mode)}): {runs} run in the kernel; "
+                              "chown root and chmod go-w it")
+    _check_dirs(path, os.path.dirname(os.path.realpath(path)))
 
 
 def _check_dirs(path: str, d: str) -> None:
@@ -99,11 +104,7 @@ def trusted_dir(path: str) -> list[str]:
         st = os.stat(path)
         if not stat.S_ISDIR(st.st_mode):
             raise UntrustedScript(f"{path}: not a directory")
-        if _writable_by_others(st, False):
-            raise UntrustedScript(f"{path}: refusing a scripts directory that a user other than root can write "
-                                  f"(owner uid {st.st_uid}, mode {stat.filemode(st.st_mode)}): its scripts run "
-                                  "in the kernel; chown root and chmod go-w it")
-        _check_dirs(path, os.path.dirname(os.path.realpath(path)))
+        _check_root_only(path, st, "a scripts directory", "its scripts")
         with os.scandir(path) as it:
             names = sorted(e.name for e in it if e.name.endswith(".bt") and not e.name.startswith(".")
                            and e.is_file())
