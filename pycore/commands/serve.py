@@ -157,7 +157,7 @@ def run(args: argparse.Namespace) -> int:
         from pycore.embed.scripts import ScriptsCollector
 
         served = ScriptsCollector(scripts)
-        app = _scripts_app(exposed, served) if scripts else make_wsgi_app(exposed)
+        app = _scripts_app(exposed, served, ready) if scripts else make_wsgi_app(exposed)
         try:
             server = _server(host, port, app, ready, web_config)
         except OSError as e:
@@ -177,9 +177,7 @@ def run(args: argparse.Namespace) -> int:
             if sessions[-1].notice:
                 print(sessions[-1].notice, file=sys.stderr)
         collector = ToolCollector(sessions)
-        exposed.register(collector)
-        if scripts:
-            exposed.register(served)
+        exposed.register(collector)       # the scripts' health: written by _scripts_app, once ready
         for s in sessions:
             if s.has_events:
                 t = threading.Thread(target=_consume, args=(s, collector), daemon=True, name=f"pycore-{s.name}")
@@ -217,11 +215,13 @@ def run(args: argparse.Namespace) -> int:
             signal.signal(s, h)
 
 
-def _scripts_app(exposed: Any, served: Any) -> Any:
+def _scripts_app(exposed: Any, served: Any, ready: threading.Event) -> Any:
     """/metrics with scripts: their maps' text written directly (ScriptsCollector.maps_text: a
-    10,000-series map in a fraction of prometheus_client's time), then every other family; OpenMetrics
-    when the scraper's Accept asks for it (Prometheus 2 does), else the text format 0.0.4; gzip when
-    asked for."""
+    10,000-series map in a fraction of prometheus_client's time), then ``exposed``'s families (the
+    process's, the tools'), then, once ``ready``, the scripts' health, also written directly
+    (ScriptsCollector.health_text: the bytes prometheus_client would write, where it was ~70% of a
+    20-script scrape's CPU, bench/bench_serve.py); OpenMetrics when the scraper's Accept asks for it
+    (Prometheus 2 does), else the text format 0.0.4; gzip when asked for."""
     import gzip
 
     from prometheus_client.exposition import choose_encoder
@@ -229,7 +229,13 @@ def _scripts_app(exposed: Any, served: Any) -> Any:
     def app(environ: dict[str, Any], start_response: Any) -> Any:
         encoder, content_type = choose_encoder(environ.get("HTTP_ACCEPT", ""))
         om = content_type.startswith("application/openmetrics-text")
-        body = (served.maps_text(openmetrics=om) + encoder(exposed).decode()).encode()
+        text = served.maps_text(openmetrics=om) + encoder(exposed).decode()
+        if ready.is_set():
+            if om:      # the health before OpenMetrics' "# EOF", which ends prometheus_client's text
+                text = text.removesuffix("# EOF\n") + served.health_text(openmetrics=True) + "# EOF\n"
+            else:
+                text += served.health_text()
+        body = text.encode()
         headers = [("Content-Type", content_type)]
         if "gzip" in environ.get("HTTP_ACCEPT_ENCODING", ""):
             body = gzip.compress(body, compresslevel=1)

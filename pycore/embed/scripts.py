@@ -24,11 +24,11 @@ import time
 
 from prometheus_client.registry import Collector
 
-from pycore.lang.metrics import DEFAULT_SERIES_LIMIT, sanitize_name
+from pycore.lang.metrics import DEFAULT_SERIES_LIMIT, Family, families_of, families_text, sanitize_name
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Collection, Iterator
+    from collections.abc import Callable, Collection, Iterator
     from typing import Any, TextIO
 
     from pycore.lang.metrics import ScriptCollector
@@ -481,18 +481,19 @@ class ScriptSet:
     def reload_families(self) -> Iterator[Any]:
         """pycore_scripts_last_reload_successful and its kin, named as Prometheus's own
         (prometheus_config_last_reload_successful...)."""
-        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+        yield from families_of(self.reload_rows())
 
-        yield GaugeMetricFamily("pycore_scripts_last_reload_successful", "1 when the last load or reload "
-                                "of the scripts loaded every file as it reads, else 0 (the log says which)",
-                                value=1 if self.last_ok else 0)
-        yield GaugeMetricFamily("pycore_scripts_last_reload_success_timestamp_seconds", "when the scripts "
-                                "were last loaded or reloaded without a failure (Unix time)",
-                                value=self.last_ok_time)
-        yield CounterMetricFamily("pycore_scripts_reloads", "reloads of the scripts since the start "
-                                  "(SIGHUP, a changed file in a --scripts-dir)", value=self.reloads)
-        yield CounterMetricFamily("pycore_scripts_reload_failures", "reloads after which a file did "
-                                  "not load (its previous version, if any, serves on)", value=self.failures)
+    def reload_rows(self) -> list[Family]:
+        """:meth:`reload_families` as rows (pycore.lang.metrics.Family)."""
+        return [
+            ("pycore_scripts_last_reload_successful", "gauge", "1 when the last load or reload of the scripts "
+             "loaded every file as it reads, else 0 (the log says which)", (), [([], 1 if self.last_ok else 0)]),
+            ("pycore_scripts_last_reload_success_timestamp_seconds", "gauge", "when the scripts were last "
+             "loaded or reloaded without a failure (Unix time)", (), [([], self.last_ok_time)]),
+            ("pycore_scripts_reloads", "counter", "reloads of the scripts since the start (SIGHUP, a changed "
+             "file in a --scripts-dir)", (), [([], self.reloads)]),
+            ("pycore_scripts_reload_failures", "counter", "reloads after which a file did not load (its "
+             "previous version, if any, serves on)", (), [([], self.failures)])]
 
     def close(self) -> None:
         """Every script's END run, and everything detached (SIGTERM)."""
@@ -524,32 +525,53 @@ class ScriptsCollector(Collector):
         return []
 
     def collect(self) -> Iterator[Any]:
-        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+        if self.text_maps:
+            yield from families_of(self.health_rows())
+            return
+        head, rest = self._read(lambda c: list(c.collect()))
+        yield from families_of(head)
+        yield from _merge(rest)
 
-        up = GaugeMetricFamily("pycore_script_up", "1 while the script is loaded and attached, 0 if it did not "
-                               "load or has ended (pycore_script_info says why)", labels=["script"])
-        info = GaugeMetricFamily("pycore_script_info", "the script's file, and why it is down (empty when up)",
-                                 labels=["script", "file", "error"])
-        logged = CounterMetricFamily("pycore_script_log_lines", "output lines of the script written to the log",
-                                     labels=["script"])
-        dropped = CounterMetricFamily("pycore_script_log_dropped", "output lines of the script not logged "
-                                      "(over the log rate)", labels=["script"])
+    def health_rows(self) -> list[Family]:
+        """Every family but the maps' (up, info, log lines, reloads, then each running script's health,
+        one family of each name), read now, as rows (pycore.lang.metrics.Family): what :meth:`collect`
+        gives once :meth:`maps_text` wrote the maps, and :meth:`health_text` writes."""
+        head, rest = self._read(lambda c: c.health_rows())
+        return head + _merge_rows(rest)
+
+    def health_text(self, openmetrics: bool = False) -> str:
+        """:meth:`health_rows` in the text format (or OpenMetrics' without its ``# EOF``): the bytes
+        prometheus_client writes for :meth:`collect`'s families, written directly
+        (pycore.lang.metrics.families_text says how and what it saves)."""
+        return families_text(self.health_rows(), openmetrics)
+
+    def _read(self, per_script: Callable[[ScriptCollector], list[Any]]) -> tuple[list[Family], list[Any]]:
+        """The families pycore writes of every script (up, info, log lines; the reloads'), and what
+        ``per_script`` gives of each running one (its health, and its maps unless written as text)."""
+        up: Family = ("pycore_script_up", "gauge", "1 while the script is loaded and attached, 0 if it did not "
+                      "load or has ended (pycore_script_info says why)", ("script",), [])
+        info: Family = ("pycore_script_info", "gauge", "the script's file, and why it is down (empty when up)",
+                        ("script", "file", "error"), [])
+        logged: Family = ("pycore_script_log_lines", "counter", "output lines of the script written to the log",
+                          ("script",), [])
+        dropped: Family = ("pycore_script_log_dropped", "counter", "output lines of the script not logged "
+                           "(over the log rate)", ("script",), [])
         rest: list[Any] = []
         for s in self.scripts:
-            up.add_metric([s.name], 1 if s.up else 0)
-            info.add_metric([s.name, s.path, s.problem], 1)
+            up[4].append(([s.name], 1 if s.up else 0))
+            info[4].append(([s.name, s.path, s.problem], 1))
             if s.session is None or s.collector is None:
                 continue
-            logged.add_metric([s.name], s.logged)
-            dropped.add_metric([s.name], s.dropped)
+            logged[4].append(([s.name], s.logged))
+            dropped[4].append(([s.name], s.dropped))
             try:
-                rest.extend(s.collector.health() if self.text_maps else s.collector.collect())
+                rest.extend(per_script(s.collector))
             except OSError as e:       # a map read failed: said, the other scripts still scraped
                 s.say(f"reading its maps: {e}")
-        yield from (up, info, logged, dropped)
+        head = [up, info, logged, dropped]
         if isinstance(self.source, ScriptSet):
-            yield from self.source.reload_families()
-        yield from _merge(rest)
+            head += self.source.reload_rows()
+        return head, rest
 
     def maps_text(self, openmetrics: bool = False) -> str:
         """Every running script's maps in the text format (or OpenMetrics' without its ``# EOF``), read
@@ -600,6 +622,19 @@ def _merge(families: list[Any]) -> Iterator[Any]:
         else:
             have.samples.extend(f.samples)
     yield from byname.values()
+
+
+def _merge_rows(rows: list[Family]) -> list[Family]:
+    """Rows of one name from several scripts (pycore_script_series...) as one family each, in the
+    order the names first come (as :func:`_merge`)."""
+    byname: dict[str, Family] = {}
+    for f in rows:
+        have = byname.get(f[0])
+        if have is None:
+            byname[f[0]] = (f[0], f[1], f[2], f[3], list(f[4]))
+        else:
+            have[4].extend(f[4])
+    return list(byname.values())
 
 
 def _one_line(text: str) -> str:

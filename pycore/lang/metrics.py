@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from pycore.lang.runtime import Script
 
 __all__ = ["ScriptCollector", "MapMetric", "metric_plans", "parse_annotations", "label_value", "sample_names",
-           "hist_buckets", "DEFAULT_SERIES_LIMIT", "AnnotationError"]
+           "hist_buckets", "DEFAULT_SERIES_LIMIT", "AnnotationError", "Family", "families_of", "families_text"]
 
 #: Series (samples) one script may export per scrape; what is beyond is cut and counted.
 DEFAULT_SERIES_LIMIT = 10_000
@@ -49,6 +49,11 @@ _TRANSPARENT = frozenset({"str", "ntop", "ksym", "usym", "kaddr", "uaddr", "buf"
                           "strftime", "path", "reg", "pton"})
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _U64 = struct.Struct("<Q")
+
+#: A counter or gauge family as rows, read once and written either way (:func:`families_of`,
+#: :func:`families_text`): (name, a counter's without ``_total``; "counter" or "gauge"; help; label
+#: names; one (label values, value) a sample).
+Family = tuple[str, str, str, tuple[str, ...], list[tuple[list[str], float]]]
 
 
 class AnnotationError(ValueError):
@@ -293,7 +298,7 @@ class ScriptCollector(Collector):
     ``lock``, when given, is held while reading (whoever closes the script holds it too).
     :meth:`collect` gives ``prometheus_client`` families (an agent's registry); ``pycore serve``
     writes the maps' exposition text directly (:meth:`maps_text`, the same samples at a fraction
-    of the cost) and the health families with :meth:`health`.
+    of the cost) and the health families' too (:meth:`health_rows` and :func:`families_text`).
     """
 
     def __init__(self, script: Script, name: str, *, series_limit: int = DEFAULT_SERIES_LIMIT,
@@ -317,8 +322,9 @@ class ScriptCollector(Collector):
         with self.lock:
             if self.script._closed:
                 return
-            families = _families(self._read()) + list(self._health())
-        yield from families
+            read = self._read()
+            health = self._health()
+        yield from _families(read) + families_of(health)
 
     def maps_text(self, openmetrics: bool = False) -> str:
         """The maps' families in the Prometheus text format (0.0.4), as :meth:`collect` gives them
@@ -330,11 +336,15 @@ class ScriptCollector(Collector):
 
     def health(self) -> Iterator[Any]:
         """The health families (keys, series, cuts, lost events, probe statistics) of the last read."""
+        yield from families_of(self.health_rows())
+
+    def health_rows(self) -> list[Family]:
+        """:meth:`health`'s families as rows (:data:`Family`), for :func:`families_text` to write
+        (pycore serve) or :func:`families_of` to make prometheus_client families of."""
         with self.lock:
             if self.script._closed:
-                return
-            families = list(self._health())
-        yield from families
+                return []
+            return self._health()
 
     def _read(self) -> list[tuple[MapMetric, list[tuple[list[str], str]], list[Any]]]:
         """Each map's rows as two columns, within the series limit: (label values, label text) and
@@ -443,50 +453,33 @@ class ScriptCollector(Collector):
             labels = labels[:len(p.labels)] + [""] * (len(p.labels) - len(labels))
         return labels, ",".join(f'{n}="{_escape(v)}"' for n, v in zip(p.labels, labels))
 
-    def _health(self) -> Iterator[Any]:
-        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
-
+    def _health(self) -> list[Family]:
         name, script = self.name, self.script
-        keys = GaugeMetricFamily("pycore_script_map_keys", "keys in each map of the script now "
-                                 "(a map holds at most pycore_script_map_max_keys)", labels=["script", "map"])
-        for map_name, n in self.keys.items():
-            keys.add_metric([name, map_name], n)
-        yield keys
+        rows: list[Family] = [
+            ("pycore_script_map_keys", "gauge", "keys in each map of the script now "
+             "(a map holds at most pycore_script_map_max_keys)", ("script", "map"),
+             [([name, map_name], n) for map_name, n in self.keys.items()])]
         refused = script.refused_keys()
-        limit = GaugeMetricFamily("pycore_script_map_max_keys", "keys a map of the script can hold "
-                                  "(pycore serve --map-keys-max)", labels=["script", "map"])
-        full = CounterMetricFamily("pycore_script_map_keys_refused", "updates of a new key a map of the "
-                                   "script refused because it was full", labels=["script", "map"])
-        for map_name, n in refused.items():
-            limit.add_metric([name, map_name], script.map_keys)
-            full.add_metric([name, map_name], n)
-        yield limit
-        yield full
-        series = GaugeMetricFamily("pycore_script_series", "series the script's maps exported at this scrape",
-                                   labels=["script"])
-        series.add_metric([name], self.series)
-        yield series
-        cuts = CounterMetricFamily("pycore_script_series_cut", "series left out of scrapes because the "
-                                   "script reached its series limit (summed over scrapes)", labels=["script"])
-        cuts.add_metric([name], self.cut_total)
-        yield cuts
-        lost = CounterMetricFamily("pycore_script_lost_events", "printf and other events the script's "
-                                   "ring buffer had no room for", labels=["script"])
-        lost.add_metric([name], script.lost_events())
-        yield lost
+        rows.append(("pycore_script_map_max_keys", "gauge", "keys a map of the script can hold "
+                     "(pycore serve --map-keys-max)", ("script", "map"),
+                     [([name, map_name], script.map_keys) for map_name in refused]))
+        rows.append(("pycore_script_map_keys_refused", "counter", "updates of a new key a map of the "
+                     "script refused because it was full", ("script", "map"),
+                     [([name, map_name], n) for map_name, n in refused.items()]))
+        rows.append(("pycore_script_series", "gauge", "series the script's maps exported at this scrape",
+                     ("script",), [([name], self.series)]))
+        rows.append(("pycore_script_series_cut", "counter", "series left out of scrapes because the "
+                     "script reached its series limit (summed over scrapes)", ("script",), [([name], self.cut_total)]))
+        rows.append(("pycore_script_lost_events", "counter", "printf and other events the script's "
+                     "ring buffer had no room for", ("script",), [([name], script.lost_events())]))
         if self.probes:
-            yield from self._probe_stats(name)
+            rows += self._probe_stats(name)
+        return rows
 
-    def _probe_stats(self, name: str) -> Iterator[Any]:
+    def _probe_stats(self, name: str) -> list[Family]:
         """Run count and run time of each probe's program (the kernel counts while BPF stats are on)."""
-        from prometheus_client.core import CounterMetricFamily
-
         from pycore.native.progstats import prog_stats
 
-        runs = CounterMetricFamily("pycore_script_probe_runs", "times the kernel ran the probe's BPF "
-                                   "program (counted while BPF stats are on)", labels=["script", "probe"])
-        secs = CounterMetricFamily("pycore_script_probe_run_time_seconds", "time spent in the probe's BPF "
-                                   "program (counted while BPF stats are on)", labels=["script", "probe"])
         per: dict[str, list[int]] = {}
         for c in self.script.compiled:
             prog = getattr(c, "prog", None)
@@ -499,11 +492,13 @@ class ScriptCollector(Collector):
             row = per.setdefault(c.target.probe, [0, 0])
             row[0] += st.run_cnt
             row[1] += st.run_time_ns
-        for probe, (n, ns) in sorted(per.items()):
-            runs.add_metric([name, probe], n)
-            secs.add_metric([name, probe], ns / 1e9)
-        yield runs
-        yield secs
+        probes = sorted(per.items())
+        return [("pycore_script_probe_runs", "counter", "times the kernel ran the probe's BPF "
+                 "program (counted while BPF stats are on)", ("script", "probe"),
+                 [([name, probe], n) for probe, (n, _) in probes]),
+                ("pycore_script_probe_run_time_seconds", "counter", "time spent in the probe's BPF "
+                 "program (counted while BPF stats are on)", ("script", "probe"),
+                 [([name, probe], ns / 1e9) for probe, (_, ns) in probes])]
 
 
 def _flatten(key: tuple[Any, ...], types: tuple[Any, ...]) -> list[tuple[Any, Any]]:
@@ -627,3 +622,64 @@ def _text(read: list[tuple[MapMetric, list[tuple[list[str], str]], list[Any]]], 
         else:
             add("".join([f"{name} {value}\n" for value in values]))
     return "".join(lines)
+
+
+def families_of(rows: list[Family]) -> list[Any]:
+    """prometheus_client families of :data:`Family` rows (an agent's registry, ``collect()``)."""
+    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+    out: list[Any] = []
+    for name, mtype, help_text, labels, samples in rows:
+        fam = (CounterMetricFamily if mtype == "counter" else GaugeMetricFamily)(name, help_text, labels=labels)
+        for values, value in samples:
+            fam.add_metric(values, value)
+        out.append(fam)
+    return out
+
+
+def families_text(rows: list[Family], openmetrics: bool = False) -> str:
+    """:data:`Family` rows in the text format (0.0.4), or OpenMetrics 1.0 without its ``# EOF``: the
+    bytes prometheus_client's ``generate_latest`` writes for :func:`families_of` of the same rows
+    (labels sorted by name, values as Go writes floats, label values and HELP escaped as it does).
+
+    Speed (bench/bench_serve.py, pycore serve with 20 scripts: ~300 health samples a scrape): one
+    f-string a sample and one join, without prometheus_client's Metric and Sample objects, the
+    label dict made and sorted per sample and its per-sample format calls: each family's label order
+    is worked out once, and an integer below 10^6 (most health values) is written without float().
+    """
+    lines: list[str] = []
+    add = lines.append
+    for name, mtype, help_text, labels, samples in rows:
+        sample = name + "_total" if mtype == "counter" else name
+        help_text = help_text.replace("\\", "\\\\").replace("\n", "\\n")
+        if openmetrics:
+            help_text = help_text.replace('"', '\\"')
+            add(f"# HELP {name} {help_text}\n# TYPE {name} {mtype}\n")
+        else:
+            add(f"# HELP {sample} {help_text}\n# TYPE {sample} {mtype}\n")
+        if not labels:
+            add("".join([f"{sample} {_go(value)}\n" for _, value in samples]))
+            continue
+        order = sorted(range(len(labels)), key=labels.__getitem__)
+        if len(labels) == 1:
+            pre = f'{sample}{{{labels[0]}="'
+            add("".join([f'{pre}{_escape_value(values[0])}"}} {_go(value)}\n' for values, value in samples]))
+            continue
+        pairs = [(f'{labels[i]}="', i) for i in order]
+        add("".join([sample + "{" + ",".join([n + _escape_value(values[i]) + '"' for n, i in pairs])
+                     + f"}} {_go(value)}\n" for values, value in samples]))
+    return "".join(lines)
+
+
+def _go(value: float) -> str:
+    """A sample's value as prometheus_client writes it (floatToGoString): ``3.0``, ``1.5e+07``."""
+    if type(value) is int and -1_000_000_000_000_000 < value < 1_000_000:
+        return f"{value}.0"            # repr(float(value)), which Go would not write with an exponent
+    from prometheus_client.utils import floatToGoString
+
+    return floatToGoString(value)
+
+
+def _escape_value(v: str) -> str:
+    """A label value as prometheus_client escapes it: backslash, newline and double quote."""
+    return v.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
