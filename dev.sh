@@ -9,7 +9,7 @@
 #   ./dev.sh setup   set up only
 #   ./dev.sh vm-test set up (plus QEMU, kmod, virtme-ng), then run the kernel-marked
 #                    tests in Debian kernels under QEMU: python -m tests.vm.run ARGS
-#   ./dev.sh grammar set up, then regenerate pycore/lang/lark_standalone.py from
+#   ./dev.sh grammar set up, then regenerate pycore/lang/grammar_tables.py from
 #                    pycore/lang/grammar.lark (after every grammar change)
 #
 # Setup is idempotent and quick when already done:
@@ -218,19 +218,11 @@ case "$cmd" in
         [ "$host_rc" -eq 0 ] && [ "$vm_rc" -eq 0 ]
         exit $? ;;
     grammar)
-        # the trace language's parser: lark's standalone tool over the grammar (parser.py says why)
+        # the trace language's parser tables: lark's LALR parser for the grammar, as literals
+        # for pycore/lang/lalr.py (which says why)
         setup
-        out=pycore/lang/lark_standalone.py
-        { printf '%s\n' \
-            "# Generated from grammar.lark (sha256 $(sha256sum pycore/lang/grammar.lark | cut -d' ' -f1))" \
-            "# by lark's standalone tool through './dev.sh grammar', after every grammar change; do not edit." \
-            "# tests/test_trace_parser.py checks the hash, and that this parser and one lark builds from the" \
-            "# grammar make the same trees. Why: pycore trace then parses with neither lark nor a table cache." \
-            "# License: this file alone is lark's generated code, under the MPL 2.0 as stated below, which" \
-            "# allows its use in pycore (GPL-2.0, one of the MPL 2.0's \"Secondary Licenses\")."
-          "$VENV/bin/python" -m lark.tools.standalone --maybe_placeholders -s program -l contextual \
-            pycore/lang/grammar.lark
-        } > "$out.tmp"
+        out=pycore/lang/grammar_tables.py
+        "$VENV/bin/python" -m pycore.lang.lalr pycore/lang/grammar.lark > "$out.tmp"
         mv "$out.tmp" "$out"
         say "wrote $out" ;;
     vm-test)

@@ -1015,15 +1015,15 @@ def parse_error_in_file() -> ScriptError:
     return info.value
 
 
-def test_no_lark_exceptions_escape() -> None:
-    from pycore.lang.lark_standalone import LarkError
+def test_no_parser_exceptions_escape() -> None:
+    from pycore.lang.lalr import ParseError
 
     for src in ("BEGIN { $x = @[; }", "{", "}", "/", "BEGIN /", "BEGIN / pid", "kprobe:", "\0", "BEGIN { \x7f }",
                 "BEGIN { (struct", "struct foo {", "$x = 1", "BEGIN { $x = (struct path *); }"):
         try:
             parse(src)
         except ScriptError as e:
-            assert not isinstance(e, LarkError)
+            assert not isinstance(e, ParseError)
             assert e.line >= 1 and e.col >= 1
             assert e.format()
 
@@ -1073,50 +1073,76 @@ def _startup(env: dict[str, str]) -> float:
 
 
 def test_startup_needs_no_cache_and_no_lark(tmp_path: pytest.TempPathFactory) -> None:
-    """The parser is the generated standalone module: a first run parses with nothing cached
-    (not even where the cache directory cannot be made) and never imports lark."""
+    """The parser is lalr.py over the generated tables: a first run parses with nothing cached
+    (not even where the cache directory cannot be made) and imports neither lark nor what lark's
+    run time would (typing, dataclasses, logging)."""
     blocked = tmp_path / "blocked"
     blocked.write_text("a file, not a directory")
     for cache in (tmp_path / "cache", blocked):
         env = {**os.environ, "XDG_CACHE_HOME": str(cache)}
-        code = STARTUP + "import sys; assert 'lark' not in sys.modules, sorted(sys.modules)\n"
+        code = STARTUP + ("import sys\nheavy = {'lark', 'typing', 'dataclasses', 'logging'} & set(sys.modules)\n"
+                          "assert not heavy, heavy\n")
         out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
         assert out.returncode == 0 and out.stderr == "", out.stderr
         print(f"import+construct+parse, nothing cached: {float(out.stdout):.0f} ms")
     assert not (tmp_path / "cache").exists()      # parse() writes nothing; parse_cached keeps trees
 
 
-def test_standalone_parser_is_current() -> None:
-    """lark_standalone.py was generated from grammar.lark as it is (the hash in its header;
-    './dev.sh grammar' regenerates it), and parses as a parser lark builds from the grammar
-    today: the same trees for every script here, the same errors for broken ones. (lark's
-    output is not byte-stable from run to run: its state numbers change.)"""
+def test_generated_tables_are_current() -> None:
+    """grammar_tables.py was generated from grammar.lark as it is (the hash in its header;
+    './dev.sh grammar' regenerates it), and lalr.py over it parses as a parser lark builds from
+    the grammar today: the same trees for every script here, the same errors for broken ones,
+    with the same builder calls and lexer callbacks on the way. (lark's state numbers change
+    from run to run, so the tables are compared by what they do, not as text.)"""
     import hashlib
 
     from lark import Lark
 
-    shipped = Path(P.__file__).with_name("lark_standalone.py").read_text()
+    from pycore.lang import grammar_tables, lalr
+
+    shipped = Path(P.__file__).with_name("grammar_tables.py").read_text()
     digest = hashlib.sha256(Path(P._GRAMMAR).read_bytes()).hexdigest()
     assert f"(sha256 {digest})" in shipped.splitlines()[0], "grammar.lark changed: run ./dev.sh grammar"
 
+    class Recording(P._Builder):
+        """The builder, noting each call with its children (tokens with their type and position)."""
+
+        def __getattribute__(self, name: str) -> object:
+            f = super().__getattribute__(name)
+            if name.startswith("_") or not callable(f):
+                return f
+
+            def noted(c: list[object]) -> object:
+                calls.append((name, [(x.type, str(x), x.line, x.column) if isinstance(x, str) else x for x in c]))
+                return f(c)
+            return noted
+
+    def probe(tok: object) -> object:
+        calls.append(("PROBE", str(tok), tok.line, tok.column))   # type: ignore[attr-defined]
+        return P._check_probe(tok)   # type: ignore[arg-type]
+
     built = Lark(Path(P._GRAMMAR).read_text(), parser="lalr", lexer="contextual", start="program",
-                 transformer=P._Builder(), lexer_callbacks={"PROBE": P._check_probe}, maybe_placeholders=True)
-    standalone = P._parser()
+                 transformer=Recording(), lexer_callbacks={"PROBE": probe}, maybe_placeholders=True)
+    ours = lalr.Parser(grammar_tables, Recording(), {"PROBE": probe})
     broken = ["BEGIN { $x = ; }", "BEGIN { @[; }", "kprobe:f { printf(\"%d\", ) }", "BEGIN /", "BEGIN { if (1) }",
-              "BEGIN { ` }", "BEGIN { /* }", "kprobe: { }"]
+              "BEGIN { ` }", "BEGIN { /* }", "kprobe: { }", "BEGIN { } foo", "BEGIN { exit() } #x", "BEGIN { é }",
+              "kprobe:f/pid == 1/ { }", "BEGIN { (struct x *) }", "struct a { int x; }"]
     refused = []
     for text in [*ALL_SCRIPTS.values(), *broken]:
         outcomes = []
-        for parser in (built, standalone):
+        for parser in (built, ours):
+            calls: list[object] = []
             try:
-                outcomes.append(parser.parse(text))
+                outcome: object = parser.parse(text)
             except P._Fail as e:
-                outcomes.append(("fail", e.message, e.line, e.col))
-            except Exception as e:  # noqa: BLE001 - lark's and the standalone's exception classes differ
-                outcomes.append((type(e).__name__, getattr(e, "line", None), getattr(e, "column", None),
-                                 sorted(getattr(e, "expected", ()) or ())))
+                outcome = ("fail", e.message, e.line, e.col)
+            except Exception as e:  # noqa: BLE001 - lark's and lalr.py's exception classes differ
+                outcome = (type(e).__name__, getattr(e, "line", None), getattr(e, "column", None),
+                           getattr(e, "pos_in_stream", None), sorted(getattr(e, "expected", ()) or ()),
+                           sorted(getattr(e, "allowed", ()) or ()), sorted(getattr(e, "accepts", ()) or ()))
+            outcomes.append((outcome, calls))
         assert outcomes[0] == outcomes[1], text
-        if isinstance(outcomes[0], tuple):
+        if not isinstance(outcomes[0][0], A.Program):
             refused.append(text)
     assert refused == broken
 

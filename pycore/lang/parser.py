@@ -1,16 +1,16 @@
 """bpftrace script text -> :class:`pycore.lang.ast.Program`, or a :class:`ScriptError` saying where and why.
 
 The grammar is ``grammar.lark`` (LALR, contextual lexer). The tree is built
-while parsing (lark calls :class:`_Builder` at each reduction), so there is no
-intermediate parse tree and no recursion: however deep a script nests, parsing
-uses a stack, not Python frames; a tree nested deeper than :data:`MAX_DEPTH`
-is refused here, so later stages (which recurse) never meet one.
+while parsing (the parser calls :class:`_Builder` at each reduction), so there
+is no intermediate parse tree and no recursion: however deep a script nests,
+parsing uses a stack, not Python frames; a tree nested deeper than
+:data:`MAX_DEPTH` is refused here, so later stages (which recurse) never meet one.
 
-Start-up: the parser is lark's standalone module generated from the grammar
-(``lark_standalone.py``, see :func:`_parser`), built once per process on
-first use; ``pycore trace`` parses through :func:`parse_cached`, which keeps
-the trees of scripts it has parsed before, so running a script again needs no
-parser at all.
+Start-up: the parser is :mod:`pycore.lang.lalr` over tables lark computed from
+the grammar ahead of time (``grammar_tables.py``, see :func:`_parser`), built
+once per process on first use; ``pycore trace`` parses through
+:func:`parse_cached`, which keeps the trees of scripts it has parsed before,
+so running a script again needs no parser at all.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from pycore.lang.errors import ScriptError
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
-    from pycore.lang.lark_standalone import Token
+    from pycore.lang.lalr import Token
 
 __all__ = ["parse", "parse_cached", "parse_probe", "MAX_DEPTH", "PROBE_ALIASES", "PROBE_KINDS"]
 
@@ -70,22 +70,31 @@ class _Fail(Exception):
         self.message, self.line, self.col, self.width = message, line, col, width
 
 
-# -- the lark parser, built once -------------------------------------------------------------------
+# -- the parser, built once ------------------------------------------------------------------------
 #
-# Start-up trick: the parser is lark's standalone module, generated from
-# grammar.lark ahead of time (lark_standalone.py: lark's LALR runtime and our
-# tables as Python literals). Built from the grammar at run time, lark took
-# ~15 ms to import and ~65 ms to compute the tables; its own cache file of
-# them saved the 65 ms but not the import, and not on a first run or where
-# ~/.cache is read-only (the kernel VMs, a service with ProtectHome). The
-# standalone module loads from its .pyc: in bench_trace runs, start to
-# attached for a script not run before went from 81 to 57 ms, and for a first
-# run with an empty cache from 160 to 59 ms (bpftrace: 43-49 ms). The
-# contextual lexer's regexes are still compiled on first use (~10 ms); a
-# script run before needs no parser at all (parse_cached, below).
+# Start-up trick: lark is the grammar's tool at build time only. Built from
+# the grammar at run time, lark took ~15 ms to import and ~65 ms to compute
+# the tables; its own cache file of them saved the 65 ms but not the import,
+# and not on a first run or where ~/.cache is read-only (the kernel VMs, a
+# service with ProtectHome). Its standalone module (lark's runtime and our
+# tables as literals, generated ahead of time) still cost ~35 ms on a first
+# run: ~20 ms to import (typing, logging, dataclasses, pickle... and lark's
+# runtime), ~7 ms to build, ~4.5 ms to compile the contextual lexer's
+# regexes. Now './dev.sh grammar' exports lark's tables as plain literals
+# (grammar_tables.py) and lalr.py runs them, its lexer compiling only the
+# terminals a script meets. Building the parser (its modules' import
+# included) and the first parse of bench_trace's DWARF one-liner, in a fresh
+# process: 23 + 4.3 ms -> 0.9 + 0.9 ms (41 + 7.5 -> 1.3 + 1.1 ms, medians of
+# 12, with a QEMU VM busy on the same 2 CPUs). bench_trace, old and new
+# interleaved in the same minutes (medians of 5, two rounds each, bpftrace
+# 0.058-0.067 s): --only startup "pycore, new" 90/116 -> 60/57 ms (1.55/1.73x
+# -> 1.00/0.98x bpftrace's), "pycore, cold" 91/83 -> 72/63 ms (1.56/1.23x ->
+# 1.19/1.08x), peak RSS 22.2 -> 18.0 MiB; --only dwarf "pycore, first"
+# 1.36/2.31x -> 0.84/0.57x. A script run before needs no parser at all
+# (parse_cached, below).
 
-_PARSER: Any = None    # lark_standalone.Lark
-_GRAMMAR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "grammar.lark")   # lark_standalone.py's source
+_PARSER: Any = None    # lalr.Parser
+_GRAMMAR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "grammar.lark")   # grammar_tables.py's source
 
 
 def _cache_dir() -> str | None:
@@ -109,12 +118,13 @@ def _cache_dir() -> str | None:
 
 
 def _parser() -> Any:
-    """The process's one parser (lark_standalone's Lark), built on first use."""
+    """The process's one parser (lalr.Parser over grammar_tables), built on first use."""
     global _PARSER
     if _PARSER is None:
-        from pycore.lang.lark_standalone import Lark_StandAlone
+        from pycore.lang import grammar_tables
+        from pycore.lang.lalr import Parser
 
-        _PARSER = Lark_StandAlone(transformer=_Builder(), lexer_callbacks={"PROBE": _check_probe})
+        _PARSER = Parser(grammar_tables, _Builder(), {"PROBE": _check_probe})
     return _PARSER
 
 
@@ -123,7 +133,7 @@ def _parser() -> Any:
 
 def parse(text: str, filename: str = "<stdin>") -> A.Program:
     """Parse a whole bpftrace script; every problem is a ScriptError with FILE:LINE:COL and a caret."""
-    from pycore.lang.lark_standalone import LarkError, UnexpectedCharacters, UnexpectedInput, UnexpectedToken
+    from pycore.lang.lalr import UnexpectedCharacters, UnexpectedToken
 
     def error(message: str, line: int, col: int, width: int = 1) -> ScriptError:
         return ScriptError(message, line, col, filename, text, width)
@@ -136,10 +146,7 @@ def parse(text: str, filename: str = "<stdin>") -> A.Program:
         raise error(_bad_character(text, e.pos_in_stream), e.line, e.column) from None
     except UnexpectedToken as e:
         tok = e.token
-        try:  # what really fits here (LALR's own expected set merges states, so it over-reports)
-            accepts = e.accepts or e.expected
-        except Exception:  # noqa: BLE001 - only for a better message; the error stands regardless
-            accepts = e.expected
+        accepts = e.accepts or e.expected   # what really fits here (LALR's expected set merges states)
         if tok.type == "$END":
             line, col = _end_of(text)
             raise error(f"unexpected end of input — expected {_expected(accepts)}", line, col) from None
@@ -154,12 +161,8 @@ def parse(text: str, filename: str = "<stdin>") -> A.Program:
                         "union or enum there, or typedef in a header and #include it", line, col, 7) from None
         raise error(f"unexpected {_token(tok)} — expected {_expected(accepts)}", tok.line or 1,
                     tok.column or 1, width) from None
-    except UnexpectedInput as e:  # pragma: no cover - LALR raises the two above
-        raise error("syntax error", getattr(e, "line", 1), getattr(e, "column", 1)) from None
     except RecursionError:
         raise error(f"script nested too deeply to parse (more than {MAX_DEPTH} levels)", 1, 1) from None
-    except LarkError as e:  # pragma: no cover - a lark failure of its own, reported without its traceback
-        raise error(f"syntax error ({type(e).__name__})", 1, 1) from None
     for block in program.probes:
         if A.depth(block) > MAX_DEPTH:
             deep = _deepest(block)
@@ -184,23 +187,24 @@ def _program_started(text: str, pos: int) -> bool:
 # -- trees of scripts parsed before ----------------------------------------------------------------
 #
 # Start-up trick, for start-to-attached (bench/bench_trace.py): in a fresh
-# process, loading the parser module, building the parser and compiling the
+# process, loading lark's standalone parser, building it and compiling the
 # contextual lexer's per-state regexes cost ~35 ms, about as long as all the
-# rest of ``pycore trace``'s way to attached. A script run again (a one-liner
+# rest of ``pycore trace``'s way to attached (lalr.py has since cut that to
+# ~2 ms, but the tree is still not free to build). A script run again (a one-liner
 # re-run, a tool script started by cron or an agent) has the same tree, so
 # the tree itself is kept.
 #
 # The tree is a pickle in a 0700 cache directory of ours (_cache_dir). The
 # file is named by the CRC-32 and length of the script text, and holds the
 # text itself and the size and mtime of the code that shapes trees (this
-# module, ast.py, record.py, lark_standalone.py), as a .pyc does; both are
+# module, ast.py, record.py, lalr.py, grammar_tables.py), as a .pyc does; both are
 # compared on load, so a collision or new code is a miss, never a wrong tree. (Not a SHA-256:
 # importing hashlib loads OpenSSL, ~3 ms of a warm start.) Nothing else is
 # cached: probes, BTF and the checker run every time, against the kernel of
 # the moment. A file that does not load is parsed again and replaced.
 
 _TREE_CODE = (__file__, A.__file__, pycore.record.__file__,
-              os.path.join(os.path.dirname(os.path.abspath(__file__)), "lark_standalone.py"))
+              *(os.path.join(os.path.dirname(os.path.abspath(__file__)), f) for f in ("lalr.py", "grammar_tables.py")))
 _TREE_CACHE_FILES = 64   # newest kept; each holds one script's tree (a few KiB)
 
 
@@ -496,8 +500,9 @@ def _probe_spec(text: str, line: int, col: int) -> A.ProbeSpec:
 def _check_probe(tok: Token) -> Token:
     """Lexer callback: 'kprobe:f/pid == 1/' is reported as itself, not as the syntax error its remains cause.
 
-    Only that check runs here: lark's fallback lexer (used to name the token
-    of a syntax error) also calls this, for names in any context.
+    Only that check runs here: the fallback lexer of all terminals (used to
+    name the token of a syntax error, as lark's) also calls this, for names
+    in any context.
     """
     if "/" in tok and ":" in tok:
         try:
@@ -508,7 +513,7 @@ def _check_probe(tok: Token) -> Token:
     return tok
 
 
-# -- the tree builder (lark calls these at each reduction) ----------------------------------------
+# -- the tree builder (the parser calls these at each reduction) ----------------------------------
 
 def _tpos(tok: Token) -> A.Pos:
     return A.Pos(tok.line or 1, tok.column or 1)
@@ -517,9 +522,10 @@ def _tpos(tok: Token) -> A.Pos:
 class _Builder:
     """Builds ast nodes from the grammar's rules; one method per rule or alias in grammar.lark.
 
-    A plain object, not a lark Transformer: lark calls ``getattr(builder,
-    rule_name)(children)`` at each reduction. No method may be named after a
-    terminal (lark would run it on every token of that kind).
+    A plain object: the parser calls ``getattr(builder, rule_name)(children)``
+    at each reduction, as lark calls a transformer's (tests/test_trace_parser.py
+    runs it under both). No method may be named after a terminal (lark would
+    run it on every token of that kind).
     """
 
     # top level
