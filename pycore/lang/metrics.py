@@ -459,7 +459,7 @@ class ScriptCollector(Collector):
             ("pycore_script_map_keys", "gauge", "keys in each map of the script now "
              "(a map holds at most pycore_script_map_max_keys)", ("script", "map"),
              [([name, map_name], n) for map_name, n in self.keys.items()])]
-        refused = script.refused_keys()
+        lost, refused = script.counters()
         rows.append(("pycore_script_map_max_keys", "gauge", "keys a map of the script can hold "
                      "(pycore serve --map-keys-max)", ("script", "map"),
                      [([name, map_name], script.map_keys) for map_name in refused]))
@@ -471,7 +471,7 @@ class ScriptCollector(Collector):
         rows.append(("pycore_script_series_cut", "counter", "series left out of scrapes because the "
                      "script reached its series limit (summed over scrapes)", ("script",), [([name], self.cut_total)]))
         rows.append(("pycore_script_lost_events", "counter", "printf and other events the script's "
-                     "ring buffer had no room for", ("script",), [([name], script.lost_events())]))
+                     "ring buffer had no room for", ("script",), [([name], lost)]))
         if self.probes:
             rows += self._probe_stats(name)
         return rows

@@ -481,21 +481,26 @@ class Script:
         return values, fmt
 
     def lost_events(self) -> int:
-        scratch = self._maps.get("$scratch")
-        if scratch is None:
-            return 0
-        values = scratch.lookup_percpu(struct.pack("<I", 0))
-        return sum(struct.unpack_from("<Q", v)[0] for v in values)
+        """Events the ring had no room for (all CPUs, since the load)."""
+        return self.counters()[0]
 
     def refused_keys(self) -> dict[str, int]:
         """Map name -> new keys it refused because it was full (all CPUs' counts, since the load);
         every map of the script, 0 for most."""
+        return self.counters()[1]
+
+    def counters(self) -> tuple[int, dict[str, int]]:
+        """(lost events, {map: keys refused}): both counted in the per-CPU scratch entry, read with one
+        lookup (a scrape of pycore serve asks for both)."""
         scratch = self._maps.get("$scratch")
-        if scratch is None or self.layout is None:
-            return {}
+        if scratch is None:
+            return 0, {}
         values = scratch.lookup_percpu(struct.pack("<I", 0))
-        return {name: sum(struct.unpack_from("<Q", v, self.layout.refused_off(name))[0] for v in values)
-                for name in self.layout.maps}
+        lost = sum(struct.unpack_from("<Q", v)[0] for v in values)
+        if self.layout is None:
+            return lost, {}
+        return lost, {name: sum(struct.unpack_from("<Q", v, self.layout.refused_off(name))[0] for v in values)
+                      for name in self.layout.maps}
 
     # -- records ------------------------------------------------------------------------------------
 

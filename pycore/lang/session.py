@@ -575,10 +575,10 @@ class TraceRunner:
             self._chunks.append(O.EXIT_PREAMBLE)
             self._print_maps()
             self._write()
-            lost = script.lost_events()
+            lost, refused = script.counters()
             if lost:
                 print((O.lost_json(lost) if self.json else O.lost_text(lost)).rstrip("\n"), file=self.err)
-            for name, n in script.refused_keys().items():   # bpftrace 0.17 says nothing; newer ones warn
+            for name, n in refused.items():   # bpftrace 0.17 says nothing; newer ones warn
                 if n:
                     print(f"pycore trace: {name}: {n} key{'s' if n > 1 else ''} refused: the map was full at "
                           f"{script.map_keys} keys (BPFTRACE_MAP_KEYS_MAX)", file=self.err)
