@@ -39,7 +39,7 @@ def _texts() -> list[pathlib.Path]:
     files = [ROOT / "README.md", ROOT / "dev.sh", *(ROOT / "docs").rglob("*.md"), *(ROOT / "bench").rglob("*.py")]
     files += [p for p in (ROOT / "examples").rglob("*") if p.is_file() and p.suffix in {".md", ".py", ".toml", ".txt"}
               and "build" not in p.parts]
-    files += [p for p in (ROOT / "pycore").rglob("*.py") if p.name != "lark_standalone.py"]  # vendored lark
+    files += list((ROOT / "pycore").rglob("*.py"))
     files += [p for p in (ROOT / ".ci").rglob("*") if p.is_file()]
     return files
 
