@@ -11,11 +11,12 @@ consumer takes CLOCK_MONOTONIC when the record reaches its code and keeps the di
   run      rb.run(callback): the callback loop (ToolSession.run / TraceSession.run)
   async    async for ev in rb: the event loop's reader on the ring's epoll fd
   trace    for ev in pycore.trace(...).events(): a script's printf of nsecs, decoded into Events
-  floor, floor-async
+  floor, floor-async, floor-task
            no pycore code at all: the ring mmapped by the bench, a wake-up from select.epoll's poll()
-           (floor) or asyncio's add_reader (floor-async) reads each record's ts and moves the
-           consumer position: the least a Python consumer does, so the floor under events()/run()
-           and under async for (which also resumes a task) on this machine
+           (floor), asyncio's add_reader callback (floor-async) or a task awaiting a Future that
+           callback sets (floor-task) reads each record's ts and moves the consumer position: the
+           least a Python consumer does, so the floor under events()/run() and under async for
+           (a task too) on this machine
 
 Consumers are interleaved over --reps repetitions (a fresh object and producer each); the table shows
 the medians of each repetition's p50 and p99, and p99 as a ratio of C's (target: <= 2), then the range of
@@ -148,7 +149,9 @@ def run_floor(mode: str, n: int, interval: float) -> tuple[int, int]:
     timestamp. The ring is mmapped here as the kernel lays it out; a wake-up reads the positions, takes
     each record's ts (struct bench_event's second u64) and moves the consumer position.
     ``floor``: select.epoll's poll() in a loop (what events() and run() wait in);
-    ``floor-async``: asyncio's add_reader callback (what async for's reader runs in, before the task)."""
+    ``floor-async``: asyncio's add_reader callback (what async for's reader runs in, before the task);
+    ``floor-task``: a task awaiting a Future the reader callback sets, then reading: the floor of any
+    consumer written as an asyncio task (async for resumes its task inside the reader instead)."""
     import mmap
     import select
     import struct
@@ -184,6 +187,24 @@ def run_floor(mode: str, n: int, interval: float) -> tuple[int, int]:
                 if ep.poll(5):
                     drain()
             ep.close()
+        elif mode == "floor-task":
+            async def consume() -> None:
+                loop = asyncio.get_running_loop()
+                waiting: list = [None]
+
+                def ready() -> None:
+                    fut = waiting[0]
+                    if fut is not None and not fut.done():
+                        fut.set_result(None)
+                loop.add_reader(fd, ready)
+                while len(lat) < n:
+                    if u64.unpack_from(cons)[0] == u64.unpack_from(data)[0]:
+                        waiting[0] = loop.create_future()
+                        await asyncio.wait_for(waiting[0], 60)
+                        waiting[0] = None
+                    drain()
+                loop.remove_reader(fd)
+            asyncio.run(consume())
         else:
             async def consume() -> None:
                 loop = asyncio.get_running_loop()
@@ -265,7 +286,7 @@ def main() -> None:
     ap.add_argument("--interval-ms", type=float, default=1.0, help="time between two events")
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--idle-seconds", type=float, default=10.0)
-    ap.add_argument("--only", default="C,floor,events,run,floor-async,async,trace,idle")
+    ap.add_argument("--only", default="C,floor,events,run,floor-async,floor-task,async,trace,idle")
     args = ap.parse_args()
     only = args.only.split(",")
     interval = args.interval_ms / 1000
@@ -274,7 +295,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         binary = build_consumer(tmp) if "C" in only else ""
         for _ in range(args.reps):
-            for mode in ("C", "floor", "events", "run", "floor-async", "async", "trace"):
+            for mode in ("C", "floor", "events", "run", "floor-async", "floor-task", "async", "trace"):
                 if mode not in only:
                     continue
                 if mode == "C":
