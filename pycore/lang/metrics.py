@@ -551,9 +551,22 @@ def _numpy() -> Any:
 
 
 def _escape(v: str) -> str:
-    """A label value in the text format: backslash and double quote escaped (label_value() already
-    wrote newlines and other control characters as \\xNN)."""
-    return v.replace("\\", "\\\\").replace('"', '\\"') if ("\\" in v or '"' in v) else v
+    """A label value as prometheus_client escapes it: backslash, newline and double quote (a map key's
+    label_value() has written newlines as \\xNN already)."""
+    if "\\" in v or '"' in v or "\n" in v:
+        return v.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+    return v
+
+
+def _head(family: str, mtype: str, help_text: str, openmetrics: bool) -> str:
+    """A family's ``# HELP`` and ``# TYPE`` lines (``family``: a counter's name without ``_total``),
+    HELP escaped as prometheus_client does; the text format names a counter's family with ``_total``."""
+    help_text = help_text.replace("\\", "\\\\").replace("\n", "\\n")
+    if openmetrics:
+        help_text = help_text.replace('"', '\\"')
+    elif mtype == "counter":
+        family += "_total"
+    return f"# HELP {family} {help_text}\n# TYPE {family} {mtype}\n"
 
 
 def _families(read: list[tuple[MapMetric, list[tuple[list[str], str]], list[Any]]]) -> list[Any]:
@@ -592,17 +605,9 @@ def _text(read: list[tuple[MapMetric, list[tuple[list[str], str]], list[Any]]], 
     lines: list[str] = []
     add = lines.append
     for p, heads, values in read:
-        name = p.metric
-        family = name
-        if p.type == "counter":
-            family = name[:-6] if name.endswith("_total") else name
-            name = family + "_total"
-        help_text = p.help.replace("\\", "\\\\").replace("\n", "\\n")
-        if openmetrics:
-            help_text = help_text.replace('"', '\\"')
-        else:
-            family = name
-        add(f"# HELP {family} {help_text}\n# TYPE {family} {p.type}\n")
+        family = p.metric.removesuffix("_total") if p.type == "counter" else p.metric
+        name = family + "_total" if p.type == "counter" else family
+        add(_head(family, p.type, p.help, openmetrics))
         # a map's samples in one join of one list comprehension, not a string (and a call) per row;
         # the label text is "" exactly when the map has no key (p.labels is empty)
         if p.type == "histogram":
@@ -651,22 +656,17 @@ def families_text(rows: list[Family], openmetrics: bool = False) -> str:
     add = lines.append
     for name, mtype, help_text, labels, samples in rows:
         sample = name + "_total" if mtype == "counter" else name
-        help_text = help_text.replace("\\", "\\\\").replace("\n", "\\n")
-        if openmetrics:
-            help_text = help_text.replace('"', '\\"')
-            add(f"# HELP {name} {help_text}\n# TYPE {name} {mtype}\n")
-        else:
-            add(f"# HELP {sample} {help_text}\n# TYPE {sample} {mtype}\n")
+        add(_head(name, mtype, help_text, openmetrics))
         if not labels:
             add("".join([f"{sample} {_go(value)}\n" for _, value in samples]))
             continue
         order = sorted(range(len(labels)), key=labels.__getitem__)
         if len(labels) == 1:
             pre = f'{sample}{{{labels[0]}="'
-            add("".join([f'{pre}{_escape_value(values[0])}"}} {_go(value)}\n' for values, value in samples]))
+            add("".join([f'{pre}{_escape(values[0])}"}} {_go(value)}\n' for values, value in samples]))
             continue
         pairs = [(f'{labels[i]}="', i) for i in order]
-        add("".join([sample + "{" + ",".join([n + _escape_value(values[i]) + '"' for n, i in pairs])
+        add("".join([sample + "{" + ",".join([n + _escape(values[i]) + '"' for n, i in pairs])
                      + f"}} {_go(value)}\n" for values, value in samples]))
     return "".join(lines)
 
@@ -678,8 +678,3 @@ def _go(value: float) -> str:
     from prometheus_client.utils import floatToGoString
 
     return floatToGoString(value)
-
-
-def _escape_value(v: str) -> str:
-    """A label value as prometheus_client escapes it: backslash, newline and double quote."""
-    return v.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
