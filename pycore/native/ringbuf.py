@@ -533,10 +533,9 @@ class RingBuffer:
             while not self._closing:
                 batch = self._take()
                 if batch:
-                    if include_lost or self.on_lost is not None:
-                        lost = self.report_lost(include_lost)
-                        if lost is not None:
-                            yield lost
+                    lost = self.report_lost(include_lost)   # returns at once when no one asks for losses
+                    if lost is not None:
+                        yield lost
                     it = iter(batch)
                     try:
                         for ev in it:
