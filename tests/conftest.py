@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import signal
 import subprocess
 import time
@@ -57,6 +58,35 @@ def running(argv: list[str], **popen: Any) -> Iterator[subprocess.Popen]:
         if p.poll() is None:
             p.kill()
             p.wait()
+
+
+def wait_ready(p: subprocess.Popen, marker: bytes = b"R", timeout: float = 30) -> None:
+    """Until child ``p`` has written ``marker`` to its stdout pipe, or fail saying why.
+
+    A child whose events a test counts must not be traced while it still loads: ``Popen`` returns at
+    the exec, and the dynamic loader's opens (ld.so.cache, libc), or whatever else the start-up does,
+    can come after the trace is attached on a loaded machine.  So such a child writes ``marker`` once
+    its main() runs, just before it blocks for the test's go (a byte on stdin, a signal), and the test
+    attaches only after this returns.  The pipe is read byte by byte, unbuffered: what the child writes
+    after the marker is left for ``p.stdout``, text or binary."""
+    assert p.stdout is not None, "wait_ready needs the child's stdout as a pipe"
+    fd = p.stdout.fileno()
+    got = b""
+    deadline = time.monotonic() + timeout
+    while got != marker:
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([fd], [], [], left)[0]:
+            pytest.fail(f"child {p.args!r} not ready within {timeout} s (it wrote {got!r}, expected {marker!r})")
+        byte = os.read(fd, 1)
+        if not byte:
+            try:
+                status = f"exited ({p.wait(5)})"
+            except subprocess.TimeoutExpired:
+                status = "closed its stdout"
+            pytest.fail(f"child {p.args!r} {status} before it was ready (it wrote {got!r})")
+        got += byte
+        if not marker.startswith(got):
+            pytest.fail(f"child {p.args!r} wrote {got!r} before it was ready, expected {marker!r}")
 
 
 def stop(p: subprocess.Popen, sig: int = signal.SIGINT, timeout: float = 30, again: float = 5) -> tuple[str, str]:

@@ -15,7 +15,7 @@ import time
 import pytest
 
 import pycore
-from tests.conftest import require_root
+from tests.conftest import require_root, wait_ready
 
 
 @pytest.fixture(autouse=True)
@@ -31,14 +31,14 @@ OPENER = r"""
 #include <stdlib.h>
 #include <time.h>
 #include <unistd.h>
-/* waits for a byte on stdin (the tracer attaches meanwhile), then opens argv[1] argv[2] times and
-   sleeps argv[3] ms before it exits */
+/* says it is ready (an R on stdout: loaded, in main), waits for a byte on stdin (the tracer attaches
+   meanwhile), then opens argv[1] argv[2] times and sleeps argv[3] ms before it exits */
 int main(int argc, char **argv)
 {
 	int n = atoi(argv[2]), ms = atoi(argv[3]);
 	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
 	char c;
-	if (read(0, &c, 1) != 1)
+	if (write(1, "R", 1) != 1 || read(0, &c, 1) != 1)
 		return 1;
 	for (int i = 0; i < n; i++) {
 		int fd = open(argv[1], O_RDONLY | O_CREAT, 0600);
@@ -60,7 +60,16 @@ def opener(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 
 def _held(opener: str, path: str, n: int, ms: int) -> subprocess.Popen[bytes]:
-    return subprocess.Popen([opener, path, str(n), str(ms)], stdin=subprocess.PIPE)
+    """The opener, loaded and waiting for _go(): its dynamic loader's opens (ld.so.cache, libc) are
+    done before the test attaches, else a trace of its openat calls sees them (CI: 5 for 3)."""
+    child = subprocess.Popen([opener, path, str(n), str(ms)], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        wait_ready(child)
+    except BaseException:
+        child.kill()
+        child.wait()
+        raise
+    return child
 
 
 def _go(child: subprocess.Popen[bytes]) -> None:
