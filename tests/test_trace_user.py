@@ -27,7 +27,7 @@ import time
 
 import pytest
 
-from tests.conftest import require_root, stop
+from tests.conftest import require_root, stop, wait_ready
 from tests.test_trace import BPFTRACE, PYCORE, bpftrace, pycore, side_by_side
 
 sys.path.insert(0, os.path.dirname(__file__))
@@ -277,6 +277,8 @@ int main(void) {
     fprintf(f, "%lx %zx jitted::answer [JIT] tier1\n", (unsigned long)(page + 16), sizeof code);
     fclose(f);
     long (*fn)(void) = (long (*)(void))(page + 16);
+    puts("ready");                        /* its own getpid() above done: only fn()'s are traced */
+    fflush(stdout);
     if (getchar() != 'g') return 1;       /* the tracers are attached */
     for (int i = 0; i < 3; i++) fn();
     puts("called");
@@ -295,6 +297,7 @@ def test_jit_frames_named_from_the_perf_map(tmp_path):
                    check=True)
     target = subprocess.Popen([str(tmp_path / "jit")], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
+        wait_ready(target, b"ready\n")   # else its getpid() for the map's name can come after an attach
         program = (f"tracepoint:syscalls:sys_enter_getpid /pid == {target.pid}/ "
                    "{ @[ustack(perf, 2)] = count(); @u[ustack(1)] = count(); }")
         tracers = [Live(tool, program, "-p", str(target.pid)) for tool in ("pycore", "bpftrace")]
