@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import bpftool_show, require_root
+from tests.conftest import bpftool_show, require_root, wait_ready
 
 PYCORE = [sys.executable, "-m", "pycore"]
 FLOOD = 'tracepoint:raw_syscalls:sys_enter { printf("%d %s\\n", pid, comm); }'
@@ -244,11 +244,19 @@ EXITER_C = r"""
 #include <stdio.h>
 #include <time.h>
 #include <unistd.h>
-/* exiter [wait]: with an argument, pause until SIGUSR1; then print CLOCK_MONOTONIC's ns
-   (the clock of bpftrace's nsecs) and exit */
+/* exiter [wait]: with an argument, write R (ready: SIGUSR1 handled, and held until it waits) and wait
+   for SIGUSR1; then print CLOCK_MONOTONIC's ns (the clock of bpftrace's nsecs) and exit */
 static void on_usr1(int sig) { (void)sig; }
 int main(int argc, char **argv) {
-    if (argc > 1) { signal(SIGUSR1, on_usr1); pause(); }
+    if (argc > 1) {
+        sigset_t usr1, old;
+        sigemptyset(&usr1);
+        sigaddset(&usr1, SIGUSR1);
+        sigprocmask(SIG_BLOCK, &usr1, &old);
+        signal(SIGUSR1, on_usr1);
+        if (write(1, "R", 1) != 1) return 1;
+        sigsuspend(&old);
+    }
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     printf("exit %lld\n", (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec);
@@ -296,6 +304,7 @@ def test_pid_end_seen_at_once(exiter):
     for _ in range(5):
         target = subprocess.Popen([exiter, "wait"], stdout=subprocess.PIPE, text=True)
         try:
+            wait_ready(target)        # a SIGUSR1 before its handler would kill it
             tracer = subprocess.Popen([*PYCORE, "trace", "-e", END_ONLY, "-p", str(target.pid)],
                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
             assert tracer.stderr.readline().startswith("Attaching"), tracer.stderr.read()
