@@ -122,7 +122,7 @@ def test_tool_pg_queries(record_property):
     with pg_server() as server:
         tool = subprocess.Popen([sys.executable, "-m", "pycore", "run", "pg-queries", "-d", "6"],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        time.sleep(2.5)
+        assert tool.stdout.readline().split() == ["PID", "MS", "QUERY"], tool.stderr.read()  # attached
         server.psql("select pg_sleep(0.2)", "select 41 + 1")
         out, err = tool.communicate(timeout=60)
     assert tool.returncode == 0, err
@@ -136,7 +136,7 @@ def test_tool_pg_queries_min_ms():
     with pg_server() as server:
         tool = subprocess.Popen([sys.executable, "-m", "pycore", "run", "pg-queries", "--min-ms", "100", "-d", "6"],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        time.sleep(2.5)
+        assert tool.stdout.readline().split() == ["PID", "MS", "QUERY"], tool.stderr.read()  # attached
         server.psql("select pg_sleep(0.15)", "select 41 + 1")
         out, err = tool.communicate(timeout=60)
     assert "select pg_sleep(0.15)" in out
