@@ -36,6 +36,17 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Itera
             report.longrepr = f"skipped under CI: {reason} (./dev.sh installs what the tests need)"
 
 
+def pytest_runtest_logstart(nodeid: str, location: tuple) -> None:
+    """In a kernel VM (tests/vm sets PYCORE_VM_KMSG), name each test in the kernel's log as it starts,
+    so that an oops in the console is preceded by the test that was running (harness.oopses)."""
+    if os.environ.get("PYCORE_VM_KMSG"):
+        try:
+            with open("/dev/kmsg", "w") as kmsg:
+                kmsg.write(f"pycore-test: {nodeid}\n")
+        except OSError:
+            pass
+
+
 def is_root() -> bool:
     return os.geteuid() == 0
 

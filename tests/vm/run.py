@@ -33,7 +33,7 @@ import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from .harness import REPO, HarnessError, Result, fetch, kernel_test_files, log, precompile, run_kernel
+from .harness import REPO, TCG, HarnessError, Result, fetch, kernel_test_files, log, precompile, run_kernel
 
 RANK = {"-": 0, "ok": 1, "fallback": 2, "FAIL": 3}
 
@@ -89,6 +89,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="Debian kernel series, e.g. 6.1 or 6.12 (repeatable; default both)")
     ap.add_argument("--timeout", type=float, default=1800,
                     help="seconds per kernel (default 1800: the Ctrl-C tests interrupt 30 runs under TCG; both kernels and the host suite fit CI's 90 min)")
+    ap.add_argument("--tcg", choices=["single", "multi"], default=TCG,
+                    help=f"QEMU's TCG threading (default {TCG}: see harness.TCG for why)")
     ap.add_argument("--out", type=Path, default=REPO / "build" / "vm", help="result directory")
     ap.add_argument("--host-xml", type=Path, default=None,
                     help="host pytest junit xml for the matrix's host column (default OUT/host.xml)")
@@ -111,7 +113,8 @@ def main(argv: list[str] | None = None) -> int:
     for s in series:
         try:
             kernel = fetch(s)
-            results.append(run_kernel(kernel, out / kernel.release, args.pytest_args + files, args.timeout))
+            results.append(run_kernel(kernel, out / kernel.release, args.pytest_args + files, args.timeout,
+                                      args.tcg))
         except HarnessError as exc:
             log(f"FAIL {s}: {exc}")
             failed_setup.append(s)

@@ -1,0 +1,47 @@
+"""A kernel oops or panic in a VM fails the run and names the test that was running (issue 29).
+
+Boots Debian's 6.12 under QEMU (about 20 s) and crashes it on purpose from a test
+(tests/vm/guest_crash.py writes "c" to /proc/sysrq-trigger): the harness must fail the run, say
+which test was running and keep the kernel's report, with no retry.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .harness import fetch, oopses, precompile, run_kernel
+
+# An oops and the panic it led to, as 6.12 printed them under TCG (console.log, trimmed), with the
+# test marks the guest's conftest writes to /dev/kmsg.
+CONSOLE = """\
+[    7.391020] pycore-test: tests/test_stop_kernel.py::test_kprobe_printf_flood
+[    7.400111] pycore-test: tests/test_stop_kernel.py::test_lock_contention_exercise4
+[   18.587636] Oops: int3: 0000 [#1] PREEMPT SMP NOPTI
+[   18.588000] CPU: 1 UID: 0 PID: 353 Comm: renames Not tainted 6.12.117+deb12-amd64 #1  Debian 6.12.117-1~deb12u1
+[   18.588340] RIP: 0010:rwsem_down_write_slowpath+0x32f/0x640
+[   18.589957] RIP: 0033:0x7f7474237090
+[   18.590807] RIP: 0010:rwsem_down_write_slowpath+0x32f/0x640
+[   18.590989] Kernel panic - not syncing: Fatal exception in interrupt
+[   19.000000] pycore-test: tests/test_stop_kernel.py::test_print_args_flood
+[   19.100000] ------------[ cut here ]------------
+[   19.100001] WARNING: CPU: 0 PID: 1 at kernel/bpf/core.c:123 f+0x1/0x2
+"""
+
+
+def test_oopses_names_the_running_test():
+    reports = oopses(CONSOLE)
+    assert len(reports) == 2                        # the oops and its panic are one report
+    assert reports[0].splitlines()[0] == "running: tests/test_stop_kernel.py::test_lock_contention_exercise4"
+    assert "Oops: int3" in reports[0].splitlines()[1] and "Kernel panic" in reports[0]
+    assert reports[1].splitlines()[:2] == ["running: tests/test_stop_kernel.py::test_print_args_flood",
+                                           "[   19.100001] WARNING: CPU: 0 PID: 1 at kernel/bpf/core.c:123 f+0x1/0x2"]
+    assert oopses(CONSOLE.split("[   18.587636]")[0]) == []
+
+
+def test_a_kernel_panic_fails_the_vm_run(tmp_path: Path):
+    precompile()
+    result = run_kernel(fetch("6.12"), tmp_path / "out", ["tests/vm/guest_crash.py"], timeout=600)
+    assert not result.ok
+    assert result.exitcode is None                  # the guest died in the test
+    assert "tests/vm/guest_crash.py::test_crash ran" in result.error, result.error
+    assert "sysrq triggered crash" in result.oopses[0], result.oopses
