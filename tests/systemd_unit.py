@@ -8,6 +8,10 @@ tests.systemd_unit CONFIG.json``, run as root inside ``unshare --mount --uts``, 
 - ProtectSystem=strict: every mount read-only but /dev, /proc, /sys, the private /tmp and /var/tmp,
   the cache directory and ReadWritePaths= (each bound onto itself first);
 - ProtectHome=yes: /home, /root, /run/user empty and inaccessible (mode 000, read-only tmpfs);
+- the paths the test's ExecStart needs of the host (CONFIG's ``expose``: this clone and its venv),
+  opened before anything is hidden and bound back read-only at their own names where PrivateTmp= or
+  ProtectHome= hid them (tests/reach.py; the directories on the way made 0755 in /tmp, 0111 in
+  /root and /home), so that the clone may lie anywhere;
 - PrivateTmp=yes: fresh tmpfs on /tmp and /var/tmp; PrivateDevices=yes: a tmpfs /dev holding null,
   zero, full, random, urandom, tty, pts, shm; ProtectKernelModules=yes: /usr/lib/modules
   inaccessible; ProtectKernelLogs=yes: /proc/kmsg inaccessible; ProtectControlGroups=yes:
@@ -32,6 +36,8 @@ import resource
 import shlex
 import subprocess
 import sys
+
+from tests import reach
 
 # Made by main() below.
 REALISED = {
@@ -94,8 +100,15 @@ def _mount(*argv: str) -> None:
     subprocess.run(["mount", *argv], check=True)
 
 
-def _inaccessible(path: str) -> None:
-    if os.path.isdir(path):
+def _inaccessible(path: str, kept: list[tuple[str, int]]) -> None:
+    """``path`` empty and inaccessible, as systemd makes it; a kept path below it (``expose``) gets its
+    mount point there, and the directories on the way to it are left for traversal only (mode 0111:
+    no listing them without CAP_DAC_READ_SEARCH, which the unit does not have)."""
+    if os.path.isdir(path) and any(reach.under(k, path) for k, _ in kept):
+        _mount("-t", "tmpfs", "-o", "mode=111,size=4k", "tmpfs", path)
+        reach.mount_points(path, kept, 0o111)
+        _mount("-o", "remount,bind,ro", path)
+    elif os.path.isdir(path):
         _mount("-t", "tmpfs", "-o", "ro,mode=000,size=4k", "tmpfs", path)
     elif os.path.exists(path):
         _mount("--bind", "/dev/.inaccessible", path)
@@ -190,7 +203,15 @@ def install_seccomp(program: list[tuple[int, int, int, int]]) -> None:
 
 def main(config_path: str) -> None:
     """Realise the unit of CONFIG (the unit's text, the cache directory to bind, the argv to run in
-    place of ExecStart's) in this mount namespace, then exec it."""
+    place of ExecStart's, the host paths that argv needs: ``expose``) in this mount namespace, then
+    exec it.
+
+    The cache directory and the ``expose`` paths (this clone's venv and package, the scripts; with a
+    unit naming /usr/local/bin/pycore and /etc/pycore/scripts nothing would need it) are opened first:
+    wherever the clone lies, under /tmp or /root too, PrivateTmp= and ProtectHome= cannot hide them.
+    Each ``expose`` path that they would hide is bound back read-only at its own name, on a mount
+    point made in the fresh /tmp or the inaccessible /root (as BindReadOnlyPaths= would), so the
+    file system is the unit's plus these paths."""
     with open(config_path) as f:
         config = json.load(f)
     service = parse(config["unit"])["Service"]
@@ -199,6 +220,9 @@ def main(config_path: str) -> None:
         sys.exit(f"systemd_unit: the unit sets {sorted(unknown)}, which this test neither makes nor lists")
     _mount("--make-rprivate", "/")
     writable: list[str] = []
+    cache_fd = os.open(config["cache_dir"], os.O_PATH | os.O_DIRECTORY)
+    kept = reach.keep(config.get("expose", []))
+    covered: list[str] = []
 
     if _yes(service, "PrivateDevices"):   # as systemd does: the few device nodes made anew
         nodes = {name: os.stat(f"/dev/{name}") for name in ("null", "zero", "full", "random", "urandom", "tty")}
@@ -222,23 +246,26 @@ def main(config_path: str) -> None:
     if _yes(service, "PrivateTmp"):
         for d in ("/tmp", "/var/tmp"):
             _mount("-t", "tmpfs", "-o", "mode=1777,nosuid,nodev", "tmpfs", d)
+            reach.mount_points(d, kept, 0o755)
             writable.append(d)
+            covered.append(d)
     if _yes(service, "ProtectHome"):
         for d in ("/home", "/root", "/run/user"):
-            _inaccessible(d)
+            _inaccessible(d, kept)
+            covered.append(d)
     if _yes(service, "ProtectKernelModules"):
         for d in ("/usr/lib/modules", "/lib/modules"):
             if os.path.isdir(d) and not os.path.islink(d):
-                _inaccessible(d)
+                _inaccessible(d, [])
     if _yes(service, "ProtectKernelLogs"):
-        _inaccessible("/proc/kmsg")
+        _inaccessible("/proc/kmsg", [])
     env = {"PATH": DEFAULT_PATH}
     for name in words(service, "CacheDirectory"):
         path = f"/var/cache/{name}"
         if not os.path.isdir(path):  # a mount point for the test's directory, in this namespace only
             _mount("-t", "tmpfs", "-o", "mode=755", "tmpfs", "/var/cache")
             os.mkdir(path)
-        _mount("--bind", config["cache_dir"], path)
+        reach.bind(cache_fd, path)
         os.chmod(path, int(service.get("CacheDirectoryMode", ["0755"])[-1], 8))
         writable.append(path)
         env["CACHE_DIRECTORY"] = path
@@ -246,6 +273,9 @@ def main(config_path: str) -> None:
         path = path.lstrip("-")
         _mount("--bind", path, path)
         writable.append(path)
+    reach.expose(kept, covered, readonly=True)
+    reach.release(kept)
+    os.close(cache_fd)
     if service.get("ProtectSystem", ["no"])[-1] == "strict":
         for mp in _mountpoints():
             if not _under(mp, ["/proc", "/sys", "/dev", *writable]):

@@ -33,7 +33,7 @@ from pathlib import Path
 
 import pytest
 
-from tests import systemd_unit
+from tests import reach, systemd_unit
 from tests.conftest import require_root, running, stop
 
 pytest.importorskip("prometheus_client")
@@ -42,6 +42,11 @@ ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "systemd"
 UNIT = EXAMPLE / "pycore-serve.service"
 PYCORE = Path(sys.executable).with_name("pycore")
+# What the service run here needs of the host besides the unit's own file system: this clone (the
+# editable install's package and build, the test's scripts under build/) and its venv. Wherever the
+# clone lies (under /tmp or /root too, which the unit hides), the sandbox binds them back read-only
+# at their own names (tests/reach.py).
+EXPOSE = [str(ROOT), sys.prefix]
 OPENS = 7
 CAP_BITS = {"bpf": 39, "perfmon": 38, "syslog": 34, "sys_ptrace": 19, "sys_admin": 21, "sys_resource": 24,
             "dac_read_search": 2, "dac_override": 1}
@@ -73,8 +78,9 @@ def _free_port() -> int:
 
 @pytest.fixture
 def place() -> Iterator[Path]:
-    """The test's scripts and cache directories, outside /tmp (the service's /tmp is its own) and
-    root's only, as pycore serve asks of script directories."""
+    """The test's scripts and cache directories, in this clone's build/ (the sandbox binds the cache
+    directory and exposes the clone even where PrivateTmp= or ProtectHome= would hide them), root's
+    only, as pycore serve asks of script directories."""
     base = ROOT / "build"
     base.mkdir(exist_ok=True)
     d = Path(tempfile.mkdtemp(prefix="systemd-unit-", dir=base))
@@ -117,7 +123,7 @@ def serve_as_unit(place: Path, unit_text: str) -> dict[str, Any]:
     port = _free_port()
     config = place / "config.json"
     config.write_text(json.dumps({"unit": unit_text, "cache_dir": str(place / "cache"),
-                                  "argv": exec_start(port, place / "scripts")}))
+                                  "argv": exec_start(port, place / "scripts"), "expose": EXPOSE}))
     seen: dict[str, Any] = {}
     argv = ["unshare", "--mount", "--uts", "--propagation", "private", "--",
             sys.executable, "-m", "tests.systemd_unit", str(config)]
@@ -220,7 +226,12 @@ def test_unit_serves_under_its_settings(place: Path) -> None:
             assert "ro" in opts, (mp, opts)
     assert "rw" in mounts["/var/cache/pycore"] and "rw" in mounts["/tmp"]
     assert "ro" in mounts["/root"] and "ro" in mounts["/home"]
-    assert seen["root_listing"] == []                       # its own /tmp
+    # its own /tmp: empty, but for the way to this clone where the clone lies under /tmp
+    exposed = [os.path.realpath(p) for p in EXPOSE]
+    assert seen["root_listing"] == sorted({p.split("/")[2] for p in exposed if reach.under(p, "/tmp")})
+    for p in exposed:            # bound back read-only where the unit hides it, else read-only with /
+        mp = max((m for m in mounts if reach.under(p, m)), key=len)
+        assert "ro" in mounts[mp], (p, mp, mounts[mp])
     # pycore kept its cache in the cache directory: the scripts' parsed trees ($XDG_CACHE_HOME/pycore)
     cached = [p.name for p in (place / "cache").iterdir()]
     assert sum(c.startswith("trace-tree-") for c in cached) == 2, cached
@@ -281,7 +292,7 @@ def test_the_sandbox_bites(place: Path) -> None:
     require_root()
     config = place / "config.json"
     config.write_text(json.dumps({"unit": UNIT.read_text(), "cache_dir": str(place / "cache"),
-                                  "argv": [sys.executable, "-c", PROBE]}))
+                                  "argv": [sys.executable, "-c", PROBE], "expose": EXPOSE}))
     r = subprocess.run(["unshare", "--mount", "--uts", "--propagation", "private", "--",
                         sys.executable, "-m", "tests.systemd_unit", str(config)],
                        capture_output=True, text=True, timeout=60, cwd=ROOT)
