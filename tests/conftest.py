@@ -12,11 +12,17 @@ import os
 import select
 import signal
 import subprocess
+import sys
 import time
 from contextlib import contextmanager
 from typing import Any, Iterator
 
 import pytest
+
+from tests import reach
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
 
 
 # Under CI (CI=true, as .ci/run's clean clone has it) a test may skip only for what the kernel it runs
@@ -55,6 +61,18 @@ def require_root() -> None:
     """Skip the calling test unless running as root (BPF loading needs it)."""
     if not is_root():
         pytest.skip("needs root (CAP_BPF/CAP_PERFMON)")
+
+
+def for_everyone(argv: list[str]) -> list[str]:
+    """``argv`` (run as root, dropping to another user itself) where that user can reach this clone
+    and its venv: a clone lying where others cannot enter (under /root, mode 0700) is bound back, at
+    its own name, in a mount namespace of argv's own (tests/reach.py); elsewhere ``argv`` as it is."""
+    return reach.for_everyone([ROOT, sys.prefix], argv)
+
+
+def as_nobody(argv: list[str]) -> list[str]:
+    """``argv`` run as nobody (uid and gid 65534, no groups, no capabilities), wherever the clone lies."""
+    return for_everyone([*NOBODY, *argv])
 
 
 @contextmanager

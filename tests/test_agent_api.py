@@ -12,7 +12,7 @@ import sys
 import pytest
 
 import pycore
-from tests.conftest import require_root
+from tests.conftest import for_everyone, require_root
 
 PYCORE = [sys.executable, "-m", "pycore"]
 
@@ -545,7 +545,8 @@ def test_bad_input_table() -> None:
     require_root()
     docs = (pathlib_root() / "docs" / "embedding.md").read_text().split("## Errors", 1)[1]
     # not root: run as nobody (no CAP_BPF or CAP_PERFMON)
-    r = subprocess.run([sys.executable, "-c", UNPRIVILEGED], capture_output=True, text=True, timeout=60, cwd="/")
+    r = subprocess.run(for_everyone([sys.executable, "-c", UNPRIVILEGED]), capture_output=True, text=True,
+                       timeout=60, cwd="/")
     lines = r.stdout.splitlines()
     assert r.returncode == 0 and len(lines) == 2, r.stdout + r.stderr
     assert all(line.startswith("PermissionError pycore: ") and "CAP_BPF" in line for line in lines), lines

@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 
 import pytest
 
-from conftest import require_root
+from conftest import as_nobody, require_root
 from pycore.kernel.features import CHECKS, Features, Result
 from pycore.kernel.privileges import CAP_BPF, CAP_PERFMON, CAP_SYS_ADMIN, missing_privileges
 
@@ -125,15 +124,9 @@ def test_cli_table():
     assert any(line.startswith("tp_btf") and " yes " in line for line in lines)
 
 
-def _as_nobody(argv: list[str]) -> list[str]:
-    if shutil.which("setpriv"):
-        return ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", *argv]
-    return ["su", "nobody", "-s", "/bin/sh", "-c", " ".join(argv)]
-
-
 def test_cli_without_privileges_exits_2():
     require_root()  # to become nobody
-    out = subprocess.run(_as_nobody(PYCORE + ["features"]), capture_output=True, text=True, timeout=60,
+    out = subprocess.run(as_nobody(PYCORE + ["features"]), capture_output=True, text=True, timeout=60,
                          cwd="/", env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
     assert out.returncode == 2, (out.stdout, out.stderr)
     assert out.stdout == ""

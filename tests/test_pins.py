@@ -25,7 +25,7 @@ from pycore.errors import PinError, PinMismatch
 from pycore.native import bpffs
 from pycore.native.maplayout import differences
 from tests.btfbuild import Builder
-from tests.conftest import bpftool_show, require_root, running
+from tests.conftest import as_nobody, bpftool_show, require_root, running
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 AGENT = os.path.join(ROOT, "tests", "pin_agent.py")
@@ -295,7 +295,7 @@ def test_pins_errors_are_one_line(args, why):
 def test_pins_without_privileges(pin_dir):
     with BpfObject(object_path("test_pin_v1"), pin_dir=pin_dir) as obj:
         obj.load()
-    r = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", *PYCORE, "pins", pin_dir],
+    r = subprocess.run(as_nobody([*PYCORE, "pins", pin_dir]),
                        capture_output=True, text=True, timeout=60, cwd="/")
     assert r.returncode == 2 and r.stderr.count("\n") == 1, r
     assert "permission denied; needs root" in r.stderr

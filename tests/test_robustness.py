@@ -24,7 +24,7 @@ import time
 
 import pytest
 
-from tests.conftest import bpftool_show, require_root
+from tests.conftest import NOBODY, bpftool_show, for_everyone, require_root
 
 PYCORE = [sys.executable, "-m", "pycore"]
 
@@ -375,11 +375,9 @@ def test_two_tools_and_an_embedded_agent_on_sys_exit(tmp_path_factory):
 
 # -- (d) without privileges --------------------------------------------------------------------
 
-NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
-
-
 def _as(prefix: list[str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*prefix, *PYCORE, *args], capture_output=True, text=True, timeout=60, cwd="/")
+    return subprocess.run(for_everyone([*prefix, *PYCORE, *args]), capture_output=True, text=True, timeout=60,
+                          cwd="/")
 
 
 @pytest.mark.parametrize("args", [("run", "fget-crack", "-d", "0"), ("run", "usdt-passwd"),
