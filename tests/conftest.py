@@ -10,9 +10,11 @@ from __future__ import annotations
 import json
 import os
 import select
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from contextlib import contextmanager
 from typing import Any, Iterator
@@ -23,6 +25,27 @@ from tests import reach
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+
+
+_CACHE: str | None = None
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The run's caches in a directory of its own, removed at its end: $XDG_CACHE_HOME (pycore's
+    parsed scripts, vmlinux.h, BTF and DWARF indexes) and $PYCORE_EXAMPLE_BUILD (the skeleton example's
+    build), inherited by every process a test starts. What an earlier run, or a clone at another
+    version, left in ~/.cache/pycore (kept by build id or key, not by pycore's version) cannot decide
+    what this run sees, nor this run leave anything there; tests of the caches set their own."""
+    global _CACHE
+    _CACHE = tempfile.mkdtemp(prefix="pycore-test-cache-")
+    os.environ["XDG_CACHE_HOME"] = _CACHE
+    os.environ["PYCORE_EXAMPLE_BUILD"] = os.path.join(_CACHE, "pycore", "examples")
+    os.environ.pop("PYCORE_CACHE_DIR", None)    # the DWARF indexes: under $XDG_CACHE_HOME/pycore too
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if _CACHE is not None:
+        shutil.rmtree(_CACHE, ignore_errors=True)
 
 
 # Under CI (CI=true, as .ci/run's clean clone has it) a test may skip only for what the kernel it runs
