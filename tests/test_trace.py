@@ -198,8 +198,8 @@ def test_block_io_sizes(tmp_path):
 # -- the lab's lock-contention script and its exercises -----------------------------------------
 
 LOCK_WORK = """
-import os, sys, tempfile, threading
-d = tempfile.mkdtemp()
+import os, shutil, sys, tempfile, threading
+d = tempfile.mkdtemp()   # removed at the end: nothing left in /tmp
 tids = [threading.get_native_id()]
 def work(i):
     tids.append(threading.get_native_id())
@@ -210,6 +210,7 @@ def work(i):
 threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]
 for t in threads: t.start()
 for t in threads: t.join()
+shutil.rmtree(d)
 if len(sys.argv) > 1:
     open(sys.argv[1], "w").write(" ".join(map(str, tids)))
 """

@@ -474,15 +474,16 @@ def test_python_pid_ends_with_the_process(py_script):
 TYPED = ["echo one", "true two three", "exit"]
 
 
-def _bash_session(tool: str) -> tuple[str, str]:
-    """An interactive bash in a pty, held until the tracer is ready (the pid is passed as $1), then typed at."""
+def _bash_session(tool: str, home: str) -> tuple[str, str]:
+    """An interactive bash in a pty, held until the tracer is ready (the pid is passed as $1), then typed at;
+    its HOME ``home``, the test's own (with /tmp, it read /tmp/.inputrc and wrote /tmp/.bash_history)."""
     gate_r, gate_w = os.pipe()
     pid, fd = pty.fork()
     if pid == 0:                                       # the child: wait for the gate, become bash
         os.close(gate_w)
         os.read(gate_r, 1)
         os.execve("/bin/bash", ["bash", "--norc", "--noprofile", "-i"],
-                  {"TERM": "dumb", "PS1": "$ ", "PATH": "/usr/bin:/bin", "HOME": "/tmp"})
+                  {"TERM": "dumb", "PS1": "$ ", "PATH": "/usr/bin:/bin", "HOME": home})
     os.close(gate_r)
     program = 'uretprobe:/bin/bash:readline /pid == $1/ { printf("%s\\n", str(retval)); @lines = count(); }'
     tracer = Live(tool, program, params=(str(pid),))
@@ -520,9 +521,9 @@ def _bash_session(tool: str) -> tuple[str, str]:
             tracer.proc.wait()
 
 
-def test_bash_readline_uretprobe_through_a_pty():
-    ours, err = _bash_session("pycore")
-    theirs, terr = _bash_session("bpftrace")
+def test_bash_readline_uretprobe_through_a_pty(tmp_path):
+    ours, err = _bash_session("pycore", str(tmp_path))
+    theirs, terr = _bash_session("bpftrace", str(tmp_path))
     assert ours == "".join(t + "\n" for t in TYPED) + "\n\n@lines: 3\n", (ours, err)
     assert ours == theirs, (theirs, terr)
 
