@@ -25,12 +25,11 @@ from pycore.errors import PinError, PinMismatch
 from pycore.native import bpffs
 from pycore.native.maplayout import differences
 from tests.btfbuild import Builder
-from tests.conftest import as_nobody, bpftool_show, require_root, running
+from tests.conftest import BPFFS, as_nobody, bpftool_show, ensure_bpffs, require_root, running
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 AGENT = os.path.join(ROOT, "tests", "pin_agent.py")
 PYCORE = [sys.executable, "-m", "pycore"]
-BPFFS = "/sys/fs/bpf"
 
 WORKLOAD = r"""
 import os, sys
@@ -43,13 +42,6 @@ for line in sys.stdin:
         f()
     sys.stdout.write("done\n"); sys.stdout.flush()
 """
-
-
-def ensure_bpffs() -> None:
-    with open("/proc/mounts") as f:
-        if any(line.split()[1:3] == [BPFFS, "bpf"] for line in f):
-            return
-    subprocess.run(["mount", "-t", "bpf", "bpf", BPFFS], check=True)
 
 
 @pytest.fixture
@@ -108,6 +100,15 @@ def wait_gone(kind: str, ids: set[int], timeout: float = 10.0) -> None:
         time.sleep(0.05)
 
 
+def progs_of(link_ids: set[int]) -> set[int]:
+    """The programs of these links: a link's id leaves the kernel's table before its program is taken
+    off the hook (bpf_link_free: the id, then release, then the program put), so waiting for the
+    programs to be gone is waiting for the links to be detached."""
+    got = {o["id"]: o["prog_id"] for o in bpftool_show("link") if o["id"] in link_ids}
+    assert set(got) == link_ids, f"links {sorted(link_ids - set(got))} not in the kernel"
+    return set(got.values())
+
+
 def pins(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([*PYCORE, "pins", *args], capture_output=True, text=True, timeout=60, cwd=ROOT)
 
@@ -132,9 +133,11 @@ def test_agent_killed_and_upgraded_continues_its_counters(pin_dir):
             first = v1.read()
             assert calls(first) == 1000 and calls(first, 1) == 0
             assert sum(first["by_tid"].values()) == 1000
+            v1_progs = progs_of({link["id"] for link in v1.hello["links"]})
             v1.kill()
         # killed: its (unpinned) link goes; calls now are not counted, the maps stay
         wait_gone("link", {link["id"] for link in v1.hello["links"]})
+        wait_gone("prog", v1_progs)
         work(wl, "getpid", 300)
 
         # version 2, a newer build: same layouts, new logic, a new map; pins its links
@@ -154,8 +157,9 @@ def test_agent_killed_and_upgraded_continues_its_counters(pin_dir):
             assert calls(second, 1) == 7                            # version 2's new program
             assert sum(second["by_tid"].values()) == 1500
             assert second["seen"] == {"0": 500, "1": 7}             # the new map
+            v2_links = {link["id"] for link in v2.hello["links"]}
+            v2_progs = progs_of(v2_links)
             v2.kill()
-        v2_links = {link["id"] for link in v2.hello["links"]}
         # its links are pinned: they keep counting while the agent is down
         work(wl, "getpid", 200)
         assert v2_links <= {o["id"] for o in bpftool_show("link")}
@@ -188,6 +192,7 @@ def test_agent_killed_and_upgraded_continues_its_counters(pin_dir):
         with Agent("test_pin_v2", pin_dir, wl.pid, "--pin-maps", "by_tid", "--pin-links") as again:
             assert again.hello["reused"] == ["by_tid", "seen", "stats"]
             wait_gone("link", v2_links)  # the old links are detached, not running beside the new
+            wait_gone("prog", v2_progs)
             assert calls(again.read()) == 1500 + 200
             work(wl, "getpid", 100)
             assert calls(again.read()) == 1500 + 200 + 100
