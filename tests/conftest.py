@@ -156,6 +156,18 @@ def stop(p: subprocess.Popen, sig: int = signal.SIGINT, timeout: float = 30, aga
                 raise
 
 
+BPFFS = "/sys/fs/bpf"
+
+
+def ensure_bpffs() -> None:
+    """Mount bpffs on /sys/fs/bpf unless it is there: systemd mounts it at boot, this machine's init
+    does not, and a test that pins must not depend on an earlier test having mounted it."""
+    with open("/proc/mounts") as f:
+        if any(line.split()[1:3] == [BPFFS, "bpf"] for line in f):
+            return
+    subprocess.run(["mount", "-t", "bpf", "bpf", BPFFS], check=True)
+
+
 def bpftool_show(kind: str, tries: int = 5) -> list[dict]:
     """``bpftool -j KIND show`` as JSON.  bpftool lists ids, then queries
     each one; an object the kernel frees in between (right after a tool was

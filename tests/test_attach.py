@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import bpftool_show, require_root
+from tests.conftest import BPFFS, bpftool_show, ensure_bpffs, require_root
 from pycore.native import libbpf as L
 from pycore.errors import BpfError
 from pycore.kernel.features import Features
@@ -29,7 +29,6 @@ from pycore.native.shipped import object_path
 SRC_TP_BTF, SRC_TRACEPOINT, SRC_RAW_TP, SRC_UPROBE, SRC_URETPROBE, SRC_URETPROBE_SUM, \
     SRC_FENTRY, SRC_FEXIT, SRC_KPROBE = range(1, 10)
 N = 50
-BPFFS = "/sys/fs/bpf"
 PID = os.getpid()  # once: every getpid(2) of ours is counted
 
 TARGET_C = r"""
@@ -131,13 +130,6 @@ def wait_gone(kind: str, ids: set[int], timeout: float = 3.0) -> set[int]:
     while (left := ids & bpftool_ids(kind)) and time.monotonic() < deadline:
         time.sleep(0.05)
     return left
-
-
-def ensure_bpffs() -> None:
-    with open("/proc/mounts") as f:
-        if any(line.split()[1:3] == [BPFFS, "bpf"] for line in f):
-            return
-    subprocess.run(["mount", "-t", "bpf", "bpf", BPFFS], check=True)
 
 
 def run_target(target: str, n: int = N, wait: bool = False) -> subprocess.Popen:

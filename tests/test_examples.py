@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from tests.conftest import require_root
+from tests.conftest import ensure_bpffs, require_root
 
 EXAMPLES = sorted((pathlib.Path(__file__).parent.parent / "examples").glob("embed_*.py"))
 
@@ -35,6 +35,7 @@ def test_every_example_has_expectations():
 @pytest.mark.parametrize("path", EXAMPLES, ids=[p.name for p in EXAMPLES])
 def test_example_runs(path: pathlib.Path) -> None:
     require_root()
+    ensure_bpffs()     # embed_skeleton_pins.py pins under /sys/fs/bpf
     r = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=60, cwd="/")
     assert r.returncode == 0, r.stderr
     assert "Traceback" not in r.stderr

@@ -35,7 +35,7 @@ from pycore.errors import BpfError
 from pycore.native.shipped import available_objects, object_path
 from pycore.skel import PerCpuMap, Section, Skeleton, TypedMap
 from pycore.skel.generate import generate
-from tests.conftest import require_root
+from tests.conftest import ensure_bpffs, require_root
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 GOLDEN = ROOT / "tests" / "golden" / "skel"
@@ -445,8 +445,7 @@ def test_open_forwards_bpfobject_arguments(skel_dir: pathlib.Path) -> None:
     require_root()
     mod = import_file(skel_dir / "test_pin_v1_skel.py")
     d = f"/sys/fs/bpf/pycore_skel_test_{os.getpid()}"
-    if not os.path.ismount("/sys/fs/bpf"):
-        subprocess.run(["mount", "-t", "bpf", "bpf", "/sys/fs/bpf"], check=True)
+    ensure_bpffs()
     try:
         with mod.TestPinV1.open(pin_dir=d, pin_maps=True) as skel:
             skel.load()
