@@ -16,7 +16,6 @@ many runs ran, how many oopses, and in which run each was (its RIP line). Result
 from __future__ import annotations
 
 import argparse
-import re
 import shlex
 import subprocess
 import sys

@@ -337,14 +337,19 @@ def _run_once(kernel: Kernel, outdir: Path, pytest_args: list[str], timeout: flo
         result.error = (f"kernel report in the console while {first[0].removeprefix('running: ')} ran: "
                         f"{first[1].split('] ', 1)[-1]}" + (f" (and {len(result.oopses) - 1} more)"
                                                             if len(result.oopses) > 1 else ""))
-        for report in result.oopses:
-            log(f"--- {kernel.release}: kernel report ---")
-            for line in report.splitlines():
-                print(f"    {line}", file=sys.stderr)
-    if not result.ok:
-        tail("console", outdir / "console.log")
-        tail("pytest", outdir / "pytest.log")
     return result
+
+
+def explain(result: Result) -> None:
+    """Print why a run failed: its kernel reports, then the ends of its console and pytest log."""
+    if result.ok:
+        return
+    for report in result.oopses:
+        log(f"--- {result.kernel.release}: kernel report ---")
+        for line in report.splitlines():
+            print(f"    {line}", file=sys.stderr)
+    tail(f"{result.kernel.release} console", result.outdir / "console.log")
+    tail(f"{result.kernel.release} pytest", result.outdir / "pytest.log")
 
 
 def tail(what: str, path: Path, lines: int = 40) -> None:

@@ -28,12 +28,14 @@ The first row, ``(vm run)``, is the harness's own verdict for each kernel
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import os
 import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from .harness import REPO, TCG, HarnessError, Result, fetch, kernel_test_files, log, precompile, run_kernel
+from .harness import (REPO, TCG, HarnessError, Kernel, Result, explain, fetch, kernel_test_files, log, precompile,
+                      run_kernel)
 
 RANK = {"-": 0, "ok": 1, "fallback": 2, "FAIL": 3}
 
@@ -91,6 +93,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="seconds per kernel (default 1800: the Ctrl-C tests interrupt 30 runs under TCG; both kernels and the host suite fit CI's 90 min)")
     ap.add_argument("--tcg", choices=["single", "multi"], default=TCG,
                     help=f"QEMU's TCG threading (default {TCG}: see harness.TCG for why)")
+    ap.add_argument("--parallel", action=argparse.BooleanOptionalAction, default=None,
+                    help="boot the kernels side by side (default: yes with --tcg single, no with multi)")
     ap.add_argument("--out", type=Path, default=REPO / "build" / "vm", help="result directory")
     ap.add_argument("--host-xml", type=Path, default=None,
                     help="host pytest junit xml for the matrix's host column (default OUT/host.xml)")
@@ -99,6 +103,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.pytest_args[:1] == ["--"]:  # argparse keeps a second "--"
         del args.pytest_args[0]
     series = args.kernel or ["6.1", "6.12"]
+    if args.parallel is None:
+        args.parallel = args.tcg == "single"
     out = args.out.resolve()
 
     try:
@@ -108,16 +114,27 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     log(f"kernel tests in: {' '.join(files) or '(guest collects all)'}")
     precompile()
-    results: list[Result] = []
+    kernels: list[Kernel] = []
     failed_setup: list[str] = []
     for s in series:
         try:
-            kernel = fetch(s)
-            results.append(run_kernel(kernel, out / kernel.release, args.pytest_args + files, args.timeout,
-                                      args.tcg))
+            kernels.append(fetch(s))
         except HarnessError as exc:
             log(f"FAIL {s}: {exc}")
             failed_setup.append(s)
+
+    def run(kernel: Kernel) -> Result:
+        return run_kernel(kernel, out / kernel.release, args.pytest_args + files, args.timeout, args.tcg)
+
+    if args.parallel:
+        # Under single-threaded TCG a VM keeps one host CPU busy: the kernels side by side take the
+        # time of the slower one, each with a CPU to itself (README's "Kernel VM tests": figures).
+        with concurrent.futures.ThreadPoolExecutor(len(kernels) or 1) as pool:
+            results = list(pool.map(run, kernels))
+    else:
+        results = [run(k) for k in kernels]
+    for r in results:
+        explain(r)
 
     print("\nkernel                  download   boot->cmd   guest uptime   whole run   pytest exit")
     for r in results:
