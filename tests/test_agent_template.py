@@ -127,6 +127,18 @@ def workload(tmp: pathlib.Path) -> tuple[pathlib.Path, int, int]:
     return true, int(dd.stdout), 5 + 2  # the sh exec'ing dd: two more execs
 
 
+def prog_ids_of(pid: int) -> set[int]:
+    """The ids of the BPF programs process ``pid`` holds a descriptor of (its /proc/PID/fdinfo)."""
+    ids = set()
+    for fd in os.listdir(f"/proc/{pid}/fdinfo"):
+        try:
+            with open(f"/proc/{pid}/fdinfo/{fd}") as f:
+                ids |= {int(line.split()[1]) for line in f if line.startswith("prog_id:")}
+        except OSError:   # closed meanwhile
+            pass
+    return ids
+
+
 def test_agent_runs_against_the_kernel(agent_venv: pathlib.Path, tmp_path: pathlib.Path) -> None:
     require_root()
     agent = agent_venv / "bin" / "agent-template"
@@ -134,6 +146,9 @@ def test_agent_runs_against_the_kernel(agent_venv: pathlib.Path, tmp_path: pathl
         assert p.stderr is not None and p.stdout is not None
         ready = p.stderr.readline()
         assert "attached (on_exec, on_sys_enter)" in ready, ready + p.stderr.read()
+        progs = prog_ids_of(p.pid)
+        names = {prog.get("name") for prog in bpftool_show("prog") if prog["id"] in progs}
+        assert {"on_exec", "on_sys_enter"} <= names, (progs, names)
         true, dd_pid, execs = workload(tmp_path)
         out, err = p.communicate(timeout=30)
     assert p.returncode == 0, err
@@ -152,8 +167,11 @@ def test_agent_runs_against_the_kernel(agent_venv: pathlib.Path, tmp_path: pathl
     assert by_pid[dd_pid]["comm"] == "dd"  # renamed by the exec in the map too
     assert by_pid[dd_pid]["count"] >= 40000  # a read and a write per byte
     assert p.pid not in by_pid, "the .rodata setting ignore_tgid did not keep the agent's own calls out"
-    names = {prog.get("name") for prog in bpftool_show("prog")}
-    assert not {"on_exec", "on_sys_enter"} & names, "programs left loaded after the agent exited"
+    # its own programs, by id: another agent (a suite run from another clone, beside this one) has
+    # the same names
+    loaded = {prog["id"]: prog.get("name") for prog in bpftool_show("prog")}
+    assert not progs & set(loaded), \
+        f"programs left loaded after the agent exited: {sorted(loaded[i] for i in progs & set(loaded))}"
 
 
 def test_agent_errors_are_one_line(agent_venv: pathlib.Path) -> None:
