@@ -168,6 +168,20 @@ def ensure_bpffs() -> None:
     subprocess.run(["mount", "-t", "bpf", "bpf", BPFFS], check=True)
 
 
+def prog_ids_of(pid: int) -> set[int]:
+    """The ids of the BPF programs process ``pid`` holds a descriptor of (the prog_id lines of its
+    /proc/PID/fdinfo). A test finds its tool's programs so, not by name: a suite run beside this one
+    (from another clone) loads programs of the same names."""
+    ids = set()
+    for fd in os.listdir(f"/proc/{pid}/fdinfo"):
+        try:
+            with open(f"/proc/{pid}/fdinfo/{fd}") as f:
+                ids |= {int(line.split()[1]) for line in f if line.startswith("prog_id:")}
+        except OSError:   # closed meanwhile
+            pass
+    return ids
+
+
 def bpftool_show(kind: str, tries: int = 5) -> list[dict]:
     """``bpftool -j KIND show`` as JSON.  bpftool lists ids, then queries
     each one; an object the kernel frees in between (right after a tool was

@@ -22,7 +22,7 @@ from collections.abc import Callable
 
 import pytest
 
-from tests.conftest import bpftool_show, require_root, running
+from tests.conftest import bpftool_show, prog_ids_of, require_root, running
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 TEMPLATE = ROOT / "examples" / "agent-template"
@@ -125,18 +125,6 @@ def workload(tmp: pathlib.Path) -> tuple[pathlib.Path, int, int]:
     dd = subprocess.run(["sh", "-c", "echo $$; exec dd if=/dev/zero of=/dev/null bs=1 count=20000 status=none"],
                         capture_output=True, text=True, check=True)
     return true, int(dd.stdout), 5 + 2  # the sh exec'ing dd: two more execs
-
-
-def prog_ids_of(pid: int) -> set[int]:
-    """The ids of the BPF programs process ``pid`` holds a descriptor of (its /proc/PID/fdinfo)."""
-    ids = set()
-    for fd in os.listdir(f"/proc/{pid}/fdinfo"):
-        try:
-            with open(f"/proc/{pid}/fdinfo/{fd}") as f:
-                ids |= {int(line.split()[1]) for line in f if line.startswith("prog_id:")}
-        except OSError:   # closed meanwhile
-            pass
-    return ids
 
 
 def test_agent_runs_against_the_kernel(agent_venv: pathlib.Path, tmp_path: pathlib.Path) -> None:

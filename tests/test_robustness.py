@@ -24,7 +24,7 @@ import time
 
 import pytest
 
-from tests.conftest import NOBODY, bpftool_show, for_everyone, require_root
+from tests.conftest import NOBODY, bpftool_show, for_everyone, prog_ids_of, require_root
 
 PYCORE = [sys.executable, "-m", "pycore"]
 
@@ -41,8 +41,11 @@ def bpftool(kind: str) -> list[dict]:
     return bpftool_show(kind)
 
 
-def prog_ids(*names: str) -> set[int]:
-    return {p["id"] for p in bpftool("prog") if p.get("name") in names}
+def prog_ids(*names: str, of: int | None = None) -> set[int]:
+    """The loaded programs called one of ``names``; with ``of``, only process ``of``'s (another run of
+    the suite may load the same names meanwhile)."""
+    held = prog_ids_of(of) if of is not None else None
+    return {p["id"] for p in bpftool("prog") if p.get("name") in names and (held is None or p["id"] in held)}
 
 
 def links_of(progs: set[int]) -> set[int]:
@@ -66,10 +69,11 @@ def wait_gone(progs: set[int], timeout: float = 10.0) -> None:
         time.sleep(0.1)
 
 
-def wait_new(names: tuple[str, ...], before: set[int], count: int, timeout: float = 30.0) -> set[int]:
+def wait_new(names: tuple[str, ...], pids: list[int], count: int, timeout: float = 30.0) -> set[int]:
+    """Programs called ``names`` held by processes ``pids``, once there are ``count`` of them."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        ours = prog_ids(*names) - before
+        ours = set().union(*(prog_ids(*names, of=pid) for pid in pids))
         if len(ours) >= count:
             return ours
         time.sleep(0.1)
@@ -127,11 +131,10 @@ def rss_kb() -> int:
 
 
 def test_kill9_fget_crack_leaves_nothing():
-    before = prog_ids("sys_exit_fd")
     p = subprocess.Popen([*PYCORE, "run", "fget-crack"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         assert "using the tp_btf/sys_exit fallback" in p.stderr.readline()  # printed once attached
-        ours = prog_ids("sys_exit_fd") - before
+        ours = prog_ids("sys_exit_fd", of=p.pid)
         assert len(ours) == 1
         assert links_of(ours), "the tp_btf link should show in bpftool link show"
         p.kill()
@@ -147,12 +150,11 @@ def test_kill9_fget_crack_leaves_nothing():
 def test_kill9_usdt_tool_leaves_no_uprobe():
     path = demo()
     target = subprocess.Popen([path, "0", "50"], stdout=subprocess.DEVNULL)
-    before = prog_ids("passwdfound")
     p = subprocess.Popen([*PYCORE, "run", "usdt-passwd"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert p.stdout.readline().startswith("PID"), p.stderr.read()  # the header: attached
         assert p.stdout.readline().strip(), "no event from the demo"
-        ours = prog_ids("passwdfound") - before
+        ours = prog_ids("passwdfound", of=p.pid)
         assert len(ours) == 1
         assert perf_attachments(ours), "the uprobes should show in bpftool perf show"
         p.kill()
@@ -202,12 +204,11 @@ def test_kill9_usdt_agent_semaphore_back_to_zero(tmp_path):
             except LookupError:
                 time.sleep(0.02)
         assert read_semaphore(target.pid, addr) == 0
-        before = prog_ids("usdt_hit")
         agent = subprocess.Popen([sys.executable, str(agent_py), path, str(target.pid)],
                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         assert agent.stdout.readline().strip() == "attached", agent.stderr.read()
         assert read_semaphore(target.pid, addr) == 1
-        ours = prog_ids("usdt_hit") - before
+        ours = prog_ids("usdt_hit", of=agent.pid)
         assert len(ours) == 1
         agent.kill()
         agent.wait(10)
@@ -323,7 +324,6 @@ def test_two_tools_and_an_embedded_agent_on_sys_exit(tmp_path_factory):
     obj = rb = None
     try:
         pid = str(wl.pid)
-        before = prog_ids("sys_exit_fd", "fd_opened", "fd_closed")
         fget = subprocess.Popen([*PYCORE, "run", "fget-crack", "-p", pid, "--pattern", token, "--json"],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         procs.append(fget)
@@ -342,7 +342,8 @@ def test_two_tools_and_an_embedded_agent_on_sys_exit(tmp_path_factory):
         rb = RingBuffer(obj, "events", event="fget_event")
 
         assert "fallback" in fget.stderr.readline()
-        wait_new(("sys_exit_fd", "fd_opened", "fd_closed"), before, 4)  # 2 fget-crack, 2 fd-leak
+        # fget-crack's sys_exit_fd, fd-leak's fd_opened and fd_closed, this process's sys_exit_fd
+        wait_new(("sys_exit_fd", "fd_opened", "fd_closed"), [fget.pid, leak.pid, os.getpid()], 4)
 
         wl.stdin.write("go\n")
         wl.stdin.flush()

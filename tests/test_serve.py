@@ -39,7 +39,6 @@ def test_serve_exports_and_stops_cleanly(tmp_path_factory):
     require_root()
     port = _free_port()
     names = ("sys_exit_fd", "tp_btf_begin", "tp_btf_end", "fd_opened", "fd_closed")
-    before = prog_ids(*names)
     with running([sys.executable, "-m", "pycore", "serve", "--listen", f"127.0.0.1:{port}",
                   "fget-crack", "lock-contention", "fd-leak"]) as p:
         for _ in range(3):
@@ -48,7 +47,7 @@ def test_serve_exports_and_stops_cleanly(tmp_path_factory):
                 break
         else:
             pytest.fail(f"serve did not start: {line}")
-        ours = prog_ids(*names) - before
+        ours = prog_ids(*names, of=p.pid)
         assert len(ours) == 5
         m1 = _scrape(port)
         d = tmp_path_factory.mktemp("work")

@@ -18,7 +18,7 @@ import time
 
 import pytest
 
-from tests.conftest import bpftool_show, require_root, running, stop
+from tests.conftest import bpftool_show, prog_ids_of, require_root, running, stop
 
 PYCORE = [sys.executable, "-m", "pycore"]
 COMM = os.path.basename(sys.executable)[:15]   # comm is the basename execve was given
@@ -91,11 +91,10 @@ def _our_prog_ids(name: str) -> set[int]:
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_signal_stops_cleanly_and_detaches(sig):
-    before = _our_prog_ids("sys_exit_fd")
     with running([*PYCORE, "run", "fget-crack"]) as p:
         notice = p.stderr.readline()  # printed once attached
         assert "using the tp_btf/sys_exit fallback" in notice
-        ours = _our_prog_ids("sys_exit_fd") - before
+        ours = _our_prog_ids("sys_exit_fd") & prog_ids_of(p.pid)   # not another run's of the same name
         assert len(ours) == 1
         out, err = stop(p, sig, timeout=20)
     assert p.returncode == 0, err

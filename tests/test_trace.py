@@ -21,7 +21,7 @@ import time
 
 import pytest
 
-from tests.conftest import bpftool_show, require_root
+from tests.conftest import bpftool_show, prog_ids_of, require_root
 
 PYCORE = [sys.executable, "-m", "pycore", "trace"]
 BPFTRACE = shutil.which("bpftrace")
@@ -774,28 +774,29 @@ def test_ends_when_the_traced_process_exits():
 
 # -- nothing left behind -----------------------------------------------------------------------
 
-def _our_progs() -> set[int]:
-    return {p["id"] for p in bpftool_show("prog") if p.get("name", "").startswith(("sys_enter", "BEGIN"))}
+def _loaded() -> set[int]:
+    return {p["id"] for p in bpftool_show("prog")}
 
 
 @pytest.mark.parametrize("how", ["sigint", "sigkill"])
 def test_nothing_stays_attached(how):
     import signal
 
-    before = _our_progs()
     proc = subprocess.Popen([*PYCORE, "-e", "tracepoint:raw_syscalls:sys_enter { @ = count(); }"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert proc.stderr.readline().startswith("Attaching")
+    ours = prog_ids_of(proc.pid)   # by id, not by name: another run's BEGIN and sys_enter may come and go
+    assert ours and ours <= _loaded()
     time.sleep(0.5)
     proc.send_signal(signal.SIGINT if how == "sigint" else signal.SIGKILL)
     out, _ = proc.communicate(timeout=30)
     if how == "sigint":
         assert re.search(r"(?m)^@: \d+$", out)
     for _ in range(50):
-        if _our_progs() <= before:
+        if not ours & _loaded():
             break
         time.sleep(0.1)
-    assert _our_progs() <= before
+    assert not ours & _loaded()
 
 
 def test_pointer_arithmetic_and_increments_like_bpftrace():
