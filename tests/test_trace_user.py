@@ -31,7 +31,7 @@ from tests.conftest import require_root, stop, wait_ready
 from tests.test_trace import BPFTRACE, PYCORE, bpftrace, pycore, side_by_side
 
 sys.path.insert(0, os.path.dirname(__file__))
-from usdt_targets import POSTGRES, pg_available, pg_server  # noqa: E402
+from usdt_targets import POSTGRES, pg_available, pg_server, postmaster_pid  # noqa: E402
 
 PYTHON311 = "/usr/bin/python3.11"
 TOOLS = ("pycore", "bpftrace")
@@ -334,7 +334,9 @@ def test_nested_and_sized_symbols_found_as_bcc_finds_them():
 
 pg = pytest.mark.skipif(not pg_available(), reason="PostgreSQL 15 is installed by ./dev.sh")
 
-QUERY_START = f"usdt:{POSTGRES}:postgresql:query__start"
+# this server's backends only (the postmaster's children, $1): the probe is in every postgres, and a
+# suite run beside this one (another clone's) sends the same queries to its own server
+QUERY_START = f"usdt:{POSTGRES}:postgresql:query__start /curtask->real_parent->tgid == $1/"
 QUERIES = ["select 1", "select 2 + 2", "select 'pycore'"]
 
 
@@ -345,7 +347,7 @@ def postgres():
 
 
 def _pg_run(tool: str, server, program: str, queries: list[list[str]], expect: str = "") -> tuple[str, str]:
-    tracer = Live(tool, program)
+    tracer = Live(tool, program, params=(str(postmaster_pid(server)),))
     tracer.ready()
     for batch in queries:
         server.psql(*batch)
