@@ -141,16 +141,22 @@ def wait_ready(p: subprocess.Popen, marker: bytes = b"R", timeout: float = 30) -
             pytest.fail(f"child {p.args!r} wrote {got!r} before it was ready, expected {marker!r}")
 
 
-def stop(p: subprocess.Popen, sig: int = signal.SIGINT, timeout: float = 30, again: float = 5) -> tuple[str, str]:
+def stop(p: subprocess.Popen, sig: int = signal.SIGINT, timeout: float = 30, again: float = 5,
+         communicate: bool = True) -> tuple[str, str]:
     """Send ``sig`` and collect what the process wrote until it exits; ``sig`` again every ``again``
     seconds until then: bpftrace 0.17 now and then loses a SIGINT that comes just after it attached
-    and waits in epoll_wait for good (seen in the bench and, under load, in a test)."""
+    and waits in epoll_wait for good (seen in the bench and, under load, in a test).
+    ``communicate=False``: the caller reads the pipes itself; only wait, and return ("", "")."""
     deadline = time.monotonic() + timeout
     while True:
         if p.poll() is None:
             p.send_signal(sig)
         try:
-            return p.communicate(timeout=min(again, max(0.0, deadline - time.monotonic())))
+            wait = min(again, max(0.0, deadline - time.monotonic()))
+            if not communicate:
+                p.wait(wait)
+                return "", ""
+            return p.communicate(timeout=wait)
         except subprocess.TimeoutExpired:
             if time.monotonic() >= deadline:
                 raise

@@ -10,11 +10,13 @@ what bpftrace 0.17 does with the same tool there.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -108,19 +110,46 @@ def test_tools_checked_in_vm() -> None:
     assert not wrong, "\n".join(wrong)
 
 
-def _side_by_side(tool: str, workload: list[str], settle: float = 1.5) -> tuple[list[str], list[str]]:
-    """Both tracers running the tool at once, the workload run once both are attached; their stdout lines."""
+def _side_by_side(tool: str, workload: list[str], ready: list[str]) -> tuple[list[str], list[str]]:
+    """Both tracers running the tool at once; ``ready`` is run until each has printed an event of it
+    (bpftrace 0.17 compiles with LLVM before it attaches, seconds under load: a fixed wait missed
+    the workload), then the workload once. Their stdout lines: the headers, and the events (lines
+    that start with the time) of the workload's process alone, whatever else runs on the machine."""
     procs = [subprocess.Popen(argv + [str(TOOLS / tool)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for argv in (PYCORE, [BPFTRACE])]
+    outs: list[list[str]] = [[], []]
+    readers = [threading.Thread(target=lambda p=p, out=out: out.extend(p.stdout), daemon=True)
+               for p, out in zip(procs, outs)]
+    for t in readers:
+        t.start()
+
+    def of(pid: int, out: list[str]) -> list[str]:
+        return [line for line in out if EVENT.match(line) and str(pid) in line.split()]
+
     try:
-        time.sleep(settle)
-        for p in procs:
-            assert p.poll() is None, p.stderr.read()
-        subprocess.run(workload, check=True, timeout=60)
+        deadline = time.monotonic() + 60
+        while True:
+            for p in procs:
+                assert p.poll() is None, p.stderr.read()
+            assert time.monotonic() < deadline, f"not attached within 60 s: {outs}"
+            pid = subprocess.Popen(ready).pid
+            time.sleep(0.5)
+            if all(of(pid, out) for out in outs):
+                break
+        work = subprocess.Popen(workload)
+        assert work.wait(60) == 0
         time.sleep(0.5)
     finally:
-        outs = [stop(p, signal.SIGINT)[0].splitlines() for p in procs]
-    return outs[0], [ln for ln in outs[1] if not ln.startswith("Attaching ")]
+        for p in procs:
+            stop(p, signal.SIGINT, communicate=False)
+        for t in readers:
+            t.join(10)
+    ours, theirs = ([line.rstrip("\n") for line in out if not EVENT.match(line) or line in of(work.pid, out)]
+                    for out in outs)
+    return ours, [ln for ln in theirs if not ln.startswith("Attaching ")]
+
+
+EVENT = re.compile(r"\d\d:\d\d:\d\d ")
 
 
 NANOSLEEP = textwrap.dedent("""
@@ -131,12 +160,14 @@ NANOSLEEP = textwrap.dedent("""
     for s, ns in ((0, 250_000_000), (1, 5_000_000)):
         libc.syscall(35, ctypes.byref(timespec(s, ns)), None)     # nanosleep(2) itself, not clock_nanosleep
 """)
+NANOSLEEP_READY = NANOSLEEP.replace("((0, 250_000_000), (1, 5_000_000))", "((0, 1_000_000),)")   # 0.001 s
 
 
 def test_naptime_side_by_side() -> None:
     """naptime.bt: a syscall tracepoint's struct pointer (args->rqtp->tv_sec), read from user memory."""
     assert BPFTRACE
-    ours, theirs = _side_by_side("naptime.bt", [sys.executable, "-c", NANOSLEEP])
+    ours, theirs = _side_by_side("naptime.bt", [sys.executable, "-c", NANOSLEEP],
+                                 [sys.executable, "-c", NANOSLEEP_READY])
     comm = Path(sys.executable).name[:15]
     assert [ln.split()[4:] for ln in ours[2:] if ln.strip()] == [[comm, "0.250"], [comm, "1.005"]], ours
     # the time of day may tick between the two tracers' lines: compare from the PPID column on
@@ -149,7 +180,8 @@ GETADDRINFO = "import socket; socket.getaddrinfo('localhost', 80); socket.gethos
 def test_gethostlatency_side_by_side() -> None:
     """gethostlatency.bt: uprobe:libc:..., the library named as bpftrace names it (the linker's cache)."""
     assert BPFTRACE
-    ours, theirs = _side_by_side("gethostlatency.bt", [sys.executable, "-c", GETADDRINFO])
+    ours, theirs = _side_by_side("gethostlatency.bt", [sys.executable, "-c", GETADDRINFO],
+                                 [sys.executable, "-c", "import socket; socket.getaddrinfo('127.0.0.2', 80)"])
     # TIME PID COMM LATms HOST: the time and the latency differ run to run
     mine = [(ln.split()[1], ln.split()[2], ln.split()[4]) for ln in ours[2:] if ln.strip()]
     comm = Path(sys.executable).name[:15]
