@@ -188,6 +188,32 @@ def prog_ids_of(pid: int) -> set[int]:
     return ids
 
 
+def wait_attached(p: subprocess.Popen, links: int = 1, timeout: float = 30) -> None:
+    """Until process ``p`` holds ``links`` BPF links (link_type lines in its /proc/PID/fdinfo: a
+    probe is attached once its link exists), or fail saying why. The sign that a tool that prints
+    nothing at its start (--json, --no-events) is attached: a fixed sleep is too short under load."""
+    deadline = time.monotonic() + timeout
+    while True:
+        held = 0
+        try:
+            fds = os.listdir(f"/proc/{p.pid}/fdinfo")
+        except OSError:
+            fds = []
+        for fd in fds:
+            try:
+                with open(f"/proc/{p.pid}/fdinfo/{fd}") as f:
+                    held += any(line.startswith("link_type:") for line in f)
+            except OSError:   # closed meanwhile
+                pass
+        if held >= links:
+            return
+        if p.poll() is not None:
+            pytest.fail(f"{p.args!r} exited ({p.returncode}) before it attached {links} link(s)")
+        if time.monotonic() > deadline:
+            pytest.fail(f"{p.args!r} not attached within {timeout} s ({held} of {links} links)")
+        time.sleep(0.02)
+
+
 def bpftool_show(kind: str, tries: int = 5) -> list[dict]:
     """``bpftool -j KIND show`` as JSON.  bpftool lists ids, then queries
     each one; an object the kernel frees in between (right after a tool was

@@ -30,7 +30,7 @@ import urllib.request
 
 import pytest
 
-from tests.conftest import require_root, running, stop
+from tests.conftest import require_root, running, stop, wait_attached
 
 N = 20
 
@@ -231,7 +231,7 @@ def test_cli_json_and_no_events(pair):
     require_root()
     with running([sys.executable, "-m", "pycore", "run", "net-drops", "--netns", str(pair.ino_b),
                   "--no-events", "--json", "-d", "4"]) as p:
-        time.sleep(2.0)   # attached well within this (start-up is a fraction of a second)
+        wait_attached(p)  # nothing printed at the start (--json --no-events): its link is the sign
         pair.frames_to_otherhost(9)
         out, err = p.communicate(timeout=30)
     assert p.returncode == 0, err
