@@ -17,11 +17,12 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 
 import pytest
 
-from tests.conftest import bpftool_show, prog_ids_of, require_root
+from tests.conftest import bpftool_show, prog_ids_of, require_root, stop
 
 PYCORE = [sys.executable, "-m", "pycore", "trace"]
 BPFTRACE = shutil.which("bpftrace")
@@ -1037,17 +1038,39 @@ def test_pton_like_bpftrace(tmp_path):
 
 
 def test_sigusr1_prints_every_map_and_goes_on():
-    """SIGUSR1 prints every map as bpftrace does (then tracing goes on, and the end prints them again)."""
-    program = "BEGIN { @a = 1; @b[2] = 3; @s = hist(5); } interval:ms:50 { @c = count(); }"
+    """SIGUSR1 prints every map as bpftrace does (then tracing goes on, and the end prints them again).
+
+    Each step waits for what the tracer printed, not for a fixed time (bpftrace 0.17 compiles with
+    LLVM before it attaches, seconds under load): SIGUSR1 once the interval probe printed a tick (so
+    BEGIN ran and @c exists), SIGINT once a tick came after the maps SIGUSR1 printed (printed whole,
+    and tracing went on). The ticks are left out of the comparison."""
+    program = ('BEGIN { @a = 1; @b[2] = 3; @s = hist(5); } '
+               'interval:ms:50 { @c = count(); printf("tick\\n"); }')
     outs = []
     for argv in ([*PYCORE, "-e", program], [BPFTRACE, "-e", program]):
         proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        time.sleep(1.5)       # attached (bpftrace's start included)
-        proc.send_signal(signal.SIGUSR1)
-        time.sleep(0.5)
-        proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=30)
+        lines: list[str] = []
+        reader = threading.Thread(target=lambda: lines.extend(proc.stdout), daemon=True)
+        reader.start()
+
+        def wait_for(seen, what: str) -> None:
+            deadline = time.monotonic() + 60
+            while not seen(list(lines)):
+                assert proc.poll() is None, f"{argv[0]} exited before {what}: {proc.stderr.read()}"
+                assert time.monotonic() < deadline, f"{argv[0]}: no {what} within 60 s: {lines}"
+                time.sleep(0.02)
+
+        try:
+            wait_for(lambda got: "tick\n" in got, "tick")
+            proc.send_signal(signal.SIGUSR1)
+            wait_for(lambda got: "@a: 1\n" in got and "tick\n" in got[got.index("@a: 1\n"):],
+                     "tick after the maps")
+        finally:
+            stop(proc, signal.SIGINT, communicate=False)
+            reader.join(10)
+        err = proc.stderr.read()
         assert proc.returncode == 0, err
+        out = "".join(line for line in lines if line != "tick\n")
         outs.append(re.sub(r"@c: \d+", "@c: N", out.replace("Attaching 2 probes...\n", "")))
     ours, theirs = outs
     assert ours == theirs
