@@ -109,8 +109,7 @@ class TraceSession:
                 self._watch = PidWatch(pid)
                 if self._watch.fileno() is not None:
                     ring.end_when(self._watch.fileno(), self._end)
-            self.probes = self.script.attach()
-            self.script.run_special("BEGIN")
+            self.probes = self.script.start()   # BEGIN, then the probes: BEGIN's events come first
         except BaseException:
             self._close_native()
             raise
@@ -539,8 +538,11 @@ class TraceRunner:
             script.ring()
             from pycore.lang import output as O
 
-            n = script.attach()
-
+            # BEGIN runs, then the other probes are attached (Script.start, bpftrace's order), so that
+            # nothing they record comes before BEGIN's output. "Attaching N probes..." comes after
+            # (bpftrace prints it before): it says the probes are attached, which tests wait for, and
+            # it still comes before any output, which is printed from the ring after this.
+            n = script.start()
             if self.json and not self.quiet:
                 self.out.write(O.attached_json(n))
             elif not self.quiet:
@@ -554,7 +556,6 @@ class TraceRunner:
 
                 for c in script.compiled:
                     print(f"  {c.target.probe}: {_method(c.target)}", file=self.err)
-            script.run_special("BEGIN")
             if child is not None:
                 os.kill(child.pid, signal.SIGCONT)
             stopped = lambda: self._stop or script.exited  # noqa: E731
