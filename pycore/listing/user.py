@@ -128,8 +128,15 @@ def uprobe_entries(pattern: ProbePattern, verbose: int, pid: int | None) -> Iter
         matched = [fn for fn in funcs
                    if fnmatchcase(fn.name, pattern.target) or fnmatchcase(fn.demangled, pattern.target)]
         params = _dwarf_params(path, [fn.name for fn in matched], strict) if verbose and matched else None
+        listed: set[str] = set()
         for fn in matched:
             shown = fn.demangled if fn.demangled != fn.name else fn.name
+            if shown in listed and verbose < 2:
+                # one line a name, as bpftrace lists them: local functions of one name in several
+                # units (libc's debug file has 43 such), a versioned symbol's two addresses (glob);
+                # the name attaches to the first (bpftrace: the same), -vv lists each address
+                continue
+            listed.add(shown)
             entry = Entry(f"{pattern.kind}:{path}:{shown}")
             if params is not None:
                 entry.details.extend(f"{INDENT}{line}" for line in params.get(fn.name, ()))
