@@ -153,3 +153,35 @@ def test_bpftrace_does_the_same(exec_loop):
     for run in range(5):
         out = _interrupted([BPFTRACE, "-e", EXECSNOOP], settle=0.2)
         _check(out, run, "bpftrace")
+
+
+def test_api_close_prints_end_last():
+    """TraceSession.close() detaches, prints what the ring holds, then runs END, as pycore trace does:
+    it ran END with the probes attached and read one batch (8,192 records) after it, so under a
+    thread of the same process making the probed call flat out, END's line came before more events,
+    or not at all (8 runs of 10)."""
+    import os
+    import threading
+
+    import pycore
+
+    program = ('tracepoint:syscalls:sys_enter_getppid /pid == %d/ { printf("ppid\\n"); } '
+               'END { printf("' + FOOTER + '\\n"); }') % os.getpid()
+    for run in range(10):
+        stop = threading.Event()
+
+        def spin() -> None:
+            while not stop.is_set():
+                os.getppid()
+
+        session = pycore.trace(program)
+        t = threading.Thread(target=spin)
+        t.start()
+        try:
+            session.poll(lambda ev: None, 0.05)
+            out = session.close()
+        finally:
+            stop.set()
+            t.join()
+        texts = [ev.text for ev in out if ev.kind == "printf"]
+        assert texts[-1] == FOOTER + "\n" and texts.count(FOOTER + "\n") == 1, (run, texts[-3:], len(texts))

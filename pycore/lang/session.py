@@ -353,13 +353,20 @@ class TraceSession:
         return {k: n for k, n in self._guard(self.script.refused_keys).items() if n}
 
     def close(self) -> list[Event]:
-        """Run END, then detach and free everything, ending every consumer; returns END's output and
-        the final maps ([] when already closed).  Safe twice and from any thread or task."""
+        """Detach the probes, run END, then free everything, ending every consumer; returns what the
+        ring still held, END's output and the final maps ([] when already closed).  Safe twice and
+        from any thread or task.  As in bpftrace (and pycore trace), the probes are detached before
+        END runs, so nothing they record comes after END's output."""
         out: list[Event] = []
         with self._close_lock:      # a second close() meanwhile waits, then finds it closed
             if self.script._closed:
                 return out
             try:
+                self.script.detach()
+                # what the ring holds first (a poll reads up to a batch): else END's records wait
+                # behind them, past one poll, or find the ring full and are lost
+                while self.script.poll(out.append, 0):
+                    pass
                 self.script.run_special("END")
                 self.script.poll(out.append, 0)
                 out.extend(self.script.final_maps())
