@@ -26,7 +26,8 @@ BPFTRACE = shutil.which("bpftrace")
 HEADER = "TIME PID ARGS"
 FOOTER = "Detaching..."
 EXECSNOOP = ('BEGIN { printf("%s\\n", "' + HEADER + '"); }\n'
-             'tracepoint:syscalls:sys_enter_execve { printf("%d %d %s\\n", elapsed / 1000000, pid, str(args->filename)); }\n'
+             'tracepoint:syscalls:sys_enter_execve { printf("%d %d %s\\n", elapsed / 1000000, pid, '
+             'str(args->filename)); }\n'
              'END { printf("' + FOOTER + '\\n"); }\n')
 RUNS = 30
 

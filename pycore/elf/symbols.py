@@ -168,18 +168,18 @@ def debug_functions(f: ElfFile, named: str | None = None) -> Iterator[tuple[str,
         with ElfFile(found) as d, elf_errors(found):
             dsecs = d.sections
             symbols = d.function_symbols(".symtab") if named is None else d.named_symbols(".symtab", named)
-            moved: dict[int, int | None] = {}        # debug file's section index -> f's address less its
+            moved: dict[int, int | None] = {}   # debug file's section -> f's address less its (None: not in f)
             out = []
             for sym in symbols:
                 name, value, size, kind, shndx = sym
                 if kind not in (2, 10) or not name or not shndx or not value or shndx >= 0xFF00:
                     continue
-                delta = moved.get(shndx, False)
-                if delta is False:
+                if shndx not in moved:
                     dsec = dsecs.section(shndx)
                     own = secs.get_section_by_name(dsec.name) if dsec is not None else None
-                    delta = moved[shndx] = None if own is None or own["sh_type"] == "SHT_NOBITS" \
+                    moved[shndx] = None if dsec is None or own is None or own["sh_type"] == "SHT_NOBITS" \
                         else own["sh_addr"] - dsec["sh_addr"]
+                delta = moved[shndx]
                 if delta is not None:
                     out.append((name, value + delta, size, kind, shndx))
     except ElfError:
