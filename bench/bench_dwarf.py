@@ -14,8 +14,9 @@ system: what a loaded machine changes least) and the child's peak RSS
 bpftrace 0.17 looks each listed function up in every unit in turn: its
 ``-lv 'uprobe:libc:*'`` takes minutes, so it runs ``--bpftrace-runs`` times
 (default 1; 0 leaves it out).  The ratios are from this same run.  The listings are also
-compared: bpftrace lists more names (symbol versions, the debug file's
-local symbols); for the functions both list, the parameter lines must be
+compared: bpftrace lists more names (symbol versions such as
+``glob64@@GLIBC_2.27``; the debug file's local functions are listed by both
+since issue 30); for the functions both list, the parameter lines must be
 equal, and the count that differ is printed.
 
     python bench/bench_dwarf.py [--runs N] [--bpftrace-runs N]

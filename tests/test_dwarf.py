@@ -521,6 +521,66 @@ def test_on_a_split_base(tmp_path, base):
         assert max(i for _, i in fn.params) < len(spec) < len(base)
 
 
+LOCAL_C = r"""
+#include <stdio.h>
+struct Req { int id; char path[16]; };
+static __attribute__((noinline)) int local_handle(struct Req *r, int n) { return r->id + n; }
+int main(void) { struct Req r = { 7, "/x" }; int s = 0; for (int i = 0; i < 3; i++) s += local_handle(&r, i);
+                 printf("%d\n", s); return 0; }
+"""
+
+
+def _symtab_address(path: str, name: str) -> int | None:
+    from pycore.elf.file import ElfFile
+
+    with ElfFile(path) as f:
+        return next((value for sym, value, *_ in f.raw_symbols(".symtab") if sym == name), None)
+
+
+def test_local_functions_from_the_debug_files_symtab(tmp_path, capsys):
+    """A stripped binary names its static functions only in its debug file's .symtab (issue 30):
+    listed from there, at the binary's addresses, with their parameters, as bpftrace lists them;
+    not listed without the debug file."""
+    from pycore.elf.symbols import find_function, functions
+
+    exe, _ = _build(tmp_path, LOCAL_C, ["-g"])
+    debug = str(tmp_path / "prog.debug")
+    subprocess.run(["objcopy", "--only-keep-debug", exe, debug], check=True)
+    stripped = str(tmp_path / "stripped")
+    subprocess.run(["objcopy", "--strip-all", f"--add-gnu-debuglink={debug}", exe, stripped], check=True)
+    plain = str(tmp_path / "plain")
+    subprocess.run(["objcopy", "--strip-all", exe, plain], check=True)
+    assert _symtab_address(stripped, "local_handle") is None            # no .symtab left
+    where = _symtab_address(exe, "local_handle")
+    assert where
+    fn = find_function(stripped, "local_handle")
+    assert (fn.name, fn.address) == ("local_handle", where)
+    assert [f.address for f in functions(stripped) if f.name == "local_handle"] == [where]
+    assert "local_handle" not in {f.name for f in functions(plain)}
+    expected = [f"uprobe:{stripped}:local_handle", "    struct Req* r", "    int n"]
+    assert _ours(capsys, f"uprobe:{stripped}:local_*") == expected
+    if BPFTRACE:
+        assert _bpftrace_lv(f"uprobe:{stripped}:local_*") == expected
+    assert main(["list", f"uprobe:{plain}:local_*"]) == 1
+
+
+@pytest.mark.skipif(BPFTRACE is None or not os.path.exists(LIBC) or not _libc_debug(),
+                    reason="bpftrace, libc or libc6-dbg missing")
+def test_list_v_libc_local_functions_as_bpftrace(capsys):
+    """libc's static functions (fopencookie's _IO_cookie_*), named only in libc6-dbg's .symtab: listed
+    with their parameters as bpftrace lists them. Before issue 30 pycore left them out (9 of 40 libc
+    functions bpftrace lists with parameters)."""
+    from pycore.elf.file import ElfFile
+
+    with ElfFile(LIBC) as f:
+        assert not [s for s in f.raw_symbols(".dynsym") if s[0].startswith("_IO_cookie_")]
+    pattern = f"uprobe:{LIBC}:_IO_cookie_*"
+    ours = _ours(capsys, pattern)
+    assert ours == _bpftrace_lv(pattern)
+    assert ours[ours.index(f"uprobe:{LIBC}:_IO_cookie_write"):][:4] == [
+        f"uprobe:{LIBC}:_IO_cookie_write", "    FILE* fp", "    const <unknown type>* buf", "    ssize_t size"]
+
+
 def test_list_vv_adds_addresses(tmp_path, capsys):
     """-vv: the parameters, then pycore's address and size line."""
     exe, _ = _build(tmp_path, C_SOURCE, ["-g"])

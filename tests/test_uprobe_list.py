@@ -173,3 +173,19 @@ def test_rust_attach_by_mangled_name(rust_bins, mangling):
     assert proc.returncode == 0 and out.split()[0] == str(sum(range(n)))
     # bump(&mut self, by): one hit per call, `by` in the second argument register
     assert events == list(range(n))
+
+
+LIBC = "/lib/x86_64-linux-gnu/libc.so.6"
+
+
+@pytest.mark.skipif(not os.path.exists(LIBC), reason="no libc at Debian's path")
+def test_one_line_a_name_as_bpftrace(capsys):
+    """A name at two addresses (libc's glob: glob@GLIBC_2.2.5 and glob@@GLIBC_2.27; with libc6-dbg,
+    static functions of one name in several units) is one line, as in bpftrace's listing; -vv shows
+    each address."""
+    assert main(["list", f"uprobe:{LIBC}:glob"]) == 0
+    assert capsys.readouterr().out.splitlines() == [f"uprobe:{LIBC}:glob"]
+    assert len([f for f in functions(LIBC) if f.name == "glob"]) == 2
+    assert main(["list", "-vv", f"uprobe:{LIBC}:glob"]) == 0
+    out = capsys.readouterr().out
+    assert out.count(f"uprobe:{LIBC}:glob\n") == 2 and out.count("address: 0x") == 2

@@ -21,6 +21,7 @@ are 4 bytes, so there the check needs no decoder.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from functools import lru_cache
 
 from pycore.elf.file import ElfFile, elf_errors
@@ -31,7 +32,7 @@ from pycore.record import record
 # imports subprocess, shutil and tempfile, and dataclasses inspect, ~10 ms of every
 # uprobe run of pycore trace (bench/bench_trace.py --only dwarf) that needed neither.
 
-__all__ = ["Function", "functions", "demangle", "demangle_cxx", "resolve", "parse_spec", "find_function", "check_offset",
+__all__ = ["Function", "functions", "debug_functions", "demangle", "demangle_cxx", "resolve", "parse_spec", "find_function", "check_offset",
            "instruction_offsets", "file_offset", "attach_uprobe", "capstone_available"]
 
 
@@ -117,11 +118,18 @@ def demangle_cxx(name: str) -> str:
 def functions(path: str, named: str | None = None) -> list[Function]:
     """The file's functions, sorted by demangled name and address; with ``named``, only
     those whose name or demangled name it is (the others are neither made nor
-    demangled: a C name demangles to itself, so only ``_Z``/``_R`` names are)."""
+    demangled: a C name demangles to itself, so only ``_Z``/``_R`` names are).
+
+    A file without a ``.symtab`` (stripped, as distributions ship them) names its
+    local functions only in its separate debug file's (:func:`debug_functions`):
+    they are added, as bcc adds them for bpftrace (libc's static functions, from
+    libc6-dbg).  With ``named``, the debug file is read only when the file's own
+    tables have no such function, and then only that name's entries."""
     with ElfFile(path) as f, elf_errors(path):
         seen: dict[tuple[str, int], Function] = {}
-        for secname in (".symtab", ".dynsym"):
-            for name, value, size, kind, shndx in f.raw_symbols(secname):
+
+        def add(symbols: Iterator[tuple[str, int, int, int, int]]) -> None:
+            for name, value, size, kind, shndx in symbols:
                 if kind not in (2, 10) or not name or not shndx or not value:   # STT_FUNC, STT_GNU_IFUNC
                     continue
                 name = name.split("@", 1)[0]
@@ -134,7 +142,49 @@ def functions(path: str, named: str | None = None) -> list[Function]:
                     demangled = demangle(name)
                     if demangled == named:
                         seen[key] = Function(name, demangled, value, size)
+
+        for secname in (".symtab", ".dynsym"):
+            add(f.function_symbols(secname))
+        if named is None or not seen:
+            add(debug_functions(f, named))
     return sorted(seen.values(), key=lambda f: (f.demangled, f.address))
+
+
+def debug_functions(f: ElfFile, named: str | None = None) -> Iterator[tuple[str, int, int, int, int]]:
+    """The function symbols of ``f``'s separate debug file's ``.symtab`` (:func:`raw_symbols`'s
+    tuples; with ``named``, that name's only), at ``f``'s addresses: each moved by where its
+    section is in ``f`` (the same address, for a debug file objcopy made).  None when ``f``
+    has a ``.symtab`` of its own (it names them all), has no debug file, or the debug file
+    cannot be read (its symbols are then left out: the file's own are still right)."""
+    from pycore.elf.debugfile import debug_file
+
+    secs = f.sections
+    if secs.get_section_by_name(".symtab") is not None:
+        return
+    try:
+        found = debug_file(secs, f.path)
+        if found is None:
+            return
+        with ElfFile(found) as d, elf_errors(found):
+            dsecs = d.sections
+            symbols = d.function_symbols(".symtab") if named is None else d.named_symbols(".symtab", named)
+            moved: dict[int, int | None] = {}   # debug file's section -> f's address less its (None: not in f)
+            out = []
+            for sym in symbols:
+                name, value, size, kind, shndx = sym
+                if kind not in (2, 10) or not name or not shndx or not value or shndx >= 0xFF00:
+                    continue
+                if shndx not in moved:
+                    dsec = dsecs.section(shndx)
+                    own = secs.get_section_by_name(dsec.name) if dsec is not None else None
+                    moved[shndx] = None if dsec is None or own is None or own["sh_type"] == "SHT_NOBITS" \
+                        else own["sh_addr"] - dsec["sh_addr"]
+                delta = moved[shndx]
+                if delta is not None:
+                    out.append((name, value + delta, size, kind, shndx))
+    except ElfError:
+        return
+    yield from out
 
 
 @lru_cache(maxsize=1)
@@ -234,7 +284,7 @@ def parse_spec(spec: str) -> tuple[str, int | None]:
 
 
 def find_function(path: str, name: str) -> Function:
-    funcs = [f for f in functions(path) if name in (f.name, f.demangled)]
+    funcs = functions(path, name)      # only that name's made (the debug file read only if need be)
     if not funcs:
         raise ElfError(f"{path}: no function {name!r}")
     return funcs[0]

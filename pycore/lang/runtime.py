@@ -1,8 +1,9 @@
 """The runtime: a checked script loaded, attached, run, and its output formatted.
 
 :class:`Script` goes through the stages in order (parse, resolve probes,
-check, generate, load, attach), each one testable on its own; :meth:`run`
-then drives the session as bpftrace does: BEGIN first, events as they
+check, generate, load), each one testable on its own; :meth:`start` then
+runs BEGIN and attaches the other probes, in bpftrace's order, and the
+session (pycore.lang.session) goes on as bpftrace does: events as they
 arrive, and at the end (Ctrl-C, ``exit()``, the ``-c`` command or the
 traced PID ending) END, then every non-empty map.  Everything native it
 makes is owned here and closed in :meth:`close`, so nothing stays attached.
@@ -288,8 +289,27 @@ class Script:
         err.verifier = tail  # type: ignore[attr-defined]
         return err
 
-    def attach(self) -> int:
-        """Attach every loaded program; returns how many probes are attached (bpftrace's count)."""
+    def start(self) -> int:
+        """What bpftrace's run does, in its order: elapsed's clock started, BEGIN run, then every other
+        probe attached, then the iter: walks; returns the probe count.
+
+        BEGIN runs before anything else is attached, so its records are the first in the ring and its
+        output comes first, whatever fires as soon as a probe is attached (an exec in another process,
+        under execsnoop.bt: its line came above the header when BEGIN ran after attaching)."""
+        self._start_clock()
+        self.run_special("BEGIN")
+        n = self.attach(clock=False)
+        self.run_iterators()
+        return n
+
+    def _start_clock(self) -> None:
+        """``elapsed`` counts from here (bpftrace writes its start time just before BEGIN)."""
+        self._maps["$start"].update(struct.pack("<I", 0), struct.pack("<Q", time.monotonic_ns()))
+
+    def attach(self, clock: bool = True) -> int:
+        """Attach every loaded program (BEGIN and END are run, not attached); returns how many probes
+        are attached (bpftrace's count).  ``clock``: ``elapsed`` counts from here (:meth:`start` starts
+        it before BEGIN instead)."""
         from pycore.link import attach_target
 
         n = len(self._begin) + len(self._end)
@@ -309,8 +329,8 @@ class Script:
                                  self.filename, self.text) from None
             self._links.extend(links)
             n += 1
-        # elapsed counts from here
-        self._maps["$start"].update(struct.pack("<I", 0), struct.pack("<Q", time.monotonic_ns()))
+        if clock:
+            self._start_clock()
         return n
 
     def detach(self) -> None:
@@ -356,13 +376,12 @@ class Script:
         return self._ring
 
     def run_special(self, which: str) -> None:
-        """Run the BEGIN or END programs once, in this process."""
+        """Run the BEGIN or END programs once, in this process (BEGIN: before :meth:`attach`, as
+        :meth:`start` does; END: after :meth:`detach`, so that their output is first and last)."""
         if which == "END":
             self._ending = True
         for prog in (self._begin if which == "BEGIN" else self._end):
             prog.test_run()
-        if which == "BEGIN":
-            self.run_iterators()
 
     def run_iterators(self) -> None:
         """iter: probes walk their objects once, after BEGIN; then the script ends (as in bpftrace, where

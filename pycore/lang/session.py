@@ -109,8 +109,7 @@ class TraceSession:
                 self._watch = PidWatch(pid)
                 if self._watch.fileno() is not None:
                     ring.end_when(self._watch.fileno(), self._end)
-            self.probes = self.script.attach()
-            self.script.run_special("BEGIN")
+            self.probes = self.script.start()   # BEGIN, then the probes: BEGIN's events come first
         except BaseException:
             self._close_native()
             raise
@@ -354,13 +353,20 @@ class TraceSession:
         return {k: n for k, n in self._guard(self.script.refused_keys).items() if n}
 
     def close(self) -> list[Event]:
-        """Run END, then detach and free everything, ending every consumer; returns END's output and
-        the final maps ([] when already closed).  Safe twice and from any thread or task."""
+        """Detach the probes, run END, then free everything, ending every consumer; returns what the
+        ring still held, END's output and the final maps ([] when already closed).  Safe twice and
+        from any thread or task.  As in bpftrace (and pycore trace), the probes are detached before
+        END runs, so nothing they record comes after END's output."""
         out: list[Event] = []
         with self._close_lock:      # a second close() meanwhile waits, then finds it closed
             if self.script._closed:
                 return out
             try:
+                self.script.detach()
+                # what the ring holds first (a poll reads up to a batch): else END's records wait
+                # behind them, past one poll, or find the ring full and are lost
+                while self.script.poll(out.append, 0):
+                    pass
                 self.script.run_special("END")
                 self.script.poll(out.append, 0)
                 out.extend(self.script.final_maps())
@@ -539,8 +545,11 @@ class TraceRunner:
             script.ring()
             from pycore.lang import output as O
 
-            n = script.attach()
-
+            # BEGIN runs, then the other probes are attached (Script.start, bpftrace's order), so that
+            # nothing they record comes before BEGIN's output. "Attaching N probes..." comes after
+            # (bpftrace prints it before): it says the probes are attached, which tests wait for, and
+            # it still comes before any output, which is printed from the ring after this.
+            n = script.start()
             if self.json and not self.quiet:
                 self.out.write(O.attached_json(n))
             elif not self.quiet:
@@ -554,7 +563,6 @@ class TraceRunner:
 
                 for c in script.compiled:
                     print(f"  {c.target.probe}: {_method(c.target)}", file=self.err)
-            script.run_special("BEGIN")
             if child is not None:
                 os.kill(child.pid, signal.SIGCONT)
             stopped = lambda: self._stop or script.exited  # noqa: E731
