@@ -35,6 +35,10 @@ class Calls(State):
                 raise self.error(e, "printf() needs a format string first")
             types = [self.expr(c, a) for a in args[1:]]
             for a, t in zip(args[1:], types):
+                kind = self.aggregate_map(a)
+                if kind:   # bpftrace 0.21+ (and 0.17): "%d specifier expects a value of type int (avg_t supplied)"
+                    raise self.error(a, f"printf cannot print a {kind}() map itself (a {kind}_t, as bpftrace "
+                                        f"says): give (int64)@{a.name}, or assign it to a variable first")
                 if isinstance(t, (Record, Array, Void, Tuple)):
                     raise self.error(a, f"printf cannot print {t}" + (": print() it, or give its elements, $t.0"
                                                                       if isinstance(t, Tuple) else ""))

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pycore.lang import ast as A
 from pycore.lang.check.builtins import Builtins, _BUILTIN_TYPES
 from pycore.lang.check.calls import Calls
-from pycore.lang.check.records import AGGREGATES, Checked, MapInfo
+from pycore.lang.check.records import AGGREGATES, READ_AGGREGATES, Checked, MapInfo
 from pycore.lang.check.state import State
 from pycore.lang.check.types import Types
 from pycore.lang.errors import close_matches
@@ -143,6 +143,12 @@ class Checker(Types, Builtins, Calls, State):
                     raise self.error(s, f"{value.name}() takes '=', not '{s.op}'")
                 self.aggregate(c, value, m)
                 return
+            kind = self.aggregate_map(value)
+            if kind:    # bpftrace 0.21+'s refusal (0.17 copied the first word: an avg's count)
+                raise self.error(s, f"Map value '{kind}_t' cannot be assigned from one map to another. The "
+                                    f"function that returns this type must be called directly e.g. "
+                                    f"`@{target.name} = {kind}(...);`; or cast it to an integer, "
+                                    f"`@{target.name} = (int64)@{value.name};`, for the value of the aggregate")
             vt = self.expr(c, value)
             if s.op != "=" and not isinstance(vt, Int):
                 raise self.error(value, f"'{s.op}' needs an integer, not {vt}")
@@ -183,6 +189,15 @@ class Checker(Types, Builtins, Calls, State):
             raise self.error(s, "can only assign to a $variable or a @map")
 
     # -- maps ------------------------------------------------------------------------------
+
+    def aggregate_map(self, e: A.Expr) -> str:
+        """The aggregation of the count/sum/min/max/avg map ``e`` reads, or "" (not such a map, or not
+        yet known to be one at this point of the script)."""
+        if isinstance(e, A.MapRef):
+            m = self.maps.get("@" + e.name)
+            if m is not None and m.kind in READ_AGGREGATES:
+                return m.kind
+        return ""
 
     def map_keys(self, c: Checked, ref: A.MapRef) -> tuple[Type, ...]:
         out = []
