@@ -138,3 +138,57 @@ def test_aggregate_reads_combine_cpus_as_bpftrace_023() -> None:
     # (bpftrace 0.23.2 then prints its cleared scalar maps as 0, pycore none: the first line is the values)
     assert theirs.splitlines()[0] == "10 15 -2 0 1"
     assert ours.splitlines()[0] == "10 15 -2 0 1"
+
+
+# a pointer kept in a map or a tuple keeps its type: += -= ++ -- step by the pointee's size, and it
+# prints in hex, as bpftrace 0.21+ (0.17 stepped but printed decimal)
+POINTER_VALUES = [
+    ('BEGIN { @ = (int16 *)32; @ += 1; exit(); }', "\n\n@: 0x22\n"),
+    ('BEGIN { @ = (int16 *)32; @++; exit(); }', "\n\n@: 0x22\n"),
+    ('BEGIN { @ = (int32 *)32; @--; @ -= 2; exit(); }', "\n\n@: 0x14\n"),
+    ('BEGIN { @ = (int32 *)32; $x = @++; $y = ++@; printf("%p %p\\n", $x, $y); exit(); }',
+     "0x20 0x28\n\n\n@: 0x28\n"),
+    ('BEGIN { @[1] = (int64 *)32; @[1] += 2; $p = @[1] + 1; printf("%p\\n", $p); exit(); }',
+     "0x38\n\n\n@[1]: 0x30\n"),
+    ('BEGIN { @ = (struct task_struct *)0; @ += 1; $s = sizeof(struct task_struct); @s = $s; exit(); }', None),
+    ('BEGIN { $t = ((int16 *)32, 1); $t2 = ($t.0 + 1, 2); print($t); print($t2); @t = $t2; exit(); }',
+     "(0x20, 1)\n(0x22, 2)\n\n\n@t: (0x22, 2)\n"),
+    ('BEGIN { $p = (int16 *)32; print($p); @v = $p; exit(); }', "0x20\n\n\n@v: 0x20\n"),
+]
+
+
+@pytest.mark.parametrize("script,expected", POINTER_VALUES)
+def test_pointer_values_as_bpftrace_023(script: str, expected: str | None) -> None:
+    out = same_as_023(script)
+    if expected is not None:
+        assert out == expected
+    else:   # a struct pointer steps by the struct's size
+        text = dict(line.split(": ") for line in out.split("\n") if ": " in line)
+        assert int(text["@"], 16) == int(text["@s"])
+
+
+def test_pointer_values_json_as_bpftrace_023() -> None:
+    """-f json keeps a pointer a number, in 0.23.2 as in pycore."""
+    require_root()
+    script = 'BEGIN { @ = (int16 *)32; @ += 1; $t = ((int8 *)1, 2); print($t); exit(); }'
+    theirs = bpftrace023.run(script, "-q", "-f", "json")
+    ours = pycore(script, "-q", "-f", "json")
+    assert theirs.returncode == ours.returncode == 0
+    assert ours.stdout == theirs.stdout
+    assert '{"type": "map", "data": {"@": 34}}' in ours.stdout
+
+
+POINTER_REFUSALS = [
+    'BEGIN { @ = (int16 *)32; @ *= 2; exit(); }',
+    'BEGIN { @ = (int16 *)32; @ = 5; exit(); }',
+    'BEGIN { @ = 5; @ = (int16 *)32; exit(); }',
+]
+
+
+@pytest.mark.parametrize("script", POINTER_REFUSALS)
+def test_pointer_value_refusals_as_bpftrace_023(script: str) -> None:
+    require_root()
+    theirs = bpftrace023.run(script)
+    assert theirs.returncode != 0 and "ERROR" in theirs.stderr
+    p = pycore(script)
+    assert p.returncode != 0 and "Traceback" not in p.stderr and len(p.stderr.splitlines()) == 3, p.stderr

@@ -128,6 +128,9 @@ class Checker(Types, Builtins, Calls, State):
         if isinstance(target, A.MapRef):
             keys = self.map_keys(c, target)
             m = self.map_use(target, keys)
+            if m.kind == "int" and isinstance(m.value, Ptr):    # steps by the pointee's size
+                c.types[id(target)] = m.value
+                return m.value
             self.map_value(target, m, "int", INT64)
             c.types[id(target)] = m.value or INT64
             return INT64
@@ -150,14 +153,26 @@ class Checker(Types, Builtins, Calls, State):
                                     f"`@{target.name} = {kind}(...);`; or cast it to an integer, "
                                     f"`@{target.name} = (int64)@{value.name};`, for the value of the aggregate")
             vt = self.expr(c, value)
-            if s.op != "=" and not isinstance(vt, Int):
+            held = m.value if m.kind == "int" else None
+            if s.op != "=" and isinstance(held, Ptr):    # C's pointer arithmetic, as on a variable
+                if s.op not in ("+=", "-=") or not isinstance(vt, Int) or isinstance(vt, Ptr):
+                    raise self.error(s, f"The {s.op[:-1]} operator can not be used on expressions of types "
+                                        f"{held}, {vt}")
+                vt = held
+            elif s.op != "=" and not isinstance(vt, Int):
                 raise self.error(value, f"'{s.op}' needs an integer, not {vt}")
+            if isinstance(vt, Ptr):
+                vt = Ptr(vt.target, vt.user, vt.spec)   # kept, as bpftrace 0.21+ keeps it: steps, prints in hex
+            if isinstance(vt, (Int, Ptr)) and isinstance(held, (Int, Ptr)) and \
+                    isinstance(vt, Ptr) != isinstance(held, Ptr):
+                raise self.error(s, f"Type mismatch for @{target.name}: trying to assign value of type '{vt}' "
+                                    f"when map already contains a value of type '{held}'")
             if isinstance(vt, Inet):
                 self.map_value(target, m, "str", vt)
             elif isinstance(vt, Str):
                 self.map_value(target, m, "str", Str(max(vt.size, STRING_SIZE)))
             elif isinstance(vt, (Int, Ptr)):
-                self.map_value(target, m, "int", INT64 if isinstance(vt, Ptr) else vt)
+                self.map_value(target, m, "int", held if isinstance(held, Ptr) else vt)
             elif isinstance(vt, Stack):
                 self.map_value(target, m, "int", vt)
             elif is_aggregate(vt):      # a struct or array read whole, as bpftrace keeps one
@@ -324,7 +339,7 @@ class Checker(Types, Builtins, Calls, State):
                 return m.value or Str()
             if m.kind in ("hist", "lhist", "stats"):
                 raise self.error(e, f"{name} is a {m.kind}: it can be printed, not read as a value")
-            return m.value if isinstance(m.value, (Int, Stack)) else INT64
+            return m.value if isinstance(m.value, (Int, Stack, Ptr)) else INT64
         if isinstance(e, A.Binary):
             return self.binary(c, e)
         if isinstance(e, A.Unary):
