@@ -32,6 +32,20 @@ def possible_cpus() -> int:
     return _POSSIBLE_CPUS
 
 
+def _kernel_release_text() -> str:
+    import os
+
+    return os.uname().release
+
+
+def _kernel_release() -> tuple[int, int]:
+    """The running kernel's (major, minor)."""
+    import re
+
+    m = re.match(r"(\d+)\.(\d+)", _kernel_release_text())
+    return (int(m.group(1)), int(m.group(2))) if m else (0, 0)
+
+
 class Maps(State):
     """Map keys and values: plain hashes for ``@m = v``, per-CPU hashes for aggregations."""
 
@@ -125,6 +139,9 @@ class Maps(State):
         0 when the key is absent; an average is the total divided by the count, truncated toward zero
         as the printed one is. (A plain lookup would give this CPU's value, and an avg's count.)"""
         e = self.e
+        if _kernel_release() < (5, 19):
+            raise self.error(ref, f"reading {m.name}, a {m.kind}() map, as a value needs Linux 5.19 or newer "
+                                  f"(bpf_map_lookup_percpu_elem), as in bpftrace; this kernel is {_kernel_release_text()}")
         key = self.key(ref, m)
         i, acc, aux = self.f.slot(), self.f.slot(), self.f.slot()
         e.st(8, 10, i, 0)
