@@ -56,6 +56,8 @@ AGGREGATE_READS = [
     ('BEGIN { @c = sum(2); @b = @c + 1; @d = (int64)@c; printf("%d %d\\n", @b, @d); clear(@c); clear(@b); '
      'clear(@d); exit(); }', "3 2\n"),
     ('BEGIN { @c = min(2); @m[@c] = 1; $t = (@c, 1); print($t); clear(@c); exit(); }', "(2, 1)\n"),
+    ('BEGIN { @c = count(); $x = @c == 1; $y = (int64)@c ? 7 : 8; $z = -(int64)@c; print(@c + 1); '
+     'printf("%d %d %d\\n", $x, $y, $z); exit(); }', "2\n1 7 -1\n"),
 ]
 
 
@@ -74,6 +76,12 @@ AGGREGATE_REFUSALS = [
     ('BEGIN { @h = stats(5); $x = @h; exit(); }', "is a stats"),
     ('BEGIN { @h = lhist(5, 0, 10, 1); printf("%d\\n", @h); exit(); }', "is a lhist"),
     ('BEGIN { @a = count(); @a++; exit(); }', "@a holds count values"),
+    ('BEGIN { @c = count(); if (@c) { printf("y\\n"); } exit(); }', "Invalid condition in if(): count_t"),
+    ('BEGIN { @c = max(2); $x = @c ? 5 : 6; exit(); }', "Invalid condition in ternary: max_t"),
+    ('BEGIN { @c = min(2); $x = -@c; exit(); }', "The - operator can not be used on expressions of type 'min_t'"),
+    ('BEGIN { @c = count(); $x = !@c; exit(); }', "The ! operator"),
+    ('BEGIN { @c = sum(1); $x = ~@c; exit(); }', "The ~ operator"),
+    ('BEGIN { @c = stats(3); $x = (int64)@c; exit(); }', "is a stats"),
 ]
 
 

@@ -110,6 +110,10 @@ class Checker(Types, Builtins, Calls, State):
     def condition(self, c: Checked, e: A.Expr, where: str) -> None:
         """A predicate's, if's, while's or ternary's condition: an integer or a pointer, as in bpftrace."""
         t = self.expr(c, e)
+        kind = self.aggregate_map(e)
+        if kind:   # bpftrace 0.21+: a count_t is no condition (compare it: @c > 0)
+            raise self.error(e, f"Invalid condition in {where}: {kind}_t (compare it, @{e.name} > 0, or cast it, "
+                                f"(int64)@{e.name})")
         if not isinstance(t, (Int, Ptr)) or isinstance(t, TextInt):
             raise self.error(e, f"Invalid condition in {where}: {t}")
 
@@ -344,6 +348,10 @@ class Checker(Types, Builtins, Calls, State):
             return self.binary(c, e)
         if isinstance(e, A.Unary):
             t = self.expr(c, e.operand)
+            kind = self.aggregate_map(e.operand)
+            if kind and e.op in ("!", "~", "-"):    # bpftrace 0.21+'s refusal
+                raise self.error(e, f"The {e.op} operator can not be used on expressions of type '{kind}_t' "
+                                    f"(cast it first: {e.op}(int64)@{e.operand.name})")
             if e.op == "*":
                 if isinstance(t, Int) and not t.display:
                     return INT64    # as bpftrace: the int64 at that address (loads.bt's *kaddr("avenrun"))
