@@ -117,16 +117,28 @@ def _traced_workload(argv: list[str], **popen) -> str:
         while open(f"/proc/{w.pid}/stat").read().split(") ")[1][0] != "T":
             assert time.monotonic() < deadline
             time.sleep(0.01)
-        t = subprocess.Popen([*argv, "-q", "-e", PER_CPU, str(w.pid)], stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, text=True, **popen)
-        time.sleep(8)   # attached by then (bpftrace's -q says nothing)
-        os.kill(w.pid, signal.SIGCONT)
-        w.wait(timeout=30)
-        time.sleep(0.5)
-        t.send_signal(signal.SIGINT)
-        out, err = t.communicate(timeout=30)
-        assert t.returncode == 0, err
-        return out
+        t = subprocess.Popen([*argv, "-B", "line", "-e", PER_CPU, str(w.pid)], stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True, **popen)
+        try:
+            # "Attaching 2 probes..." (0.23.2 on stdout, line-buffered by -B line; pycore on stderr), after
+            # warnings (bpftrace's memlock one in its chroot)
+            seen = []
+            while not (seen and seen[-1].startswith("Attaching")):
+                line = t.stdout.readline()
+                assert line and len(seen) < 20, "".join(seen + [line])   # ended, or never said it
+                seen.append(line)
+            time.sleep(2)                   # bpftrace says it before it attaches
+            os.kill(w.pid, signal.SIGCONT)
+            w.wait(timeout=30)
+            time.sleep(0.5)
+            t.send_signal(signal.SIGINT)
+            out = t.communicate(timeout=30)[0]
+        finally:
+            if t.poll() is None:
+                t.kill()
+                t.wait()
+        assert t.returncode == 0, out
+        return "".join(line for line in out.splitlines(keepends=True) if "RLIMIT_MEMLOCK" not in line)
     finally:
         if w.poll() is None:
             w.kill()
