@@ -11,6 +11,9 @@
 #                    tests in Debian kernels under QEMU: python -m tests.vm.run ARGS
 #   ./dev.sh grammar set up, then regenerate pycore/lang/grammar_tables.py from
 #                    pycore/lang/grammar.lark (after every grammar change)
+#   ./dev.sh bpftrace-0.23 ARGS  run the reference bpftrace 0.23.2 (Debian 13's) with ARGS,
+#                    in a Debian 13 root built once (mmdebstrap) and cached in
+#                    $PYCORE_TRIXIE_ROOT (default ~/.cache/pycore/trixie-root)
 #
 # Setup is idempotent and quick when already done:
 #   - apt-get install the Debian packages below that are missing (apt-get update
@@ -187,6 +190,63 @@ vm_setup() {
     fi
 }
 
+# The reference bpftrace 0.23.2: Debian 13 (trixie)'s package, in a root of its own built once by
+# mmdebstrap (~20 s, ~400 MB) and reused (READY stamp; a lock keeps two builders apart). Its
+# home is the invoking user's own ~/.cache, not $XDG_CACHE_HOME (the tests point that at a
+# directory of each run's own: the root must outlive runs).
+trixie_root() {
+    if [ -n "${PYCORE_TRIXIE_ROOT:-}" ]; then echo "$PYCORE_TRIXIE_ROOT"; return; fi
+    local home
+    home=$(getent passwd "$(id -u)" | cut -d: -f6)
+    echo "${home:-$HOME}/.cache/pycore/trixie-root"
+}
+
+debian_mirror() {
+    # the first URIs: of the machine's deb822 sources (deb.debian.org on a stock Debian 12)
+    local uri
+    uri=$(sed -n 's/^URIs:[[:space:]]*\([^[:space:]]*\).*/\1/p' /etc/apt/sources.list.d/*.sources 2>/dev/null \
+          | grep -v -- '-security' | head -n1)
+    echo "${uri:-http://deb.debian.org/debian}"
+}
+
+trixie_build() {
+    local dir=$1
+    [ -f "$dir/READY" ] && return 0
+    mkdir -p "$(dirname "$dir")"
+    exec 9>"$dir.lock"
+    flock 9
+    if [ ! -f "$dir/READY" ]; then
+        apt_install mmdebstrap
+        local mirror tmp
+        mirror=$(debian_mirror)
+        tmp="$dir.tmp.$$"
+        rm -rf "$dir" "$tmp"
+        say "building a Debian 13 root with bpftrace in $dir (mmdebstrap, mirror $mirror)"
+        if ! as_root mmdebstrap --quiet --variant=apt --include=bpftrace trixie "$tmp" "$mirror" </dev/null >&2; then
+            rm -rf "$tmp"
+            exec 9>&-
+            die "mmdebstrap of Debian 13 failed"
+        fi
+        mv "$tmp" "$dir"
+        chroot "$dir" bpftrace --version >"$dir/READY"
+        say "ready: $(cat "$dir/READY")"
+    fi
+    exec 9>&-
+}
+
+bpftrace_023() {
+    # bpftrace 0.23.2 with ARGS: /proc, /dev, /sys bound (rbind) into the root, in a mount
+    # namespace of its own (unshare -m) so that nothing stays mounted when it ends
+    local dir
+    dir=$(trixie_root)
+    trixie_build "$dir" >&2
+    exec unshare -m --propagation private sh -c '
+        d=$1; shift
+        ulimit -l unlimited 2>/dev/null
+        for m in proc dev sys; do mount --rbind "/$m" "$d/$m" || exit 125; done
+        exec chroot "$d" bpftrace "$@"' sh "$dir" "$@"
+}
+
 cmd=${1:-}
 [ $# -gt 0 ] && shift
 case "$cmd" in
@@ -225,6 +285,11 @@ case "$cmd" in
         "$VENV/bin/python" -m pycore.lang.lalr pycore/lang/grammar.lark > "$out.tmp"
         mv "$out.tmp" "$out"
         say "wrote $out" ;;
+    bpftrace-0.23)
+        bpftrace_023 "$@" ;;
+    trixie-root)
+        # build (once) the Debian 13 root only, print its path
+        dir=$(trixie_root); trixie_build "$dir"; echo "$dir" ;;
     vm-test)
         setup
         vm_setup

@@ -249,8 +249,8 @@ def metric_plans(script: Script, name: str) -> tuple[list[MapMetric], list[str]]
             mtype = "summary"
         elif kind in ("hist", "lhist"):
             mtype = "histogram"
-        elif kind == "int" and isinstance(m.value, Int) and not m.value.display:
-            mtype = "gauge"
+        elif kind == "int" and (isinstance(m.value, Int) and not m.value.display or isinstance(m.value, Ptr)):
+            mtype = "gauge"     # a pointer value too, as before maps kept pointers' types: its address
         elif kind == "str" or (kind == "int" and isinstance(m.value, (Int, Str))):
             mtype, value_label = "gauge", True
             if "value" in labels:

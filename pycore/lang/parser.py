@@ -138,14 +138,35 @@ def parse(text: str, filename: str = "<stdin>") -> A.Program:
     def error(message: str, line: int, col: int, width: int = 1) -> ScriptError:
         return ScriptError(message, line, col, filename, text, width)
 
+    def newer(pos: int) -> ScriptError | None:
+        """A feature of a later bpftrace the parse stopped on, at offset ``pos``, as the error."""
+        from pycore.lang.newer import syntax_feature
+
+        found = syntax_feature(text, pos)
+        if found is None:
+            return None
+        why, at = found
+        line = text.count("\n", 0, at) + 1
+        return error(why, line, at - text.rfind("\n", 0, at))
+
     try:
         program = _parser().parse(text)
     except _Fail as e:
+        if e.message.startswith("invalid integer"):
+            later = newer(_offset(text, e.line, e.col))
+            if later is not None:
+                raise later from None
         raise error(e.message, e.line, e.col, e.width) from None
     except UnexpectedCharacters as e:
+        later = newer(e.pos_in_stream)
+        if later is not None:
+            raise later from None
         raise error(_bad_character(text, e.pos_in_stream), e.line, e.column) from None
     except UnexpectedToken as e:
         tok = e.token
+        later = newer(len(text) if tok.type == "$END" or tok.start_pos is None else tok.start_pos)
+        if later is not None:
+            raise later from None
         accepts = e.accepts or e.expected   # what really fits here (LALR's expected set merges states)
         if tok.type == "$END":
             line, col = _end_of(text)
@@ -169,6 +190,14 @@ def parse(text: str, filename: str = "<stdin>") -> A.Program:
             raise error(f"script nested too deeply (more than {MAX_DEPTH} levels)", deep.pos.line,
                         deep.pos.col)
     return program
+
+
+def _offset(text: str, line: int, col: int) -> int:
+    """The offset of ``line``:``col`` (both from 1) in ``text``."""
+    start = 0
+    for _ in range(line - 1):
+        start = text.index("\n", start) + 1
+    return start + col - 1
 
 
 def _program_started(text: str, pos: int) -> bool:
@@ -458,6 +487,11 @@ def _probe_spec(text: str, line: int, col: int) -> A.ProbeSpec:
     kind, colon, rest = text.partition(":")
     kind = PROBE_ALIASES.get(kind, kind)
     if kind not in PROBE_KINDS:
+        from pycore.lang.newer import probe_feature
+
+        later = probe_feature(text.partition(":")[0], PROBE_KINDS, PROBE_ALIASES)
+        if later is not None:
+            raise _Fail(later, line, col, len(text.partition(":")[0]))
         known = ", ".join(k for k in PROBE_KINDS)
         raise _Fail(f"unknown probe type '{text.partition(':')[0]}' (known: {known})", line, col,
                     len(text.partition(":")[0]))
@@ -669,7 +703,15 @@ class _Builder:
         if name in _KEYWORDS:
             raise _Fail(f"unexpected keyword '{name}' — expected an expression", name.line, name.column,
                         len(name))
-        return A.Call(str(name), tuple(args or ()), pos=_tpos(name))
+        args = tuple(args or ())
+        if name in ("delete", "has_key") and len(args) == 2 and isinstance(args[0], A.MapRef) \
+                and not args[0].keys:
+            # bpftrace 0.22's delete(@m, key) and has_key(@m, key): the element @m[key] (a tuple of a
+            # multi-key map's keys, as written, is its keys), so both read as delete(@m[key]) does
+            key = args[1]
+            keys = key.elems if isinstance(key, A.Tuple) else (key,)
+            args = (A.MapRef(args[0].name, tuple(keys), pos=args[0].pos),)
+        return A.Call(str(name), args, pos=_tpos(name))
 
     def paren(self, c: list[Any]) -> A.Expr:
         return c[1]

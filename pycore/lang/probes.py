@@ -243,6 +243,11 @@ class Resolver:
         if len(parts) == 1 and parts[0].isdigit():
             parts = (units[0], parts[0])
         if len(parts) != 2 or parts[0] not in units or not parts[1].isdigit() or int(parts[1]) <= 0:
+            from pycore.lang.newer import rate_feature
+
+            later = rate_feature(text, parts)
+            if later is not None:
+                raise ProbeError(later)
             raise ProbeError(f"{text}: expected {text.split(':')[0]}:{'|'.join(units)}:N with N > 0")
         return parts[0], int(parts[1])
 

@@ -107,6 +107,11 @@ class Builtins(State):
         if value is not None:
             c.consts[id(e)] = value
             return INT64
+        from pycore.lang.newer import identifier_feature
+
+        later = identifier_feature(name)
+        if later is not None:
+            raise self.error(e, later)
         near = close_matches(name, [*_BUILTIN_TYPES, *_OTHER_BUILTINS], n=1)
         hint = f" (did you mean {near[0]!r}?)" if near else ""
         where = "nor an enum value in this kernel's BTF"

@@ -35,6 +35,10 @@ class Calls(State):
                 raise self.error(e, "printf() needs a format string first")
             types = [self.expr(c, a) for a in args[1:]]
             for a, t in zip(args[1:], types):
+                kind = self.aggregate_map(a)
+                if kind:   # bpftrace 0.21+ (and 0.17): "%d specifier expects a value of type int (avg_t supplied)"
+                    raise self.error(a, f"printf cannot print a {kind}() map itself (a {kind}_t, as bpftrace "
+                                        f"says): give (int64)@{a.name}, or assign it to a variable first")
                 if isinstance(t, (Record, Array, Void, Tuple)):
                     raise self.error(a, f"printf cannot print {t}" + (": print() it, or give its elements, $t.0"
                                                                       if isinstance(t, Tuple) else ""))
@@ -61,9 +65,16 @@ class Calls(State):
             if args:
                 raise self.error(e, "exit() takes no argument")
             return Void()
+        if n == "has_key":    # bpftrace 0.22's: whether @m holds the key (the parser made it one argument)
+            if len(args) != 1 or not isinstance(args[0], A.MapRef) or not args[0].keys:
+                raise self.error(e, "has_key() takes a map and a key: has_key(@m, key)")
+            keys = self.map_keys(c, args[0])
+            self.map_use(args[0], keys)
+            c.types[id(args[0])] = Void()
+            return INT64
         if n in ("delete",):
             if len(args) != 1 or not isinstance(args[0], A.MapRef):
-                raise self.error(e, "delete() takes a map element: delete(@m[key])")
+                raise self.error(e, "delete() takes a map element: delete(@m[key]) or delete(@m, key)")
             keys = self.map_keys(c, args[0])
             self.map_use(args[0], keys)
             c.types[id(args[0])] = Void()
@@ -247,8 +258,14 @@ class Calls(State):
                 raise self.error(args[0], why)
             return Void()
         near = close_matches(n, ["printf", "print", "str", "strncmp", "strcontains", "strftime", "cgroupid", "cgroup_path", "path", "override", "ksym", "usym",
-                                 "kaddr", "uptr", "kptr", "ntop", "macaddr", "buf", "reg", "bswap", "time", "join", "exit", "delete", "clear",
+                                 "kaddr", "uptr", "kptr", "ntop", "macaddr", "buf", "reg", "bswap", "time", "join", "exit", "delete", "has_key", "clear",
                                  "zero", *AGGREGATES], n=1)
+        from pycore.lang.check.builtins import _BUILTIN_TYPES, _OTHER_BUILTINS
+        from pycore.lang.newer import function_feature
+
+        later = function_feature(n, n in _BUILTIN_TYPES or n in _OTHER_BUILTINS)
+        if later is not None:
+            raise self.error(e, later)
         hint = f" (did you mean {near[0]}()?)" if near else ""
         raise self.error(e, f"unknown function {n}(){hint}")
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pycore.lang import ast as A
 from pycore.lang.check.builtins import Builtins, _BUILTIN_TYPES
 from pycore.lang.check.calls import Calls
-from pycore.lang.check.records import AGGREGATES, Checked, MapInfo
+from pycore.lang.check.records import AGGREGATES, READ_AGGREGATES, Checked, MapInfo
 from pycore.lang.check.state import State
 from pycore.lang.check.types import Types
 from pycore.lang.errors import close_matches
@@ -110,6 +110,10 @@ class Checker(Types, Builtins, Calls, State):
     def condition(self, c: Checked, e: A.Expr, where: str) -> None:
         """A predicate's, if's, while's or ternary's condition: an integer or a pointer, as in bpftrace."""
         t = self.expr(c, e)
+        kind = self.aggregate_map(e)
+        if kind:   # bpftrace 0.21+: a count_t is no condition (compare it: @c > 0)
+            raise self.error(e, f"Invalid condition in {where}: {kind}_t (compare it, @{e.name} > 0, or cast it, "
+                                f"(int64)@{e.name})")
         if not isinstance(t, (Int, Ptr)) or isinstance(t, TextInt):
             raise self.error(e, f"Invalid condition in {where}: {t}")
 
@@ -128,6 +132,9 @@ class Checker(Types, Builtins, Calls, State):
         if isinstance(target, A.MapRef):
             keys = self.map_keys(c, target)
             m = self.map_use(target, keys)
+            if m.kind == "int" and isinstance(m.value, Ptr):    # steps by the pointee's size
+                c.types[id(target)] = m.value
+                return m.value
             self.map_value(target, m, "int", INT64)
             c.types[id(target)] = m.value or INT64
             return INT64
@@ -143,15 +150,33 @@ class Checker(Types, Builtins, Calls, State):
                     raise self.error(s, f"{value.name}() takes '=', not '{s.op}'")
                 self.aggregate(c, value, m)
                 return
+            kind = self.aggregate_map(value)
+            if kind:    # bpftrace 0.21+'s refusal (0.17 copied the first word: an avg's count)
+                raise self.error(s, f"Map value '{kind}_t' cannot be assigned from one map to another. The "
+                                    f"function that returns this type must be called directly e.g. "
+                                    f"`@{target.name} = {kind}(...);`; or cast it to an integer, "
+                                    f"`@{target.name} = (int64)@{value.name};`, for the value of the aggregate")
             vt = self.expr(c, value)
-            if s.op != "=" and not isinstance(vt, Int):
+            held = m.value if m.kind == "int" else None
+            if s.op != "=" and isinstance(held, Ptr):    # C's pointer arithmetic, as on a variable
+                if s.op not in ("+=", "-=") or not isinstance(vt, Int) or isinstance(vt, Ptr):
+                    raise self.error(s, f"The {s.op[:-1]} operator can not be used on expressions of types "
+                                        f"{held}, {vt}")
+                vt = held
+            elif s.op != "=" and not isinstance(vt, Int):
                 raise self.error(value, f"'{s.op}' needs an integer, not {vt}")
+            if isinstance(vt, Ptr):
+                vt = Ptr(vt.target, vt.user, vt.spec)   # kept, as bpftrace 0.21+ keeps it: steps, prints in hex
+            if isinstance(vt, (Int, Ptr)) and isinstance(held, (Int, Ptr)) and \
+                    isinstance(vt, Ptr) != isinstance(held, Ptr):
+                raise self.error(s, f"Type mismatch for @{target.name}: trying to assign value of type '{vt}' "
+                                    f"when map already contains a value of type '{held}'")
             if isinstance(vt, Inet):
                 self.map_value(target, m, "str", vt)
             elif isinstance(vt, Str):
                 self.map_value(target, m, "str", Str(max(vt.size, STRING_SIZE)))
             elif isinstance(vt, (Int, Ptr)):
-                self.map_value(target, m, "int", INT64 if isinstance(vt, Ptr) else vt)
+                self.map_value(target, m, "int", held if isinstance(held, Ptr) else vt)
             elif isinstance(vt, Stack):
                 self.map_value(target, m, "int", vt)
             elif is_aggregate(vt):      # a struct or array read whole, as bpftrace keeps one
@@ -183,6 +208,15 @@ class Checker(Types, Builtins, Calls, State):
             raise self.error(s, "can only assign to a $variable or a @map")
 
     # -- maps ------------------------------------------------------------------------------
+
+    def aggregate_map(self, e: A.Expr) -> str:
+        """The aggregation of the count/sum/min/max/avg map ``e`` reads, or "" (not such a map, or not
+        yet known to be one at this point of the script)."""
+        if isinstance(e, A.MapRef):
+            m = self.maps.get("@" + e.name)
+            if m is not None and m.kind in READ_AGGREGATES:
+                return m.kind
+        return ""
 
     def map_keys(self, c: Checked, ref: A.MapRef) -> tuple[Type, ...]:
         out = []
@@ -309,11 +343,15 @@ class Checker(Types, Builtins, Calls, State):
                 return m.value or Str()
             if m.kind in ("hist", "lhist", "stats"):
                 raise self.error(e, f"{name} is a {m.kind}: it can be printed, not read as a value")
-            return m.value if isinstance(m.value, (Int, Stack)) else INT64
+            return m.value if isinstance(m.value, (Int, Stack, Ptr)) else INT64
         if isinstance(e, A.Binary):
             return self.binary(c, e)
         if isinstance(e, A.Unary):
             t = self.expr(c, e.operand)
+            kind = self.aggregate_map(e.operand)
+            if kind and e.op in ("!", "~", "-"):    # bpftrace 0.21+'s refusal
+                raise self.error(e, f"The {e.op} operator can not be used on expressions of type '{kind}_t' "
+                                    f"(cast it first: {e.op}(int64)@{e.operand.name})")
             if e.op == "*":
                 if isinstance(t, Int) and not t.display:
                     return INT64    # as bpftrace: the int64 at that address (loads.bt's *kaddr("avenrun"))

@@ -12,6 +12,9 @@ from pycore.record import field, record
 
 # value kinds of maps filled by aggregation functions
 AGGREGATES = ("count", "sum", "min", "max", "avg", "stats", "hist", "lhist")
+# those whose maps read as a number in an expression, as in bpftrace 0.21+: combined over the CPUs
+# (an avg's total / count); stats, hist and lhist maps are refused there
+READ_AGGREGATES = ("count", "sum", "min", "max", "avg")
 
 
 @record

@@ -245,6 +245,15 @@ class Calls(State):
         if n == "strcontains":
             self.strcontains(node.args[0], node.args[1])
             return
+        if n == "has_key":      # 1 when the key is in the map, else 0
+            ref = node.args[0]
+            m = self.layout.maps["@" + ref.name]
+            self.map_lookup(m, self.key(ref, m))
+            done = e.label()
+            e.jmp_imm("jeq", 0, 0, done)
+            e.mov_imm(0, 1)
+            e.place(done)
+            return
         if isinstance(t, Str):
             raise self.error(node, f"{n}() is a string here")
         raise self.error(node, f"{n}() has no value")

@@ -7,9 +7,43 @@ from errno import E2BIG, ENOMEM
 
 from pycore.lang import ast as A
 from pycore.lang.check import MapInfo
+from pycore.lang.check.records import READ_AGGREGATES
 from pycore.lang.lower.layout import BPF_ANY, BPF_NOEXIST
 from pycore.lang.lower.state import State
 from pycore.lang.types import Int, Type, is_buffer, width
+
+
+_POSSIBLE_CPUS: int | None = None
+
+
+def possible_cpus() -> int:
+    """How many CPUs the kernel may have (the per-CPU maps' slots): the highest of
+    /sys/devices/system/cpu/possible, plus one, as libbpf counts them."""
+    global _POSSIBLE_CPUS
+    if _POSSIBLE_CPUS is None:
+        try:
+            with open("/sys/devices/system/cpu/possible") as f:
+                text = f.read().strip()
+            _POSSIBLE_CPUS = max(int(r.split("-")[-1]) for r in text.split(",")) + 1
+        except (OSError, ValueError):
+            import os
+
+            _POSSIBLE_CPUS = os.cpu_count() or 1
+    return _POSSIBLE_CPUS
+
+
+def _kernel_release_text() -> str:
+    import os
+
+    return os.uname().release
+
+
+def _kernel_release() -> tuple[int, int]:
+    """The running kernel's (major, minor)."""
+    import re
+
+    m = re.match(r"(\d+)\.(\d+)", _kernel_release_text())
+    return (int(m.group(1)), int(m.group(2))) if m else (0, 0)
 
 
 class Maps(State):
@@ -89,12 +123,82 @@ class Maps(State):
     def map_read(self, ref: A.MapRef, m: MapInfo) -> None:
         """r0 = @m[k], or 0 when absent."""
         e = self.e
+        if m.kind in READ_AGGREGATES:
+            self.aggregate_read(ref, m)
+            return
         key = self.key(ref, m)
         self.map_lookup(m, key)
         done = e.label()
         e.jmp_imm("jeq", 0, 0, done)
         e.ldx(8, 0, 0, 0)
         e.place(done)
+
+    def aggregate_read(self, ref: A.MapRef, m: MapInfo) -> None:
+        """r0 = the value of a count, sum, min, max or avg map's key, as bpftrace 0.21+ reads it: its
+        per-CPU values combined (``bpf_map_lookup_percpu_elem`` for each possible CPU, kernel 5.19+),
+        0 when the key is absent; an average is the total divided by the count, truncated toward zero
+        as the printed one is. (A plain lookup would give this CPU's value, and an avg's count.)"""
+        e = self.e
+        if _kernel_release() < (5, 19):
+            raise self.error(ref, f"reading {m.name}, a {m.kind}() map, as a value needs Linux 5.19 or newer "
+                                  f"(bpf_map_lookup_percpu_elem), as in bpftrace; this kernel is {_kernel_release_text()}")
+        key = self.key(ref, m)
+        i, acc, aux = self.f.slot(), self.f.slot(), self.f.slot()
+        e.st(8, 10, i, 0)
+        e.st(8, 10, acc, 0)    # the sum, the total, or the min/max so far
+        e.st(8, 10, aux, 0)    # avg: the count; min/max: whether acc is set
+        top, end, nxt = e.label(), e.label(), e.label()
+        e.place(top)
+        e.ldx(8, 3, 10, i)
+        e.jmp_imm("jge", 3, possible_cpus(), end)
+        e.ld_map(1, self.fds[m.name])
+        self._ptr(2, key)
+        e.call("map_lookup_percpu_elem")
+        e.jmp_imm("jeq", 0, 0, end)     # no such key (on CPU 0: on none)
+        if m.kind in ("count", "sum"):
+            e.ldx(8, 1, 0, 0)
+            e.ldx(8, 2, 10, acc)
+            e.alu_reg("add", 1, 2)
+            e.stx(8, 10, acc, 1)
+        elif m.kind == "avg":        # the value is [count, total]
+            e.ldx(8, 1, 0, 0)
+            e.ldx(8, 2, 10, aux)
+            e.alu_reg("add", 1, 2)
+            e.stx(8, 10, aux, 1)
+            e.ldx(8, 1, 0, 8)
+            e.ldx(8, 2, 10, acc)
+            e.alu_reg("add", 1, 2)
+            e.stx(8, 10, acc, 1)
+        else:                        # min, max: [value, set]; a CPU that never set it has set == 0
+            take = e.label()
+            e.ldx(8, 1, 0, 8)
+            e.jmp_imm("jeq", 1, 0, nxt)
+            e.ldx(8, 1, 0, 0)
+            e.ldx(8, 2, 10, aux)
+            e.jmp_imm("jeq", 2, 0, take)
+            e.ldx(8, 2, 10, acc)
+            e.jmp_reg("jsge" if m.kind == "min" else "jsle", 1, 2, nxt)   # signed, as the updates compare
+            e.place(take)
+            e.stx(8, 10, acc, 1)
+            e.st(8, 10, aux, 1)
+        e.place(nxt)
+        e.ldx(8, 1, 10, i)
+        e.alu_imm("add", 1, 1)
+        e.stx(8, 10, i, 1)
+        e.ja(top)
+        e.place(end)
+        e.ldx(8, 0, 10, acc)
+        if m.kind == "avg":          # total / count toward zero; a count of 0 (no key) divides to 0
+            e.ldx(8, 1, 10, aux)
+            neg, done = e.label(), e.label()
+            e.jmp_imm("jslt", 0, 0, neg)
+            e.alu_reg("div", 0, 1)
+            e.ja(done)
+            e.place(neg)
+            e.alu_imm("neg", 0, 0)
+            e.alu_reg("div", 0, 1)
+            e.alu_imm("neg", 0, 0)
+            e.place(done)
 
     def map_add(self, ref: A.MapRef, m: MapInfo, from_reg: bool) -> None:
         """@m[k] += r0 (inserting r0 when absent); per-CPU maps need no atomics."""

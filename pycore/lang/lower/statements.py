@@ -168,6 +168,7 @@ class Statements(State):
         if s.op != "=":
             self.scalar(value)
             if s.op in ("+=", "-="):
+                self.scale(0, self.step(m.value))    # a pointer steps by its pointee's size
                 if s.op == "-=":
                     e.alu_imm("neg", 0, 0)
                 self.map_add(target, m, from_reg=True)
@@ -207,6 +208,7 @@ class Statements(State):
                 e.mov_reg(0, 1)
             return
         m = self.layout.maps["@" + target.name]
+        delta *= self.step(m.value)     # a pointer steps by its pointee's size
         if not value:
             e.mov_imm(0, delta)
             self.map_add(target, m, from_reg=True)

@@ -249,9 +249,9 @@ def _render(value: Any, t: Any, mode: str) -> str:
         return quoted(s) if mode == JSON else s
     if name == "Str" and isinstance(value, (bytes, bytearray)):
         value = _cstr(bytes(value))
-    if name == "Ptr":
+    if name == "Ptr":   # in hex as bpftrace 0.21+ prints one (a value, a tuple's element, a key); json: a number
         v = _signed(int(value), 64)
-        return f"0x{v & _M64:x}" if mode == KEY else str(v)
+        return str(v) if mode == JSON else f"0x{v & _M64:x}"
     if isinstance(value, bool):
         value = int(value)
     if isinstance(value, int):

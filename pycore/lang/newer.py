@@ -1,0 +1,149 @@
+"""bpftrace features newer than what ``pycore trace`` has, named where a script using one fails.
+
+pycore trace runs bpftrace 0.17's language, with parts of later ones (docs/trace.md says which). A
+script written for a newer bpftrace fails to parse or check here; instead of the parser's "unexpected
+'='" or the checker's "unknown function", the error names the feature and the bpftrace version that
+added it (its CHANGELOG.md). Nothing here runs unless a script has already failed: the parser, the
+probe resolver and the checker call these only on their way to an error.
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["syntax_feature", "function_feature", "identifier_feature", "probe_feature", "message"]
+
+_KW = r"(?<![\w$@.])"   # a keyword: not part of a name, a $variable, a @map or a field
+
+#: A feature seen in the text, (pattern, what it is, the bpftrace version that added it). The patterns
+#: run over the script with its strings and comments blanked; the first that matches at or before the
+#: place the parser stopped, nearest that place, names the feature.
+_SYNTAX: list[tuple[re.Pattern[str], str, str]] = [(re.compile(p, re.M), what, version) for p, what, version in [
+    (r"^\s*config\s*=", "config blocks (`config = { ... }`)", "0.20"),
+    (_KW + r"for\s*\(?\s*\$\w+\s*:[^{;]*\.\.", "range loops (`for ($i : 1..5)`)", "0.24"),
+    (_KW + r"for\s*\(?\s*\$\w+\s*:", "for-each loops over a map (`for ($kv : @m)`)", "0.21"),
+    (_KW + r"let\s+@", "map declarations (`let @m = lruhash(5)`)", "0.24 (behind a flag; 0.25 without)"),
+    (_KW + r"let\s+\$", "variable declarations (`let $x`)", "0.22"),
+    (_KW + r"macro\s+\w+\s*\(", "macros (`macro f(x) { ... }`)", "0.24 (behind a flag; 0.25 without)"),
+    (r"\?\s*:", "the ternary with no middle operand (`a ?: b`)", "0.26"),
+    (r"(?<![\w$.])\d+(?:ns|us|ms|s|m|h|d)\b", "duration literals (`1s`, `100ms`)", "0.24"),
+    (_KW + r"(?:if|while)\s+[^\s(]", "if and while without parentheses", "0.24"),
+    (_KW + r"unroll\s+[^\s(]", "unroll without parentheses", "0.24"),
+]]
+
+#: Functions of later bpftraces: name -> (what it is, version).
+_FUNCTIONS: dict[str, tuple[str, str]] = {
+    "len": ("len(@m), a map's number of elements", "0.20"),
+    "offsetof": ("offsetof()", "0.18"),
+    "percpu_kaddr": ("percpu_kaddr()", "0.22"),
+    "errorf": ("errorf()", "0.24"),
+    "assert": ("assert() (a macro of its standard library)", "0.24"),
+    "ppid": ("ppid() (a macro of its standard library)", "0.24"),
+    "pcomm": ("pcomm() (a macro of its standard library)", "0.25"),
+    "getopt": ("getopt()", "0.24"),
+    "socket_cookie": ("socket_cookie()", "0.24"),
+    "tseries": ("tseries()", "0.24"),
+    "syscall_name": ("syscall_name()", "0.25"),
+    "signal_thread": ("signal_thread()", "0.25"),
+    "find": ("find(@m, key)", "0.25"),
+    "write_user": ("write_user()", "0.26"),
+    "dw_ustack": ("dw_ustack()", "0.26"),
+    "is_err": ("is_err() (a macro of its standard library)", "0.26"),
+    "container_of": ("container_of() (a macro of its standard library)", "a version after 0.26"),
+}
+
+#: Builtins called like functions: ``nsecs(monotonic)`` (0.19); any other, ``comm()``, ``pid(curr_ns)`` (0.24).
+_CALLED_BUILTINS: dict[str, tuple[str, str]] = {
+    "nsecs": ("nsecs with a clock argument (`nsecs(monotonic)`)", "0.19"),
+    "pid": ("pid() and tid() with a namespace argument (`pid(curr_ns)`)", "0.24"),
+    "tid": ("pid() and tid() with a namespace argument (`tid(curr_ns)`)", "0.24"),
+    "comm": ("comm() with a call's parentheses, or a pid", "0.24 (a pid: 0.25)"),
+}
+
+#: Identifiers of later bpftraces: name -> (what it is, version).
+_IDENTIFIERS: dict[str, tuple[str, str]] = {
+    "ppid": ("the ppid builtin (as ppid(curtask) in 0.24's standard library)", "0.25"),
+    "pcomm": ("the pcomm builtin (a macro of its standard library)", "0.25"),
+    "ncpus": ("the ncpus builtin", "0.24"),
+    "usermode": ("the usermode builtin", "0.24"),
+    "probetype": ("the probetype builtin", "0.25"),
+}
+
+_PROBE_KINDS_LATER: dict[str, tuple[str, str]] = {
+    "bench": ("BENCH probes", "0.24"),
+    "test": ("test probes", "0.25"),
+}
+
+
+def message(what: str, version: str) -> str:
+    """The error's text: the feature, the bpftrace that added it, and what pycore trace runs."""
+    return (f"{what}: new in bpftrace {version}, not in pycore trace yet (it runs bpftrace 0.17's language "
+            f"and the later parts docs/trace.md lists)")
+
+
+_BLANK = re.compile(r'"(?:[^"\\\n]|\\.)*"|//[^\n]*|/\*[\s\S]*?\*/')
+
+
+def _blanked(text: str) -> str:
+    """``text`` with its strings and comments turned into spaces (newlines kept): offsets unchanged."""
+    return _BLANK.sub(lambda m: re.sub(r"[^\n]", " ", m.group()), text)
+
+
+def syntax_feature(text: str, pos: int) -> tuple[str, int] | None:
+    """The newer syntax the parser most likely stopped on at offset ``pos``: (message, its offset)."""
+    plain = _blanked(text)
+    best: tuple[int, str, str] | None = None
+    for pattern, what, version in _SYNTAX:
+        for m in pattern.finditer(plain, 0, len(plain)):
+            start = m.start() + len(m.group()) - len(m.group().lstrip())
+            if start > pos:
+                break
+            if pos - start > 200 or plain.count("\n", start, pos) > 3:   # too far back to be the cause
+                continue
+            if best is None or start > best[0]:
+                best = (start, what, version)
+    if best is None:
+        return None
+    return message(best[1], best[2]), best[0]
+
+
+def function_feature(name: str, builtins: bool) -> str | None:
+    """The message for an unknown function ``name()`` that a later bpftrace has (``builtins``: the
+    name is one of pycore's builtins, called with parentheses)."""
+    if builtins:
+        what, version = _CALLED_BUILTINS.get(name, (f"{name}() (a builtin called like a function)", "0.24"))
+        return message(what, version)
+    if name in _FUNCTIONS:
+        return message(*_FUNCTIONS[name])
+    return None
+
+
+def identifier_feature(name: str) -> str | None:
+    """The message for an unknown identifier that a later bpftrace has as a builtin."""
+    if name in _IDENTIFIERS:
+        return message(*_IDENTIFIERS[name])
+    return None
+
+
+_DURATION = re.compile(r"\d+(?:ns|us|ms|s|m|h|d)")
+
+
+def probe_feature(kind: str, known: dict[str, tuple[int, int]], aliases: dict[str, str]) -> str | None:
+    """The message for an unknown probe type that a later bpftrace accepts: another case of a known
+    one (``begin``, ``Tracepoint``: 0.24 made probe types case-insensitive), BENCH, test."""
+    low = kind.lower()
+    for k in (*known, *aliases):
+        if k.lower() == low and k != kind:
+            return message(f"probe types in another case ('{kind}' for '{aliases.get(k, k)}')", "0.24")
+    if low in _PROBE_KINDS_LATER:
+        return message(*_PROBE_KINDS_LATER[low])
+    return None
+
+
+def rate_feature(text: str, parts: tuple[str, ...]) -> str | None:
+    """The message for ``interval:1s`` / ``profile:100ms``: a duration as the one part (0.24)."""
+    if len(parts) == 1 and _DURATION.fullmatch(parts[0]):
+        kind = text.split(":")[0]
+        return message(f"a duration as the rate of {kind} probes ('{text}'; here write {kind}:s:1 and the like)",
+                       "0.24")
+    return None
