@@ -208,14 +208,25 @@ def test_cli_filters_by_netns_and_interface(pair, record_property):
                   "--interface", pair.ifb]) as p:
         header = p.stdout.readline()
         assert header.split()[:6] == ["TIME", "PID", "COMM", "NETNS", "INTERFACE", "PROTO"], p.stderr.read()
-        pair.udp_to_closed_port(N)                                   # counted
+        printed: list[str] = []
+        reader = threading.Thread(target=lambda: printed.extend(p.stdout), daemon=True)
+        reader.start()
         pair.udp_to_closed_port(4, src=pair.b, dst="127.0.0.1")      # b's lo: filtered out
         pair.udp_to_closed_port(4, src=pair.a, dst="127.0.0.1")      # a's lo: filtered out
-        time.sleep(0.5)
-        out, err = stop(p)
+        pair.udp_to_closed_port(N)                                   # counted
+        # Ctrl-C once the counted drops, sent last, are printed, not after a fixed 0.5 s: under load
+        # the tool had printed 2 of 20 by then and counted 18 on stderr as left in the ring
+        deadline = time.monotonic() + 60
+        while sum(bool(re.match(r"\d\d:\d\d:\d\d ", ln)) for ln in list(printed)) < N:
+            assert p.poll() is None, p.stderr.read()
+            assert time.monotonic() < deadline, f"not {N} events printed in 60 s: {printed}"
+            time.sleep(0.05)
+        stop(p, communicate=False)
+        reader.join(10)
+        err = p.stderr.read()
     assert p.returncode == 0, err
     assert err == ""
-    lines = out.splitlines()
+    lines = "".join(printed).splitlines()
     events = [ln for ln in lines if re.match(r"\d\d:\d\d:\d\d ", ln)]
     assert len(events) == N
     for ln in events:
