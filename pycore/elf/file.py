@@ -188,29 +188,36 @@ class ElfFile:
             self._symbols = symbols
         return self._symbols
 
+    def _entries(self, secname: str) -> tuple[Iterator[tuple[int, ...]], bytes, bool] | None:
+        """The raw fields of each whole entry of symbol table ``secname``, its string table, and
+        whether entries are 64-bit ones; None when the table is absent."""
+        table = self._symbol_table(secname)
+        if table is None:
+            return None
+        data, strtab, entry = table
+        return entry.iter_unpack(data[:len(data) - len(data) % entry.size]), strtab, entry.size == 24
+
     def raw_symbols(self, secname: str) -> Iterator[tuple[str, int, int, int, int]]:
         """(name, value, size, STT_* type, section index) of each entry of symbol table
         ``secname`` (none when it is absent), in file order.  Read with struct: pyelftools'
         construct takes 80 µs a symbol (0.25 s for libc's .dynsym, 1.2 s for its debug file's
         .symtab)."""
-        table = self._symbol_table(secname)
+        table = self._entries(secname)
         if table is None:
             return
-        data, strtab, entry = table
-        wide = entry.size == 24
-        for fields in entry.iter_unpack(data[:len(data) - len(data) % entry.size]):
+        entries, strtab, wide = table
+        for fields in entries:
             yield _symbol(fields, strtab, wide)
 
     def function_symbols(self, secname: str) -> Iterator[tuple[str, int, int, int, int]]:
         """:meth:`raw_symbols` of the defined functions only (STT_FUNC, STT_GNU_IFUNC, a section and a
         non-zero address), the others' names not decoded: half of a debug file's entries are not
         functions (libc's: 13k of 23k), and decoding every name was most of the walk."""
-        table = self._symbol_table(secname)
+        table = self._entries(secname)
         if table is None:
             return
-        data, strtab, entry = table
-        wide = entry.size == 24
-        for fields in entry.iter_unpack(data[:len(data) - len(data) % entry.size]):
+        entries, strtab, wide = table
+        for fields in entries:
             info, shndx, value = (fields[1], fields[3], fields[4]) if wide else (fields[3], fields[5], fields[1])
             if info & 0xF in (2, 10) and shndx and value and fields[0]:
                 yield _symbol(fields, strtab, wide)
