@@ -10,7 +10,8 @@ only because defining them is on ``pycore trace``'s start, which is measured
 
 Node kinds (fields in order; ``pos`` on all of them):
 
-Program(includes, probes, directives, c_definitions)   the whole script
+Program(includes, probes, directives, c_definitions, map_decls)   the whole script
+MapDecl(name, kind, max_entries)      ``let @name = lruhash(N);`` before the probes (bpftrace 0.24)
 Include(path, system, text)           ``#include <path>`` (system) or ``"path"``; recorded, not used
 Directive(text)                       any other ``#`` line before the probes (``#ifndef``...); recorded
 CDefinition(text)                     a C ``struct``/``union``/``enum`` definition before the probes, as written
@@ -48,6 +49,8 @@ Return()                              ``return``
 Break()                               ``break`` (inside while)
 Continue()                            ``continue`` (inside while)
 Block(body)                           a bare ``{ ... }`` inside a body
+Let(var, type, value)                 ``let $x;``, ``let $x = e;``, ``let $x: type = e;`` (type, value: None
+                                      when not written)
 """
 
 from __future__ import annotations
@@ -65,7 +68,7 @@ __all__ = [
     "Pos", "NOPOS", "Node", "Expr", "Stmt", "Program", "Include", "Directive", "CDefinition", "ProbeBlock",
     "ProbeSpec", "TypeName", "Int", "Str", "Builtin", "Positional", "Var", "MapRef", "Call", "Binary", "Unary",
     "Ternary", "Cast", "Field", "Index", "Tuple", "IncDec", "ExprStmt", "Assign", "If", "While", "Unroll",
-    "Return", "Break", "Continue", "Block", "walk", "children", "depth", "Visitor",
+    "Return", "Break", "Continue", "Block", "Let", "MapDecl", "walk", "children", "depth", "Visitor",
 ]
 
 
@@ -340,9 +343,29 @@ class Continue(Stmt):
 
 @record
 class Block(Stmt):
-    """A bare ``{ ... }`` statement list inside a body (scoping is the same as bpftrace's: none)."""
+    """A bare ``{ ... }`` statement list inside a body: a scope of its own, as an if's body."""
 
     body: list[Stmt]
+
+
+@record
+class Let(Stmt):
+    """``let $x [: type] [= value];``: declares ``$x`` in the enclosing block (bpftrace 0.22), so a
+    variable can be given a value in an inner block and read after it."""
+
+    var: Var
+    type: TypeName | None = None
+    value: Expr | None = None
+
+
+@record
+class MapDecl(Node):
+    """``let @name = kind(max_entries);`` before the probes: the BPF map type (hash, lruhash,
+    percpuhash, percpulruhash) and size of @name (bpftrace 0.24)."""
+
+    name: str
+    kind: str
+    max_entries: int
 
 
 @record
@@ -362,6 +385,7 @@ class Program(Node):
     probes: list[ProbeBlock]
     directives: list[Directive] = field(default_factory=list)
     c_definitions: list[CDefinition] = field(default_factory=list)
+    map_decls: list[MapDecl] = field(default_factory=list)
 
 
 # -- traversal -------------------------------------------------------------------------------------

@@ -22,13 +22,7 @@ _SYNTAX: list[tuple[re.Pattern[str], str, str]] = [(re.compile(p, re.M), what, v
     (r"^\s*config\s*=", "config blocks (`config = { ... }`)", "0.20"),
     (_KW + r"for\s*\(?\s*\$\w+\s*:[^{;]*\.\.", "range loops (`for ($i : 1..5)`)", "0.24"),
     (_KW + r"for\s*\(?\s*\$\w+\s*:", "for-each loops over a map (`for ($kv : @m)`)", "0.21"),
-    (_KW + r"let\s+@", "map declarations (`let @m = lruhash(5)`)", "0.24 (behind a flag; 0.25 without)"),
-    (_KW + r"let\s+\$", "variable declarations (`let $x`)", "0.22"),
     (_KW + r"macro\s+\w+\s*\(", "macros (`macro f(x) { ... }`)", "0.24 (behind a flag; 0.25 without)"),
-    (r"\?\s*:", "the ternary with no middle operand (`a ?: b`)", "0.26"),
-    (r"(?<![\w$.])\d+(?:ns|us|ms|s|m|h|d)\b", "duration literals (`1s`, `100ms`)", "0.24"),
-    (_KW + r"(?:if|while)\s+[^\s(]", "if and while without parentheses", "0.24"),
-    (_KW + r"unroll\s+[^\s(]", "unroll without parentheses", "0.24"),
 ]]
 
 #: Functions of later bpftraces: name -> (what it is, version).
@@ -125,25 +119,9 @@ def identifier_feature(name: str) -> str | None:
     return None
 
 
-_DURATION = re.compile(r"\d+(?:ns|us|ms|s|m|h|d)")
-
-
 def probe_feature(kind: str, known: dict[str, tuple[int, int]], aliases: dict[str, str]) -> str | None:
-    """The message for an unknown probe type that a later bpftrace accepts: another case of a known
-    one (``begin``, ``Tracepoint``: 0.24 made probe types case-insensitive), BENCH, test."""
+    """The message for an unknown probe type that a later bpftrace accepts: BENCH, test."""
     low = kind.lower()
-    for k in (*known, *aliases):
-        if k.lower() == low and k != kind:
-            return message(f"probe types in another case ('{kind}' for '{aliases.get(k, k)}')", "0.24")
     if low in _PROBE_KINDS_LATER:
         return message(*_PROBE_KINDS_LATER[low])
-    return None
-
-
-def rate_feature(text: str, parts: tuple[str, ...]) -> str | None:
-    """The message for ``interval:1s`` / ``profile:100ms``: a duration as the one part (0.24)."""
-    if len(parts) == 1 and _DURATION.fullmatch(parts[0]):
-        kind = text.split(":")[0]
-        return message(f"a duration as the rate of {kind} probes ('{text}'; here write {kind}:s:1 and the like)",
-                       "0.24")
     return None

@@ -57,9 +57,19 @@ PROBE_KINDS: dict[str, tuple[int, int]] = {
 }
 
 # Kinds whose first part, when there is more than one, is a binary or module.
+_ANY_CASE = {**{k.lower(): k for k in PROBE_KINDS}, **{k.lower(): v for k, v in PROBE_ALIASES.items() if k != "U"}}
+
 _TARGETED = {"kprobe", "kretprobe", "kfunc", "kretfunc", "rawtracepoint", "uprobe", "uretprobe", "usdt"}
 _OFFSETS = {"kprobe", "uprobe"}
-_KEYWORDS = {"if", "else", "while", "unroll", "return", "break", "continue", "struct", "union", "enum"}
+_KEYWORDS = {"if", "else", "while", "unroll", "return", "break", "continue", "struct", "union", "enum", "let"}
+
+#: bpftrace 0.24's duration literals (``100ms``): nanoseconds per unit.
+DURATIONS: dict[str, int] = {"ns": 1, "us": 10**3, "ms": 10**6, "s": 10**9, "m": 60 * 10**9, "h": 3600 * 10**9,
+                             "d": 86400 * 10**9}
+_DURATION_RE = re.compile(r"([0-9]+(?:_[0-9]+)*)(ns|us|ms|s|m|h|d)")
+
+#: The map kinds of a declaration (``let @m = lruhash(N)``), bpftrace 0.24's names.
+MAP_DECL_KINDS = ("hash", "lruhash", "percpuhash", "percpulruhash")
 
 
 class _Fail(Exception):
@@ -164,6 +174,13 @@ def parse(text: str, filename: str = "<stdin>") -> A.Program:
         raise error(_bad_character(text, e.pos_in_stream), e.line, e.column) from None
     except UnexpectedToken as e:
         tok = e.token
+        bare = _bare_condition(text, tok.start_pos) if tok.type not in ("$END", "LBRACE") and tok.start_pos else None
+        if bare is not None:
+            kw, at = bare
+            line = text.count("\n", 0, at) + 1
+            raise error(f"a condition without parentheses is one operand ('{kw} $x {{', '{kw} !$x {{'), as in "
+                        f"bpftrace 0.24: put the whole condition in parentheses, {kw} (...) {{", line,
+                        at - text.rfind("\n", 0, at), len(kw)) from None
         later = newer(len(text) if tok.type == "$END" or tok.start_pos is None else tok.start_pos)
         if later is not None:
             raise later from None
@@ -190,6 +207,20 @@ def parse(text: str, filename: str = "<stdin>") -> A.Program:
             raise error(f"script nested too deeply (more than {MAX_DEPTH} levels)", deep.pos.line,
                         deep.pos.col)
     return program
+
+
+_BARE = re.compile(r"(?<![\w$@.])(if|while|unroll)\s+[^\s{;}][^{;}]*$")
+
+
+def _bare_condition(text: str, pos: int) -> tuple[str, int] | None:
+    """(keyword, its offset) when the parse stopped inside an if/while/unroll condition written
+    without parentheses (``if pid > 0 {``: bpftrace 0.24 takes one operand there, as pycore does)."""
+    from pycore.lang.newer import _blanked
+
+    m = _BARE.search(_blanked(text[:pos]))
+    if m is None or "\n" in m.group().rstrip():
+        return None
+    return m.group(1), m.start(1)
 
 
 def _offset(text: str, line: int, col: int) -> int:
@@ -308,7 +339,7 @@ def _deepest(node: A.Node) -> A.Node:
 
 _EXPR_START = {"INT", "STRING", "IDENT", "VAR", "MAP", "POSITIONAL", "PARAMCOUNT", "LPAR", "CAST", "MINUS",
                "BANG", "TILDE", "STAR", "INC", "DEC"}
-_STMT_START = {"IF", "WHILE", "UNROLL", "RETURN", "BREAK", "CONTINUE", "LBRACE"}
+_STMT_START = {"IF", "WHILE", "UNROLL", "RETURN", "BREAK", "CONTINUE", "LBRACE", "LET"}
 _OPERATORS = {"OROR", "ANDAND", "BOR", "BXOR", "BAND", "EQ", "NE", "LT", "GT", "LE", "GE", "SHL", "SHR", "PLUS",
               "MINUS", "STAR", "SLASH", "PERCENT", "_QMARK", "DOT", "ARROW", "_LBRACK", "INC", "DEC"}
 _NAMES = {
@@ -316,7 +347,7 @@ _NAMES = {
     "_RBRACK": "']'", "_LBRACK": "'['", "_COLON": "':'", "ASSIGN": "'='", "COMPOUND_ASSIGN": "'op='",
     "SLASH": "'/'", "PRED_END": "'/' (end of the predicate)", "IDENT": "a name", "INT": "an integer",
     "_ELSE": "'else'", "STRUCT": "'struct'", "PROBE": "a probe", "DOT": "'.'", "ARROW": "'->'",
-    "$END": "the end of the script", "IF": "'if'", "WHILE": "'while'", "UNROLL": "'unroll'",
+    "$END": "the end of the script", "IF": "'if'", "LET": "'let'", "WHILE": "'while'", "UNROLL": "'unroll'",
     "RETURN": "'return'", "BREAK": "'break'", "CONTINUE": "'continue'", "CAST": "a cast",
     "CPREPROC": "a '#' line", "C_DEFINITION": "a C definition",
 }
@@ -360,7 +391,7 @@ def _token(tok: Token) -> str:
         return f"string {v}" if len(v) <= 40 else f"string {v[:37]}...\""
     if t in kinds:
         return f"{kinds[t]} '{v if len(v) <= 40 else v[:37] + '...'}'"
-    if t in ("IF", "_ELSE", "WHILE", "UNROLL", "RETURN", "BREAK", "CONTINUE", "STRUCT"):
+    if t in ("IF", "_ELSE", "WHILE", "UNROLL", "RETURN", "BREAK", "CONTINUE", "STRUCT", "LET"):
         return f"keyword '{v}'"
     if t == "PRED_END":
         return "'/'"
@@ -486,6 +517,8 @@ def _probe_spec(text: str, line: int, col: int) -> A.ProbeSpec:
     pos = A.Pos(line, col)
     kind, colon, rest = text.partition(":")
     kind = PROBE_ALIASES.get(kind, kind)
+    if kind not in PROBE_KINDS:    # bpftrace 0.24: probe types in any case (its tools' begin, end)
+        kind = _ANY_CASE.get(kind.lower(), kind)
     if kind not in PROBE_KINDS:
         from pycore.lang.newer import probe_feature
 
@@ -569,9 +602,14 @@ class _Builder:
         directives: list[A.Directive] = []
         cdefs: list[A.CDefinition] = []
         probes: list[A.ProbeBlock] = []
+        decls: list[A.MapDecl] = []
         for item in c:
             if isinstance(item, A.ProbeBlock):
                 probes.append(item)
+            elif isinstance(item, A.MapDecl):
+                if any(d.name == item.name for d in decls):
+                    raise _Fail(f"@{item.name} is declared twice", item.pos.line, item.pos.col, len(item.name) + 1)
+                decls.append(item)
             elif item.type == "CPREPROC":
                 text = str(item).rstrip()
                 m = re.match(r'#\s*include\s*(?:<([^>]*)>|"([^"]*)")', text)
@@ -584,7 +622,19 @@ class _Builder:
                     directives.append(A.Directive(text, pos=_tpos(item)))
             else:
                 cdefs.append(A.CDefinition(str(item), pos=_tpos(item)))
-        return A.Program(includes, probes, directives, cdefs, pos=A.Pos(1, 1))
+        return A.Program(includes, probes, directives, cdefs, decls, pos=A.Pos(1, 1))
+
+    def map_decl(self, c: list[Any]) -> A.MapDecl:
+        kw, name, _eq, kind, _lpar, size = c
+        if kind not in MAP_DECL_KINDS:
+            raise _Fail(f"Invalid bpf map type: {kind} (known: {', '.join(MAP_DECL_KINDS)})", kind.line,
+                        kind.column, len(kind))
+        n = _int(str(size), size.line, size.column)
+        if not 1 <= n <= 0xFFFFFFFF:
+            raise _Fail(f"a map's size must be 1 or more, not {n}", size.line, size.column, len(size))
+        if name == "@":
+            raise _Fail("the anonymous map @ cannot be declared: name it", name.line, name.column, 1)
+        return A.MapDecl(str(name)[1:], str(kind), n, pos=_tpos(kw))
 
     def probe_block(self, c: list[Any]) -> A.ProbeBlock:
         specs = [_probe_spec(str(t), t.line, t.column) for t in c if getattr(t, "type", None) == "PROBE"]
@@ -617,20 +667,41 @@ class _Builder:
         return cls(pos=_tpos(tok))
 
     def if_stmt(self, c: list[Any]) -> A.If:
-        kw, _lpar, cond, then = c[:4]
+        kw, cond, then = c[:3]
         else_: list[A.Stmt] | None = None
-        if len(c) > 4 and c[4] is not None:
-            other = c[4]
+        if len(c) > 3 and c[3] is not None:
+            other = c[3]
             else_ = [other] if isinstance(other, A.If) else other.body
         return A.If(cond, then.body, else_, pos=_tpos(kw))
 
     def while_stmt(self, c: list[Any]) -> A.While:
-        kw, _lpar, cond, body = c
+        kw, cond, body = c
         return A.While(cond, body.body, pos=_tpos(kw))
 
     def unroll_stmt(self, c: list[Any]) -> A.Unroll:
-        kw, _lpar, count, body = c
+        kw, count, body = c
         return A.Unroll(count, body.body, pos=_tpos(kw))
+
+    def let_stmt(self, c: list[Any]) -> A.Let:
+        kw, var = c[0], c[1]
+        type_: A.TypeName | None = None
+        value: A.Expr | None = None
+        rest = c[2:]
+        if rest and isinstance(rest[0], A.TypeName):
+            type_, rest = rest[0], rest[1:]
+        if rest and rest[0] is None:    # lark's placeholder for the type not written
+            rest = rest[1:]
+        if len(rest) >= 2:
+            value = rest[1]
+        return A.Let(var, type_, value, pos=_tpos(kw))
+
+    def let_type(self, c: list[Any]) -> A.TypeName:
+        first = c[0]
+        if first.type == "STRUCT":
+            return A.TypeName(f"{first} {c[1]}", len(c) - 2, pos=_tpos(first))
+        if len(c) == 2 and c[1].type == "INT":     # string[N]: a string of N bytes
+            return A.TypeName(f"{first}[{_int(str(c[1]), c[1].line, c[1].column)}]", 0, pos=_tpos(first))
+        return A.TypeName(str(first), len(c) - 1, pos=_tpos(first))
 
     def block_stmt(self, c: list[Any]) -> A.Block:
         return c[0]
@@ -640,6 +711,12 @@ class _Builder:
     def ternary(self, c: list[Any]) -> A.Ternary:
         cond, then, else_ = c
         return A.Ternary(cond, then, else_, pos=cond.pos)
+
+    def elvis(self, c: list[Any]) -> A.Ternary:
+        """bpftrace 0.26's ``a ?: b``: ``a`` when it is true, else ``b`` (``a ? a : b``, as bpftrace's
+        parser builds it: the same node as condition and value)."""
+        cond, else_ = c
+        return A.Ternary(cond, cond, else_, pos=cond.pos)
 
     def binary(self, c: list[Any]) -> A.Binary:
         left, op, right = c
@@ -676,14 +753,22 @@ class _Builder:
 
     def int_lit(self, c: list[Any]) -> A.Int:
         tok = c[0]
+        m = _DURATION_RE.fullmatch(tok)
+        if m is not None:    # bpftrace 0.24's 100ms: nanoseconds
+            value = int(m.group(1).replace("_", "")) * DURATIONS[m.group(2)]
+            if value > _U64:
+                raise _Fail(f"duration '{tok}' does not fit in 64 bits of nanoseconds", tok.line, tok.column, len(tok))
+            return A.Int(value, pos=_tpos(tok))
         return A.Int(_int(str(tok), tok.line, tok.column), pos=_tpos(tok))
 
     def str_lit(self, c: list[Any]) -> A.Str:
         tok = c[0]
         return A.Str(_string(tok), pos=_tpos(tok))
 
-    def ident(self, c: list[Any]) -> A.Builtin:
+    def ident(self, c: list[Any]) -> A.Expr:
         tok = c[0]
+        if tok in ("true", "false"):    # bpftrace 0.24's booleans, as the integers 1 and 0
+            return A.Int(1 if tok == "true" else 0, pos=_tpos(tok))
         if tok in _KEYWORDS:
             raise _Fail(f"unexpected keyword '{tok}' — expected an expression", tok.line, tok.column, len(tok))
         return A.Builtin(str(tok), pos=_tpos(tok))

@@ -13,6 +13,7 @@ the trampoline's u64 array typed from BTF, kprobe/uprobe arguments from
 from __future__ import annotations
 
 import os
+import re
 
 from pycore.lang.errors import NoMatch, ProbeError, close_matches
 from pycore.lang.types import INT64, UINT64, Int, Ptr, Str, Type, from_btf
@@ -90,6 +91,20 @@ class Target:
     @property
     def is_return(self) -> bool:
         return self.kind in ("kretfunc", "kretprobe", "uretprobe")
+
+
+def _duration_rate(part: str, text: str) -> tuple[str, ...]:
+    """bpftrace 0.24's ``interval:1s``, ``profile:100ms``: a duration as the period, in the largest of
+    the units s, ms, us that holds it whole (``1m`` is ``s:60``)."""
+    m = re.fullmatch(r"([0-9]+)(ns|us|ms|s|m|h|d)", part)
+    if m is None:
+        return (part,)
+    ns = int(m.group(1)) * {"ns": 1, "us": 10**3, "ms": 10**6, "s": 10**9, "m": 60 * 10**9, "h": 3600 * 10**9,
+                            "d": 86400 * 10**9}[m.group(2)]
+    for unit, size in (("s", 10**9), ("ms", 10**6), ("us", 10**3)):
+        if ns and ns % size == 0:
+            return (unit, str(ns // size))
+    raise ProbeError(f"{text}: a period of {part} is finer than the microseconds a probe's period is counted in")
 
 
 def _suggest(name: str, choices: list[str] | set[str]) -> str:
@@ -242,12 +257,9 @@ class Resolver:
     def _rate(parts: tuple[str, ...], text: str, units: tuple[str, ...]) -> tuple[str, int]:
         if len(parts) == 1 and parts[0].isdigit():
             parts = (units[0], parts[0])
+        elif len(parts) == 1:
+            parts = _duration_rate(parts[0], text)
         if len(parts) != 2 or parts[0] not in units or not parts[1].isdigit() or int(parts[1]) <= 0:
-            from pycore.lang.newer import rate_feature
-
-            later = rate_feature(text, parts)
-            if later is not None:
-                raise ProbeError(later)
             raise ProbeError(f"{text}: expected {text.split(':')[0]}:{'|'.join(units)}:N with N > 0")
         return parts[0], int(parts[1])
 

@@ -43,6 +43,10 @@ _VALUE_SIZES = {"count": 8, "sum": 8, "min": 16, "max": 16, "avg": 16, "stats": 
 RING_SIZE = 1 << 21
 _U64 = struct.Struct("<Q")
 MAP_HASH, MAP_ARRAY, MAP_PERCPU_HASH, MAP_PERCPU_ARRAY, MAP_STACK_TRACE, MAP_RINGBUF = 1, 2, 5, 6, 7, 27
+MAP_LRU_HASH, MAP_LRU_PERCPU_HASH = 9, 10
+#: The BPF map type of each kind a map declaration names (let @m = lruhash(N), bpftrace 0.24).
+DECLARED_MAP_TYPES = {"hash": MAP_HASH, "lruhash": MAP_LRU_HASH, "percpuhash": MAP_PERCPU_HASH,
+                      "percpulruhash": MAP_LRU_PERCPU_HASH}
 
 
 _FUNCTION_KINDS = frozenset({"kprobe", "kretprobe", "kfunc", "kretfunc", "uprobe", "uretprobe"})
@@ -190,6 +194,7 @@ class Script:
                 m.value = m.value or Int(8, True)
             if m.keys is None:
                 m.keys = ()
+        self.checker.map_declarations()
         self.layout = Layout(self.checker.maps, cpid=self.checker.cpid)
         return self.compiled
 
@@ -201,7 +206,8 @@ class Script:
             lines.append(f"{t.probe}  ({_method(t)})")
         for m in self.layout.maps.values():
             keys = ", ".join(str(k) for k in m.keys or ()) or "-"
-            lines.append(f"map {m.name}[{keys}]: {m.kind}")
+            decl = f" ({m.decl.kind}, {m.decl.max_entries} keys)" if m.decl is not None else ""
+            lines.append(f"map {m.name}[{keys}]: {m.kind}{decl}")
         return "\n".join(lines)
 
     # -- native resources ---------------------------------------------------------------------------
@@ -215,7 +221,9 @@ class Script:
             key_size = m.key_size + (8 if kind in ("hist", "lhist") else 0)
             value_size = _VALUE_SIZES.get(kind) or (width(m.value) if m.value is not None else 8)
             map_type = MAP_PERCPU_HASH if kind in AGGREGATES else MAP_HASH
-            mp = create_map(map_type, key_size, value_size, self.map_keys, name=_map_name(m.name))
+            if m.decl is not None:      # its declaration's kind (checked against its use) and size
+                map_type = DECLARED_MAP_TYPES[m.decl.kind]
+            mp = create_map(map_type, key_size, value_size, self.map_size(m.name), name=_map_name(m.name))
             self._maps[m.name] = mp
             fds[m.name] = mp.fd
         scratch = create_map(MAP_PERCPU_ARRAY, 4, SCRATCH_SIZE, 1, name="scratch")
@@ -507,6 +515,11 @@ class Script:
         """Map name -> new keys it refused because it was full (all CPUs' counts, since the load);
         every map of the script, 0 for most."""
         return self.counters()[1]
+
+    def map_size(self, name: str) -> int:
+        """How many keys map ``name`` (``@m``) holds at most: its declaration's, else ``map_keys``."""
+        m = self.layout.maps.get(name) if self.layout is not None else None
+        return m.decl.max_entries if m is not None and m.decl is not None else self.map_keys
 
     def counters(self) -> tuple[int, dict[str, int]]:
         """(lost events, {map: keys refused}): both counted in the per-CPU scratch entry, read with one

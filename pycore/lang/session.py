@@ -588,8 +588,10 @@ class TraceRunner:
                 print((O.lost_json(lost) if self.json else O.lost_text(lost)).rstrip("\n"), file=self.err)
             for name, n in refused.items():   # bpftrace 0.17 says nothing; newer ones warn
                 if n:
+                    size = script.map_size(name)
+                    why = "BPFTRACE_MAP_KEYS_MAX" if size == script.map_keys else "its declaration"
                     print(f"pycore trace: {name}: {n} key{'s' if n > 1 else ''} refused: the map was full at "
-                          f"{script.map_keys} keys (BPFTRACE_MAP_KEYS_MAX)", file=self.err)
+                          f"{size} keys ({why})", file=self.err)
             if self.verbose:    # how long the end took, by step (Ctrl-C must be prompt: tests/test_stop*.py)
                 since = f"{ended - self._first_signal:.3f} s after the signal, " if self._signals else ""
                 print(f"pycore trace: ended {since}detached in {detached - ended:.3f} s, ring printed in "

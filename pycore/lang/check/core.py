@@ -7,9 +7,9 @@ from __future__ import annotations
 from pycore.lang import ast as A
 from pycore.lang.check.builtins import Builtins, _BUILTIN_TYPES
 from pycore.lang.check.calls import Calls
-from pycore.lang.check.records import AGGREGATES, READ_AGGREGATES, Checked, MapInfo
+from pycore.lang.check.records import AGGREGATES, READ_AGGREGATES, USER_PROBES, Checked, MapInfo
 from pycore.lang.check.state import State
-from pycore.lang.check.types import Types
+from pycore.lang.check.types import Types, _C_INTS
 from pycore.lang.errors import close_matches
 from pycore.lang.probes import Target
 from pycore.lang.types import (INT64, STRING_SIZE, Array, Buffer, is_aggregate, Inet, Int, Ptr, Record, Stack, Str,
@@ -58,12 +58,166 @@ class Checker(Types, Builtins, Calls, State):
     def check(self, block: A.ProbeBlock, target: Target) -> Checked:
         if self._declared is False and self.program is not None and self.program.c_definitions:
             self.declared()      # a declaration that does not parse is an error, used or not
+        try:
+            return self._check(block, target, flat=False)
+        except _Unscoped:
+            # bpftrace 0.17 had no block scoping: a variable assigned in an if's body could be read
+            # after it. bpftrace 0.23 refuses that; a script with no 'let' (written for 0.17) runs as
+            # 0.17 ran it, one variable per name in the whole probe
+            return self._check(block, target, flat=True)
+
+    def _check(self, block: A.ProbeBlock, target: Target, flat: bool) -> Checked:
         c = Checked(block, target)
+        self._flat = flat
+        self._scopes = [{}]
+        self._made: set[str] = set()
         if block.predicate is not None:
             self.condition(c, block.predicate, "predicate")
         self._loops = 0
         self.stmts(c, block.body)
         return c
+
+    # -- variables and their scopes (bpftrace 0.22+) -----------------------------------------------
+    #
+    # A variable lives in the block where it is declared (let) or first assigned, and in the blocks
+    # inside it; two variables of one name in sibling blocks are two variables (each its own key in
+    # Checked.variables and its own stack slot), and may have different types.
+
+    def scoped(self, c: Checked, body: list[A.Stmt]) -> None:
+        """Check ``body`` as a block of its own: the variables it makes end with it."""
+        if self._flat:
+            self.stmts(c, body)
+            return
+        self._scopes.append({})
+        try:
+            self.stmts(c, body)
+        finally:
+            self._scopes.pop()
+
+    def _lookup(self, name: str) -> _Variable | None:
+        for scope in reversed(self._scopes):
+            v = scope.get(name)
+            if v is not None:
+                return v
+        return None
+
+    def declare_var(self, c: Checked, node: A.Var, declared: bool = False, at: A.Node | None = None) -> _Variable:
+        """A new variable named by ``node`` in the innermost block (a for-loop's variable: its body's)."""
+        name = node.name
+        key, n = name, 1
+        while key in self._made or key in c.variables:
+            n += 1
+            key = f"{name}#{n}"
+        self._made.add(key)
+        v = self._scopes[-1][name] = _Variable(key, declared, at or node)
+        c.var_keys[id(node)] = key
+        return v
+
+    def var_write(self, c: Checked, node: A.Var) -> _Variable:
+        """The variable an assignment to ``node`` writes: the one in scope, or a new one here."""
+        v = self._lookup(node.name)
+        if v is None:
+            if node.name in c.variables and node.name not in self._made:   # made by another stage
+                v = _Variable(node.name, False, node)
+            else:
+                return self.declare_var(c, node)
+        c.var_keys[id(node)] = v.key
+        return v
+
+    def var_read(self, c: Checked, node: A.Var) -> Type:
+        """The type of the variable ``node`` reads, or bpftrace's error for one not in scope."""
+        name = node.name
+        v = self._lookup(name)
+        if v is None and name in c.variables and name not in self._made:   # made by another stage
+            v = _Variable(name, False, node)
+        if v is None:
+            ended = any(k == name or k.startswith(name + "#") for k in self._made)
+            if ended and not self._flat and not self._has_let():
+                raise _Unscoped()
+            if ended:
+                raise self.error(node, f"Undefined or undeclared variable: ${name} (it was made in a block "
+                                       f"that has ended: a variable lives in the block where it is first "
+                                       f"assigned; declare it before that block, let ${name};)")
+            near = close_matches(name, [k for scope in self._scopes for k in scope], n=1)
+            hint = f" (did you mean ${near[0]}?)" if near else ""
+            raise self.error(node, f"${name} is used before it is assigned{hint}")
+        c.var_keys[id(node)] = v.key
+        t = c.variables.get(v.key)
+        if t is None:
+            raise self.error(node, f"${name} is declared (let) but used before it is assigned")
+        return t
+
+    def _has_let(self) -> bool:
+        """Whether the script declares variables (is written for bpftrace 0.22+'s scoping)."""
+        has = getattr(self, "_let_seen", None)
+        if has is None:
+            nodes = A.walk(self.program) if self.program is not None else ()
+            has = self._let_seen = any(isinstance(n, A.Let) for n in nodes)
+        return has
+
+    def let(self, c: Checked, s: A.Let) -> None:
+        """``let $x [: type] [= value]``: a new variable in this block, as bpftrace 0.22+."""
+        name = s.var.name
+        old = self._lookup(name)
+        if old is not None:
+            if old.declared:
+                raise self.error(s, f"Variable ${name} was already declared (at line {old.at.pos.line}). "
+                                    f"Variable shadowing is not allowed.")
+            raise self.error(s, f"Variable declarations need to occur before variable usage or assignment. "
+                                f"Variable: ${name}")
+        v = self.declare_var(c, s.var, declared=True, at=s)
+        if s.type is not None:
+            v.fixed = self.let_type(c, s)
+            c.variables[v.key] = v.fixed
+            c.types[id(s.var)] = v.fixed
+        if s.value is not None:
+            self.assign(c, A.Assign(s.var, "=", s.value, pos=s.pos))
+
+    def let_type(self, c: Checked, s: A.Let) -> Type:
+        """The type a declaration names: an integer type, string or string[N], or a pointer."""
+        tn = s.type
+        assert tn is not None
+        name = tn.name
+        if tn.pointer_depth == 0:
+            if name in _C_INTS:
+                return Int(*_C_INTS[name])
+            if name == "bool":
+                return Int(1, False)
+            if name == "string":
+                return Str(STRING_SIZE)
+            if name.startswith("string["):
+                return Str(int(name[7:-1]))
+            raise self.error(tn, f"let ${s.var.name}: unknown type '{name}' (an integer type such as uint32, "
+                                 f"string, string[N], or a pointer such as struct task_struct *)")
+        target, spec = self.named_type(c, tn, name)
+        for _ in range(tn.pointer_depth - 1):
+            target = self._pointer_to(target, spec)
+        return Ptr(target, c.target.kind in USER_PROBES, spec)
+
+    def _fit(self, s: A.Assign, fixed: Type, vt: Type) -> Type:
+        """A value for a variable whose type a declaration fixed: checked as bpftrace 0.23 checks it."""
+        name = s.target.name
+        if isinstance(fixed, Int) and isinstance(vt, Int) and not isinstance(vt, TextInt):
+            literal = _literal(s.value)
+            if literal is not None:
+                lo, hi = (-(1 << (8 * fixed.size - 1)), (1 << (8 * fixed.size - 1)) - 1) if fixed.signed \
+                    else (0, (1 << (8 * fixed.size)) - 1)
+                if not lo <= literal <= hi:
+                    raise self.error(s, f"Type mismatch for ${name}: trying to assign value '{literal}' which does "
+                                        f"not fit into the variable of type '{fixed}'")
+            elif vt.size > fixed.size:
+                raise self.error(s, f"Integer size mismatch. Assignment type '{vt}' is larger than the variable "
+                                    f"type '{fixed}'.")
+            return fixed
+        if isinstance(fixed, Str) and isinstance(vt, Str):
+            if vt.size > fixed.size:
+                raise self.error(s, f"Type mismatch for ${name}: a {vt} does not fit in the variable of type "
+                                    f"'{fixed}'")
+            return fixed
+        if isinstance(fixed, Ptr) and (isinstance(vt, Ptr) or isinstance(vt, Int) and not isinstance(vt, TextInt)):
+            return fixed
+        raise self.error(s, f"Type mismatch for ${name}: trying to assign value of type '{vt}' when variable "
+                            f"already has a type '{fixed}'")
 
     # -- statements ------------------------------------------------------------------------
 
@@ -84,21 +238,23 @@ class Checker(Types, Builtins, Calls, State):
             self.incdec(c, s)
         elif isinstance(s, A.If):
             self.condition(c, s.cond, "if()")
-            self.stmts(c, s.then)
+            self.scoped(c, s.then)
             if s.else_:
-                self.stmts(c, s.else_)
+                self.scoped(c, s.else_)
         elif isinstance(s, A.While):
             self.condition(c, s.cond, "while()")
             self._loops += 1
-            self.stmts(c, s.body)
+            self.scoped(c, s.body)
             self._loops -= 1
         elif isinstance(s, A.Unroll):
             n = self.constant(c, s.count)
             if not 1 <= n <= 100:
                 raise self.error(s, f"unroll count must be 1..100, not {n}")
-            self.stmts(c, s.body)
+            self.scoped(c, s.body)
         elif isinstance(s, A.Block):
-            self.stmts(c, s.body)
+            self.scoped(c, s.body)
+        elif isinstance(s, A.Let):
+            self.let(c, s)
         elif isinstance(s, A.Return):
             pass
         elif isinstance(s, (A.Break, A.Continue)):
@@ -122,13 +278,14 @@ class Checker(Types, Builtins, Calls, State):
         new (prefix) value, as in bpftrace; a pointer variable steps by its pointee's size, as in C."""
         target = s.target
         if isinstance(target, A.Var):
-            t = c.variables.get(target.name)
+            key = self.var_write(c, target).key
+            t = c.variables.get(key)
             if t is None:
-                c.variables[target.name] = INT64
+                c.variables[key] = INT64
             elif not isinstance(t, (Int, Ptr)) or isinstance(t, TextInt):
                 raise self.error(s, f"${target.name} is {t}: {s.op} needs an integer or a pointer")
-            c.types[id(target)] = c.variables[target.name]
-            return c.variables[target.name]
+            c.types[id(target)] = c.variables[key]
+            return c.variables[key]
         if isinstance(target, A.MapRef):
             keys = self.map_keys(c, target)
             m = self.map_use(target, keys)
@@ -190,8 +347,18 @@ class Checker(Types, Builtins, Calls, State):
             vt = self.expr(c, value)
             if isinstance(vt, Void):
                 raise self.error(value, f"${target.name} cannot hold {vt}")
-            old = c.variables.get(target.name)
+            var = self.var_write(c, target)
+            key = var.key
+            old = c.variables.get(key)
+            if var.fixed is not None:
+                if s.op == "=":
+                    vt = self._fit(s, var.fixed, vt)
+                elif isinstance(var.fixed, Int) and var.fixed.size < 8:
+                    raise self.error(s, f"Integer size mismatch. Assignment type 'int64' is larger than the "
+                                        f"variable type '{var.fixed}'.")
             if s.op != "=":
+                if old is None and var.declared:     # 'let $x; $x += 1': $x is 0 until assigned, as bpftrace
+                    old = INT64
                 stepped = isinstance(old, Ptr) and s.op in ("+=", "-=")   # C's pointer arithmetic
                 if old is None or not isinstance(old, Int) and not stepped or not isinstance(vt, Int):
                     raise self.error(s, f"'{s.op}' needs an integer ${target.name}")
@@ -202,12 +369,29 @@ class Checker(Types, Builtins, Calls, State):
                 raise self.error(s, f"${target.name} holds {old}, cannot assign {vt}")
             if isinstance(vt, Str) and isinstance(old, Str) and old.size < vt.size:
                 vt = Str(vt.size)
-            c.variables[target.name] = old if (old is not None and isinstance(old, Str) and old.size >= vt.size) else vt
-            c.types[id(target)] = c.variables[target.name]
+            c.variables[key] = var.fixed or (old if (old is not None and isinstance(old, Str) and old.size >= vt.size)
+                                             else vt)
+            c.types[id(target)] = c.variables[key]
         else:
             raise self.error(s, "can only assign to a $variable or a @map")
 
     # -- maps ------------------------------------------------------------------------------
+
+    def map_declarations(self) -> None:
+        """After every block is checked: each declared map's kind agrees with its uses, as bpftrace 0.24
+        checks it (the per-CPU kinds hold count/sum/min/max/avg/stats/hist/lhist, the others values)."""
+        if self.program is None:
+            return
+        for d in self.program.map_decls:
+            m = self.maps.get("@" + d.name)
+            if m is None:
+                continue    # declared, never used: bpftrace warns (Unused map); nothing to create
+            m.decl = d
+            used = "percpuhash" if m.kind in AGGREGATES else "hash"
+            if d.kind.startswith("percpu") != (used == "percpuhash"):
+                where = A.Node(pos=m.pos) if m.pos is not None else d
+                raise self.error(where, f"Incompatible map types. Type from declaration: {d.kind}. Type from "
+                                        f"value/key type: {used}")
 
     def aggregate_map(self, e: A.Expr) -> str:
         """The aggregation of the count/sum/min/max/avg map ``e`` reads, or "" (not such a map, or not
@@ -325,12 +509,7 @@ class Checker(Types, Builtins, Calls, State):
         if isinstance(e, A.Builtin):
             return self.builtin(c, e)
         if isinstance(e, A.Var):
-            t = c.variables.get(e.name)
-            if t is None:
-                near = close_matches(e.name, list(c.variables), n=1)
-                hint = f" (did you mean ${near[0]}?)" if near else ""
-                raise self.error(e, f"${e.name} is used before it is assigned{hint}")
-            return t
+            return self.var_read(c, e)
         if isinstance(e, A.MapRef):
             keys = self.map_keys(c, e)
             name = "@" + e.name
@@ -433,6 +612,31 @@ class Checker(Types, Builtins, Calls, State):
         if isinstance(t, Str):
             return Int(1, True)
         raise self.error(e, f"cannot index {t}")
+
+
+class _Unscoped(Exception):
+    """A variable read after the block that made it ended, in a script with no 'let': checked again
+    without block scoping, as bpftrace 0.17 would run it."""
+
+
+class _Variable:
+    """One scratch variable: its key in Checked.variables, whether a let made it, where, and the type
+    its declaration fixed (None: the first assignment's)."""
+
+    __slots__ = ("key", "declared", "at", "fixed")
+
+    def __init__(self, key: str, declared: bool, at: A.Node) -> None:
+        self.key, self.declared, self.at = key, declared, at
+        self.fixed: Type | None = None
+
+
+def _literal(e: A.Expr) -> int | None:
+    """The value of an integer literal, negated or not (``300``, ``-1``); None for anything else."""
+    if isinstance(e, A.Int):
+        return e.value
+    if isinstance(e, A.Unary) and e.op == "-" and isinstance(e.operand, A.Int):
+        return -e.operand.value
+    return None
 
 
 def _held(kind: str, value: Type | None) -> str:

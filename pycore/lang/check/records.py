@@ -27,6 +27,7 @@ class MapInfo:
     value: Type | None = None                  # for "int"/"str"
     lhist: tuple[int, int, int] | None = None  # (min, max, step)
     pos: A.Pos | None = None
+    decl: A.MapDecl | None = None              # its declaration (let @m = lruhash(N)), if any
 
     @property
     def key_size(self) -> int:
@@ -46,10 +47,16 @@ class Checked:
     consts: dict[int, int] = field(default_factory=dict)       # id(node) -> value known when checked (sizeof)
     ip_relative: dict[int, int] = field(default_factory=dict)  # id(node) -> its distance from the probe's ip (uaddr)
     blobs: dict[int, bytes] = field(default_factory=dict)      # id(node) -> bytes known when checked (pton)
-    variables: dict[str, Type] = field(default_factory=dict)   # $x -> type
+    variables: dict[str, Type] = field(default_factory=dict)   # a variable's key -> its type
+    var_keys: dict[int, str] = field(default_factory=dict)     # id(Var node) -> its variable's key
 
     def type_of(self, node: A.Expr) -> Type:
         return self.types[id(node)]
+
+    def var_key(self, node: A.Var) -> str:
+        """The key of the variable ``node`` names, in :attr:`variables`: its name, or ``name#N`` for the
+        N-th variable of that name in the probe (block scoping: ``$x`` of two sibling blocks are two)."""
+        return self.var_keys.get(id(node), node.name)
 
 
 USER_PROBES = frozenset({"uprobe", "uretprobe", "usdt"})

@@ -104,7 +104,7 @@ class Exprs(State):
             raise self.error(node, f"cannot compute {type(node).__name__} here")
 
     def vars_get(self, node: A.Var) -> int:
-        home = self.vars.get(node.name)
+        home = self.vars.get(self.c.var_key(node))
         if home is None:
             raise self.error(node, f"${node.name} is used before it is assigned")
         return home

@@ -112,6 +112,11 @@ class Statements(State):
                     return False
         elif isinstance(s, A.Block):
             return self.stmts(s.body)
+        elif isinstance(s, A.Let):
+            # 'let $x;' alone emits nothing: the prologue zeroed $x, and (as in bpftrace 0.23) a 'let $x;'
+            # in a loop's body does not zero it again on the next pass
+            if s.value is not None:
+                self.assign(A.Assign(s.var, "=", s.value, pos=s.pos))
         elif isinstance(s, A.Return):
             e.ja(self.exit_label)
             return False
@@ -148,8 +153,9 @@ class Statements(State):
         e = self.e
         target, value = s.target, s.value
         if isinstance(target, A.Var):
-            t = self.c.variables[target.name]
-            home = self.var_home(target.name, t)
+            key = self.c.var_key(target)
+            t = self.c.variables[key]
+            home = self.var_home(key, t)
             if is_buffer(t):
                 self.string_into(value, home, t.size)
                 return
@@ -197,8 +203,9 @@ class Statements(State):
         its expression form reads, adds and writes, as bpftrace does."""
         e = self.e
         if isinstance(target, A.Var):
-            t = self.c.variables[target.name]
-            home = self.var_home(target.name, t)
+            key = self.c.var_key(target)
+            t = self.c.variables[key]
+            home = self.var_home(key, t)
             e.ldx(8, 0, 10, home)
             if value == "old":
                 e.mov_reg(1, 0)
