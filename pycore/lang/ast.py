@@ -22,6 +22,7 @@ TypeName(name, pointer_depth)         a C type in a cast or ``sizeof``: ``struct
 Expressions (subclasses of Expr):
 
 Int(value)                            integer literal (0 .. 2**64-1; ``-1`` is Unary('-', Int(1)))
+Bool(value)                           ``true`` (1) / ``false`` (0): an Int of type bool (bpftrace 0.23)
 Str(value)                            string literal, escapes resolved
 Builtin(name)                         a bare identifier: pid, comm, args, arg0, retval, curtask; also
                                       ``perf``/``raw`` in ``kstack(perf)`` and C enum names: the checker decides
@@ -66,7 +67,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Pos", "NOPOS", "Node", "Expr", "Stmt", "Program", "Include", "Directive", "CDefinition", "ProbeBlock",
-    "ProbeSpec", "TypeName", "Int", "Str", "Builtin", "Positional", "Var", "MapRef", "Call", "Binary", "Unary",
+    "ProbeSpec", "TypeName", "Int", "Bool", "Str", "Builtin", "Positional", "Var", "MapRef", "Call", "Binary", "Unary",
     "Ternary", "Cast", "Field", "Index", "Tuple", "IncDec", "ExprStmt", "Assign", "If", "While", "Unroll",
     "Return", "Break", "Continue", "Block", "Let", "MapDecl", "walk", "children", "depth", "Visitor",
 ]
@@ -169,6 +170,11 @@ class Int(Expr):
     """An integer literal, already converted (hex, octal, ``1_000``, ``1e6``, ``1ul``)."""
 
     value: int
+
+
+@record
+class Bool(Int):
+    """``true`` (value 1) or ``false`` (0): an Int to every stage but the checker, which types it bool."""
 
 
 @record

@@ -767,8 +767,8 @@ class _Builder:
 
     def ident(self, c: list[Any]) -> A.Expr:
         tok = c[0]
-        if tok in ("true", "false"):    # bpftrace 0.24's booleans, as the integers 1 and 0
-            return A.Int(1 if tok == "true" else 0, pos=_tpos(tok))
+        if tok in ("true", "false"):    # bpftrace 0.23's booleans
+            return A.Bool(1 if tok == "true" else 0, pos=_tpos(tok))
         if tok in _KEYWORDS:
             raise _Fail(f"unexpected keyword '{tok}' — expected an expression", tok.line, tok.column, len(tok))
         return A.Builtin(str(tok), pos=_tpos(tok))

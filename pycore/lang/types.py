@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from btf import Spec
     from btf import types as T
 
-__all__ = ["Type", "Int", "TextInt", "Timestamp", "CgroupPath", "Username", "Str", "Ptr", "Record", "Array", "Stack", "Inet", "Mac", "Buffer", "Tuple", "Void", "INT64", "UINT64",
+__all__ = ["Type", "Int", "Bool", "BOOL", "TextInt", "Timestamp", "CgroupPath", "Username", "Str", "Ptr", "Record", "Array", "Stack", "Inet", "Mac", "Buffer", "Tuple", "Void", "INT64", "UINT64",
            "STRING_SIZE", "COMM", "USYM", "from_btf", "type_name", "width", "is_buffer", "is_aggregate"]
 
 STRING_SIZE = 64   # bpftrace's default for str() and string map values
@@ -36,6 +36,21 @@ class Int(Type):
 
     def __str__(self) -> str:
         return f"{'' if self.signed else 'u'}int{self.size * 8}"
+
+
+@record(frozen=True)
+class Bool(Int):
+    """``true`` and ``false`` (bpftrace 0.23): an integer in arithmetic, conditions and printf's ``%d``;
+    ``print()``, map keys and values print it as ``true``/``false`` (json: 1/0, as 0.23.2)."""
+
+    size: int = 8
+    signed: bool = False
+
+    def __str__(self) -> str:
+        return "bool"
+
+
+BOOL = Bool()
 
 
 @record(frozen=True)

@@ -12,7 +12,7 @@ from pycore.lang.check.state import State
 from pycore.lang.check.types import Types, _C_INTS
 from pycore.lang.errors import close_matches
 from pycore.lang.probes import Target
-from pycore.lang.types import (INT64, STRING_SIZE, Array, Buffer, is_aggregate, Inet, Int, Ptr, Record, Stack, Str,
+from pycore.lang.types import (BOOL, INT64, STRING_SIZE, Bool, Array, Buffer, is_aggregate, Inet, Int, Ptr, Record, Stack, Str,
                                TextInt, Tuple, Type, Void, from_btf, tuple_type)
 
 TYPE_CHECKING = False
@@ -143,8 +143,8 @@ class Checker(Types, Builtins, Calls, State):
             raise self.error(node, f"${name} is used before it is assigned{hint}")
         c.var_keys[id(node)] = v.key
         t = c.variables.get(v.key)
-        if t is None:
-            raise self.error(node, f"${name} is declared (let) but used before it is assigned")
+        if t is None:     # 'let $a; if ($a) {...}': 0 until assigned, an integer (bpftrace warns)
+            t = c.variables[v.key] = INT64
         return t
 
     def _has_let(self) -> bool:
@@ -364,6 +364,8 @@ class Checker(Types, Builtins, Calls, State):
                     raise self.error(s, f"'{s.op}' needs an integer ${target.name}")
                 if stepped:
                     vt = old
+            if isinstance(old, Int) and isinstance(vt, Int) and isinstance(old, Bool) != isinstance(vt, Bool):
+                old = vt = INT64     # true, then 5: an integer, as bpftrace 0.23 takes it
             if old is not None and type(old) is not type(vt) and not (isinstance(old, Int) and isinstance(vt, Ptr)) \
                     or isinstance(old, Tuple) and old != vt or is_aggregate(old) and old != vt:
                 raise self.error(s, f"${target.name} holds {old}, cannot assign {vt}")
@@ -409,7 +411,7 @@ class Checker(Types, Builtins, Calls, State):
             if isinstance(t, Ptr):
                 t = Ptr(t.target, t.user, t.spec)   # printed in hex, as bpftrace prints pointer keys
             elif isinstance(t, Int):
-                t = t if isinstance(t, TextInt) else Int(8, t.signed, t.display)
+                t = t if isinstance(t, (TextInt, Bool)) else Int(8, t.signed, t.display)
             elif isinstance(t, Tuple):
                 raise self.error(k, f"a map key cannot be a tuple {t}: give its elements as the key, @m[a, b]")
             elif not isinstance(t, (Str, Stack, Inet, Record, Array)):
@@ -498,7 +500,7 @@ class Checker(Types, Builtins, Calls, State):
 
     def _expr(self, c: Checked, e: A.Expr) -> Type:
         if isinstance(e, A.Int):
-            return INT64
+            return BOOL if isinstance(e, A.Bool) else INT64
         if isinstance(e, A.Str):
             return Str(len(e.value.encode()) + 1)
         if isinstance(e, A.Positional):

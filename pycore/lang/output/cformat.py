@@ -61,7 +61,7 @@ def arg_category(t: Any) -> str:
     if getattr(t, "display", ""):      # ksym/usym, strftime(), cgroup_path(): printed as text
         return "string"
     name = type(t).__name__
-    return "integer" if name == "Int" else _CATEGORY.get(name, "none")
+    return "integer" if name in ("Int", "Bool") else _CATEGORY.get(name, "none")
 
 
 def validate_format(fmt: str, arg_types: Sequence[Any], func: str = "printf") -> str | None:

@@ -95,7 +95,7 @@ def _key_sort(v: Any, t: Any) -> Any:
     """One key element's place in bpftrace's sort_by_key: unsigned ints, bytewise strings, else no order."""
     if isinstance(v, bool):
         v = int(v)
-    if isinstance(v, int) and type(t).__name__ in ("Int", "NoneType") and not is_stack_type(t):
+    if isinstance(v, int) and type(t).__name__ in ("Int", "Bool", "NoneType") and not is_stack_type(t):
         size = getattr(t, "size", 8) or 8
         return (0, v & ((1 << (8 * min(size, 8))) - 1), b"")
     if isinstance(v, str) and type(t).__name__ in ("Str", "NoneType"):
@@ -107,7 +107,7 @@ def _int_valued(kind: str, entries: list[Entry], value_type: Any) -> bool:
     if kind in _BY_VALUE:
         return True
     if value_type is not None:
-        return type(value_type).__name__ == "Int" and not is_stack_type(value_type)
+        return type(value_type).__name__ in ("Int", "Bool") and not is_stack_type(value_type)
     return kind == "int" and all(isinstance(v, int) for _, v in entries)
 
 
@@ -182,7 +182,8 @@ def format_map(name: str, kind: str, entries: Iterable[Entry] | Mapping[Any, Any
             elems.append(f"{head}: count {count}, average {avg}, total {total}")
         elif kind == "avg":
             elems.append(f"{head}: {_cdiv(_average(value), div)}")
-        elif isinstance(value, int) and not isinstance(value, bool) and _int_valued(kind, items, value_type):
+        elif isinstance(value, int) and not isinstance(value, bool) and _int_valued(kind, items, value_type) \
+                and type(value_type).__name__ != "Bool":     # true/false print as words
             elems.append(f"{head}: {_int_text(value, div)}")
         else:
             elems.append(f"{head}: {format_value(value, value_type)}")

@@ -252,6 +252,8 @@ def _render(value: Any, t: Any, mode: str) -> str:
     if name == "Ptr":   # in hex as bpftrace 0.21+ prints one (a value, a tuple's element, a key); json: a number
         v = _signed(int(value), 64)
         return str(v) if mode == JSON else f"0x{v & _M64:x}"
+    if name == "Bool" and isinstance(value, int) and mode != JSON:
+        return "true" if value else "false"
     if isinstance(value, bool):
         value = int(value)
     if isinstance(value, int):
