@@ -30,7 +30,21 @@ TOKENS = ["BEGIN", "END", "kprobe:vfs_read", "uprobe:/bin/bash:readline", "trace
           "$x", "$1", "$#", "$0", "@", "@m", "@m[", "pid", "args", "comm", "if", "else", "while", "unroll",
           "return", "break", "struct", "(struct path *)", "(uint32)", "0x", "0x1f", "08", "1e6", "1_000",
           "18446744073709551616", '"\\q"', '"\\x41"', '"\\400"', "'", '"', "#include <x.h>", "#define X",
-          "struct s { int a; };", "\n", " ", "\t", "printf(", "count()", "sizeof(", "str(", "kstack(perf, 3)"]
+          "struct s { int a; };", "\n", " ", "\t", "printf(", "count()", "sizeof(", "str(", "kstack(perf, 3)",
+          # bpftrace 0.22-0.26's syntax
+          "let", "let $x", "let $x;", "let $y = 1;", "let $s: string[8]", ": uint8", ": struct task_struct *",
+          "let @m = lruhash(5);", "let @p = percpuhash(", "hash(0)", "?:", "? :", "true", "false", "100ms", "1s",
+          "5us", "2h", "1_000ns", "99x", "begin", "end", "BeGiN", "interval:1s", "i:100ms", "profile:10ms",
+          "if $x", "if !$x {", "while $i", "unroll 3 {", "$t.pid", "curtask.pid"]
+
+# Scripts in the newer syntax (valid: each parses), for the mutation test and as a check of their own.
+NEW_SCRIPTS = [
+    "let @a = lruhash(100);\nlet @b = percpuhash(2);\nbegin { let $x; let $y = 1; let $z: uint8 = 3; "
+    "if $y { $x = $y ?: 5; } @a[$x] = true; @b = count(); }\nend { clear(@a); }",
+    "interval:1s { let $p: struct task_struct * = curtask; if ($p.pid > 0) { @n = 100ms + 1s; } "
+    "while !@done { @done = 1; } unroll 2 { @u++; } }",
+    "BEGIN { $x = false ?: 2; let $s: string[16] = \"s\"; { let $inner = 1; } if (1) { $a = 1; } else { $a = \"x\"; } }",
+]
 
 
 def check(text: str) -> None:
@@ -91,7 +105,7 @@ def mutate(text: str, edits: list[tuple[str, int, int, int, str]]) -> str:
 
 
 @FUZZ
-@given(st.sampled_from(SCRIPTS), st.lists(edit, min_size=1, max_size=6))
+@given(st.sampled_from(SCRIPTS + NEW_SCRIPTS), st.lists(edit, min_size=1, max_size=6))
 def test_mutated_real_scripts(script: str, edits: list[tuple[str, int, int, int, str]]) -> None:
     check(mutate(script, edits))
 
@@ -110,7 +124,57 @@ def test_deep_expressions(openers: list[str], close: bool) -> None:
 
 
 @settings(max_examples=30, deadline=timedelta(seconds=3), database=None)
-@given(st.integers(1, 2000), st.sampled_from(["if (1) { ", "while (1) { ", "unroll (2) { ", "{ "]))
+@given(st.integers(1, 2000), st.sampled_from(["if (1) { ", "while (1) { ", "unroll (2) { ", "{ ", "if $x { ",
+                                              "while !$x { ", "unroll 2 { ", "if (1) { let $v = 1; "]))
 def test_deep_statements(n: int, opener: str) -> None:
     check("BEGIN { " + opener * n + "}" * n + " }")
     check("BEGIN { " + opener * n + " }")
+
+
+# -- the newer syntax, generated valid: every program parses, into the tree the generator meant -------
+
+_EXPRS = st.recursive(
+    st.sampled_from(["1", "$x", "@m", "pid", "true", "false", "100ms", "1s", "0x10", "$t.pid", "@m[1]"]),
+    lambda inner: st.one_of(
+        st.tuples(inner, st.sampled_from(["+", "&&", "||", "==", "<"]), inner).map(lambda t: f"({t[0]} {t[1]} {t[2]})"),
+        st.tuples(inner, inner).map(lambda t: f"({t[0]} ?: {t[1]})"),
+        st.tuples(inner, inner, inner).map(lambda t: f"({t[0]} ? {t[1]} : {t[2]})"),
+        inner.map(lambda e: f"!{e}"),
+    ),
+    max_leaves=8,
+)
+_TYPES = st.sampled_from(["", ": uint8", ": int64", ": string", ": string[4]", ": struct task_struct *", ": bool"])
+_CONDS = st.one_of(_EXPRS.map(lambda e: f"({e})"), st.sampled_from(["$x", "!$x", "@m", "true", "-1", "*$p", "$t.pid"]))
+_STMTS = st.recursive(
+    st.one_of(
+        st.tuples(st.sampled_from(["$x", "$y", "$z"]), _TYPES, st.one_of(st.just(""), _EXPRS)).map(
+            lambda t: f"let {t[0]}{t[1]}{' = ' + t[2] if t[2] else ''};"),
+        _EXPRS.map(lambda e: f"$x = {e};"),
+        _EXPRS.map(lambda e: f"@m[{e}] = {e};"),
+    ),
+    lambda inner: st.one_of(
+        st.tuples(st.sampled_from(["if", "while", "unroll"]), _CONDS, st.lists(inner, max_size=3)).map(
+            lambda t: f"{t[0]} {t[1]} {{ {' '.join(t[2])} }}"),
+        st.tuples(_CONDS, st.lists(inner, max_size=2), st.lists(inner, max_size=2)).map(
+            lambda t: f"if {t[0]} {{ {' '.join(t[1])} }} else {{ {' '.join(t[2])} }}"),
+    ),
+    max_leaves=6,
+)
+_DECLS = st.lists(st.tuples(st.sampled_from(["hash", "lruhash", "percpuhash", "percpulruhash"]),
+                            st.integers(1, 10**6)), max_size=3, unique_by=lambda t: t[0])
+_PROBES = st.sampled_from(["BEGIN", "begin", "end", "END", "interval:1s", "i:100ms", "profile:99hz", "kprobe:f"])
+
+
+@FUZZ
+@given(_DECLS, _PROBES, st.lists(_STMTS, max_size=5))
+def test_generated_new_syntax_parses(decls: list[tuple[str, int]], probe: str, stmts: list[str]) -> None:
+    head = "".join(f"let @d{i} = {kind}({n});\n" for i, (kind, n) in enumerate(decls))
+    program = parse(f"{head}{probe} {{ {' '.join(stmts)} }}")
+    assert [(d.kind, d.max_entries) for d in program.map_decls] == decls
+    assert program.probes[0].probes[0].kind in ("BEGIN", "END", "interval", "profile", "kprobe")
+    assert len(program.probes[0].body) == len(stmts)
+
+
+def test_new_scripts_parse() -> None:
+    for text in NEW_SCRIPTS:
+        assert isinstance(parse(text), A.Program)
