@@ -221,6 +221,11 @@ DECLARATION_REFUSALS = [
     ("BEGIN { if pid > 0 { exit(); } }", "stdin:1:9:",
      "a condition without parentheses is one operand"),
     ("BEGIN { let $x: float = 1; }", "stdin:1:17:", "unknown type 'float'"),
+    ('BEGIN { let $x: string[0] = "a"; }', "stdin:1:17:", "a string holds 1..1024 bytes, not 0"),
+    ("BEGIN { let @m = hash(1); }", "stdin:1:13:", "a map is declared before the probes"),
+    ("BEGIN { let; }", "stdin:1:12:", "unexpected ';' — expected a $variable"),
+    ("interval:0s { }", "stdin:1:1:", "a period of 0s is finer than the microseconds"),
+    ("BEGIN { $x = 99999999999d; }", "stdin:1:14:", "does not fit in 64 bits of nanoseconds"),
 ]
 
 

@@ -188,6 +188,9 @@ def parse(text: str, filename: str = "<stdin>") -> A.Program:
         if tok.type == "$END":
             line, col = _end_of(text)
             raise error(f"unexpected end of input — expected {_expected(accepts)}", line, col) from None
+        if tok.type == "MAP" and re.search(r"(?<![\w$@.])let\s*$", text[:tok.start_pos or 0]):
+            raise error("a map is declared before the probes (let @m = lruhash(100);), not in a probe's body",
+                        tok.line or 1, tok.column or 1, len(tok)) from None
         if tok.start_pos is not None and text.startswith("/*", tok.start_pos):
             raise error("unterminated comment", tok.line, tok.column) from None
         width = len(tok) if "\n" not in tok else 1
@@ -348,7 +351,8 @@ _NAMES = {
     "SLASH": "'/'", "PRED_END": "'/' (end of the predicate)", "IDENT": "a name", "INT": "an integer",
     "_ELSE": "'else'", "STRUCT": "'struct'", "PROBE": "a probe", "DOT": "'.'", "ARROW": "'->'",
     "$END": "the end of the script", "IF": "'if'", "LET": "'let'", "WHILE": "'while'", "UNROLL": "'unroll'",
-    "RETURN": "'return'", "BREAK": "'break'", "CONTINUE": "'continue'", "CAST": "a cast",
+    "RETURN": "'return'", "BREAK": "'break'", "CONTINUE": "'continue'", "CAST": "a cast", "VAR": "a $variable",
+    "MAP": "a @map",
     "CPREPROC": "a '#' line", "C_DEFINITION": "a C definition",
 }
 _ORDER = ["PROBE", "$END", "_SEMI", "_RBRACE", "LBRACE", "SLASH", "PRED_END", "_RPAR", "_COMMA", "_RBRACK", "_COLON",

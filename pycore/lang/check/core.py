@@ -186,7 +186,10 @@ class Checker(Types, Builtins, Calls, State):
             if name == "string":
                 return Str(STRING_SIZE)
             if name.startswith("string["):
-                return Str(int(name[7:-1]))
+                n = int(name[7:-1])
+                if not 1 <= n <= 1024:
+                    raise self.error(tn, f"let ${s.var.name}: a string holds 1..1024 bytes, not {n}")
+                return Str(n)
             raise self.error(tn, f"let ${s.var.name}: unknown type '{name}' (an integer type such as uint32, "
                                  f"string, string[N], or a pointer such as struct task_struct *)")
         target, spec = self.named_type(c, tn, name)
