@@ -49,6 +49,7 @@ SCOPING = [
      'printf("%d %d %s\\n", true, $x, "x"); @c = true + 1; if (true) { print(1); } @s = true ? 5 : 6; exit(); }',
      "true\n1 0 x\n1\n\n\n@a: true\n@c: 2\n@m[false]: 1\n@s: 5\n@t: (1, true)\n"),
     ('BEGIN { $x = true; $x = 5; printf("%d\\n", $x); $b = !false; printf("%d\\n", $b); exit(); }', "5\n1\n"),
+    ('BEGIN { printf("%s %d %s|%-6s|\\n", true, false, "x", false); exit(); }', "true 0 x|false |\n"),
     # pointers in if, &&, || and ?: (0.22)
     ('BEGIN { $t = curtask; $n = (struct task_struct *)0; printf("%d %d %d %d\\n", $t && 1, $n || 0, '
      '$n ? 1 : 2, $t ? 3 : 4); if ($n) { printf("no\\n"); } if ($t) { printf("yes\\n"); } exit(); }',

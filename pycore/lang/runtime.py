@@ -27,7 +27,7 @@ from pycore.lang.codegen import (SCRATCH_SIZE, TAG_CAT, TAG_CLEAR, TAG_EXIT, TAG
 from pycore.errors import FeatureMissing
 from pycore.lang.errors import NoMatch, ProbeError, ScriptFeatureMissing
 from pycore.lang.probes import PROG_RAW_TRACEPOINT, Resolver, Target
-from pycore.lang.types import Array, Buffer, Inet, Int, Mac, Ptr, Record, Stack, Str, Timestamp, CgroupPath, Username, Tuple, Type, width
+from pycore.lang.types import Array, Bool, Buffer, Inet, Int, Mac, Ptr, Record, Stack, Str, Timestamp, CgroupPath, Username, Tuple, Type, width
 from pycore.record import field, record
 
 TYPE_CHECKING = False
@@ -547,6 +547,9 @@ class Script:
             return                      # as bpftrace: what follows exit() is dropped, until END
         if tag == TAG_PRINTF:
             values = self._values(data, a.args)
+            if any(isinstance(t, Bool) for t in a.args):     # %s of true: the word, as bpftrace 0.23
+                values = [("true" if v else "false") if isinstance(t, Bool) and m.group(1) == "s" else v
+                          for v, t, m in zip(values, a.args, O.specifiers(a.text))]
             text = O.format_printf(a.text, values)
             yield Event("printf", text, values)
         elif tag == TAG_EXIT:
