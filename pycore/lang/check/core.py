@@ -182,7 +182,7 @@ class Checker(Types, Builtins, Calls, State):
             if name in _C_INTS:
                 return Int(*_C_INTS[name])
             if name == "bool":
-                return Int(1, False)
+                return BOOL
             if name == "string":
                 return Str(STRING_SIZE)
             if name.startswith("string["):
