@@ -42,6 +42,10 @@ class Checker(Types, Builtins, Calls, State):
         self.maps: dict[str, MapInfo] = {}
         self.cpid = 0   # the -c command's pid, set by the runtime before checking
         self._loops = 0  # while loops around the statement being checked (break, continue)
+        self._flat = False                           # this block checked without scoping (0.17's way)
+        self._scopes: list[dict[str, _Variable]] = [{}]   # the blocks around the statement, innermost last
+        self._made: set[str] = set()                 # the keys of the variables made in this block
+        self._let_seen: bool | None = None           # the script has a let (None: not looked yet)
 
     @property
     def spec(self) -> Spec:
@@ -70,7 +74,7 @@ class Checker(Types, Builtins, Calls, State):
         c = Checked(block, target)
         self._flat = flat
         self._scopes = [{}]
-        self._made: set[str] = set()
+        self._made = set()
         if block.predicate is not None:
             self.condition(c, block.predicate, "predicate")
         self._loops = 0
@@ -149,7 +153,7 @@ class Checker(Types, Builtins, Calls, State):
 
     def _has_let(self) -> bool:
         """Whether the script declares variables (is written for bpftrace 0.22+'s scoping)."""
-        has = getattr(self, "_let_seen", None)
+        has = self._let_seen
         if has is None:
             nodes = A.walk(self.program) if self.program is not None else ()
             has = self._let_seen = any(isinstance(n, A.Let) for n in nodes)
