@@ -43,7 +43,8 @@ NEW_SCRIPTS = [
     "if $y { $x = $y ?: 5; } @a[$x] = true; @b = count(); }\nend { clear(@a); }",
     "interval:1s { let $p: struct task_struct * = curtask; if ($p.pid > 0) { @n = 100ms + 1s; } "
     "while !@done { @done = 1; } unroll 2 { @u++; } }",
-    "BEGIN { $x = false ?: 2; let $s: string[16] = \"s\"; { let $inner = 1; } if (1) { $a = 1; } else { $a = \"x\"; } }",
+    "BEGIN { $x = false ?: 2; let $s: string[16] = \"s\"; { let $inner = 1; } "
+    "if (1) { $a = 1; } else { $a = \"x\"; } }",
 ]
 
 

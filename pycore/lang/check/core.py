@@ -12,8 +12,8 @@ from pycore.lang.check.state import State
 from pycore.lang.check.types import Types, _C_INTS
 from pycore.lang.errors import close_matches
 from pycore.lang.probes import Target
-from pycore.lang.types import (BOOL, INT64, STRING_SIZE, Bool, Array, Buffer, is_aggregate, Inet, Int, Ptr, Record, Stack, Str,
-                               TextInt, Tuple, Type, Void, from_btf, tuple_type)
+from pycore.lang.types import (BOOL, INT64, STRING_SIZE, Array, Bool, Buffer, is_aggregate, Inet, Int, Ptr, Record,
+                               Stack, Str, TextInt, Tuple, Type, Void, from_btf, tuple_type)
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
