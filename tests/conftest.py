@@ -76,6 +76,19 @@ def pytest_runtest_logstart(nodeid: str, location: tuple) -> None:
             pass
 
 
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """In a kernel VM (tests/vm sets PYCORE_VM_FAILURES), write each failure's report as it happens: a
+    guest run that hits the harness's timeout never prints pytest's summary, and its failures would
+    say nothing of why (harness.explain prints this file)."""
+    path = os.environ.get("PYCORE_VM_FAILURES")
+    if path and report.failed:
+        try:
+            with open(path, "a") as f:
+                f.write(f"=== {report.nodeid} ({report.when}) ===\n{report.longreprtext}\n")
+        except OSError:
+            pass
+
+
 def is_root() -> bool:
     return os.geteuid() == 0
 

@@ -217,7 +217,7 @@ GUEST_SH = """\
 cut -d' ' -f1 /proc/uptime >{out}/started
 uname -r >{out}/uname
 cd {repo} || exit 1
-PYCORE_VM_KMSG=1 {python} -m pytest -m kernel -p no:cacheprovider --junitxml={out}/junit.xml {args} >{out}/pytest.log 2>&1
+PYCORE_VM_KMSG=1 PYCORE_VM_FAILURES={out}/failures.log {python} -m pytest -m kernel -p no:cacheprovider --junitxml={out}/junit.xml {args} >{out}/pytest.log 2>&1
 echo $? >{out}/exitcode
 """
 
@@ -349,6 +349,9 @@ def explain(result: Result) -> None:
         for line in report.splitlines():
             print(f"    {line}", file=sys.stderr)
     tail(f"{result.kernel.release} console", result.outdir / "console.log")
+    # each failure as it happened (tests/conftest.py): a run cut short by its timeout never
+    # gets to pytest's summary, and this is then the only place that says why a test failed
+    tail(f"{result.kernel.release} failures", result.outdir / "failures.log", lines=200)
     tail(f"{result.kernel.release} pytest", result.outdir / "pytest.log")
 
 

@@ -45,3 +45,25 @@ def test_a_kernel_panic_fails_the_vm_run(tmp_path: Path):
     assert result.exitcode is None                  # the guest died in the test
     assert "tests/vm/guest_crash.py::test_crash ran" in result.error, result.error
     assert "sysrq triggered crash" in result.oopses[0], result.oopses
+
+
+def test_failures_are_written_as_they_happen(tmp_path: Path):
+    """A guest run cut short by the harness's timeout never prints pytest's summary: each failure is
+    written to PYCORE_VM_FAILURES when it happens (tests/conftest.py), and harness.explain prints it."""
+    import os
+    import subprocess
+    import sys
+
+    repo = Path(__file__).resolve().parents[2]
+    test = repo / "tests" / "vm" / f"_failing_{os.getpid()}_test.py"
+    test.write_text("def test_fails():\n    assert 6 * 7 == 41, 'the answer moved'\n\ndef test_passes():\n    pass\n")
+    out = tmp_path / "failures.log"
+    try:
+        subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly",
+                        str(test)], cwd=repo, env=dict(os.environ, PYCORE_VM_FAILURES=str(out)),
+                       capture_output=True, timeout=120)
+    finally:
+        test.unlink()
+    text = out.read_text()
+    assert f"=== tests/vm/{test.name}::test_fails (call) ===" in text
+    assert "the answer moved" in text and "test_passes" not in text
