@@ -43,8 +43,10 @@ def test_two_probes_on_one_function_fire_in_script_order(kind, write_twice):
 @kernel
 def test_iterators_side_by_side():
     """iter:task and iter:task_file as bpftrace 0.17 runs them: the same held process's task and files."""
+    # the held process outlives the test whatever the load (it is killed at the end): under load 13 the
+    # two tracers of both programs took more than the 60 s it used to sleep, and the second found no task
     held = subprocess.Popen(["/usr/bin/python3", "-c", "import os, sys, time; f = open('/proc/version');"
-                             " os.dup2(f.fileno(), 42); print('ready', flush=True); time.sleep(60)"],
+                             " os.dup2(f.fileno(), 42); print('ready', flush=True); time.sleep(3600)"],
                             stdout=subprocess.PIPE, text=True)
     try:
         assert held.stdout.readline() == "ready\n"
