@@ -100,15 +100,11 @@ def run(args: argparse.Namespace) -> int:
         print("pycore trace: give a program with -e 'PROGRAM' or a script file", file=sys.stderr)
         return 2
 
-    from pycore.lang.session import TraceRunner
-
     import os
 
-    raw = os.environ.get("BPFTRACE_MAP_KEYS_MAX")   # bpftrace's setting of the maps' size
-    map_keys = int(raw) if raw is not None and raw.strip().isdigit() else None
-    if raw is not None and not map_keys:
-        print(f"pycore trace: BPFTRACE_MAP_KEYS_MAX={raw!r}: give a number of keys, at least 1", file=sys.stderr)
-        return 2
+    from pycore.lang.config import ConfigError
+    from pycore.lang.session import TraceRunner
+
     out = None
     if args.output:
         try:
@@ -120,7 +116,9 @@ def run(args: argparse.Namespace) -> int:
         runner = TraceRunner(text, filename=filename, params=tuple(params), pid=args.pid, cmd=args.cmd,
                              unsafe=args.unsafe, verbose=bool(args.verbose), json=args.format == "json",
                              folded=args.folded, duration=args.duration, out=out, quiet=args.quiet,
-                             flush=args.buffering != "full", map_keys=map_keys)
+                             flush=args.buffering != "full", environ=os.environ)
+        for line in runner.script.config.warnings:     # deprecated BPFTRACE_* names, as bpftrace says
+            print(line, file=sys.stderr)
         if args.dry_run:
             if args.cmd:
                 runner.script.checker.cpid = -1     # the command's pid, not known until it runs
@@ -133,6 +131,9 @@ def run(args: argparse.Namespace) -> int:
             print(f"pycore trace: {why}", file=sys.stderr)
             return 2
         return runner.run()
+    except ConfigError as e:
+        print(f"pycore trace: {e}", file=sys.stderr)
+        return 2
     except ScriptError as e:
         print(e.format(), file=sys.stderr)
         if args.verbose and getattr(e, "verifier", ""):

@@ -10,8 +10,9 @@ only because defining them is on ``pycore trace``'s start, which is measured
 
 Node kinds (fields in order; ``pos`` on all of them):
 
-Program(includes, probes, directives, c_definitions, map_decls)   the whole script
+Program(includes, probes, directives, c_definitions, map_decls, config)   the whole script
 MapDecl(name, kind, max_entries)      ``let @name = lruhash(N);`` before the probes (bpftrace 0.24)
+ConfigAssign(name, value)             one ``name = value`` of the ``config = { ... }`` block (bpftrace 0.20)
 Include(path, system, text)           ``#include <path>`` (system) or ``"path"``; recorded, not used
 Directive(text)                       any other ``#`` line before the probes (``#ifndef``...); recorded
 CDefinition(text)                     a C ``struct``/``union``/``enum`` definition before the probes, as written
@@ -66,7 +67,7 @@ if TYPE_CHECKING:
     from typing import NamedTuple
 
 __all__ = [
-    "Pos", "NOPOS", "Node", "Expr", "Stmt", "Program", "Include", "Directive", "CDefinition", "ProbeBlock",
+    "Pos", "NOPOS", "Node", "Expr", "Stmt", "Program", "ConfigAssign", "Include", "Directive", "CDefinition", "ProbeBlock",
     "ProbeSpec", "TypeName", "Int", "Bool", "Str", "Builtin", "Positional", "Var", "MapRef", "Call", "Binary", "Unary",
     "Ternary", "Cast", "Field", "Index", "Tuple", "IncDec", "ExprStmt", "Assign", "If", "While", "Unroll",
     "Return", "Break", "Continue", "Block", "Let", "MapDecl", "walk", "children", "depth", "Visitor",
@@ -134,6 +135,15 @@ class CDefinition(Node):
     """A C struct/union/enum definition before the probes, kept as text (BTF supplies kernel types)."""
 
     text: str
+
+
+@record
+class ConfigAssign(Node):
+    """``name = value`` in the config block; ``value`` as parsed (:mod:`pycore.lang.config` wants a literal
+    or a bare name)."""
+
+    name: str
+    value: Expr
 
 
 @record
@@ -392,6 +402,7 @@ class Program(Node):
     directives: list[Directive] = field(default_factory=list)
     c_definitions: list[CDefinition] = field(default_factory=list)
     map_decls: list[MapDecl] = field(default_factory=list)
+    config: list[ConfigAssign] = field(default_factory=list)
 
 
 # -- traversal -------------------------------------------------------------------------------------

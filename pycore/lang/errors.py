@@ -79,3 +79,13 @@ class NoMatch(ProbeError):
     def __init__(self, message: str, kind: str) -> None:
         super().__init__(message)
         self.kind = kind
+
+
+class MissingFunction(ProbeError):
+    """A function a probe names that is not there: not in a uprobe's binary, not in the kernel's BTF for
+    a kfunc. Among other attach points of its block, bpftrace 0.23.2's ``missing_probes`` decides
+    (pycore.lang.config): an error, ``warning`` on stderr and the rest attached, or nothing said."""
+
+    def __init__(self, message: str, warning: str) -> None:
+        super().__init__(message)
+        self.warning = warning

@@ -590,6 +590,14 @@ def _tpos(tok: Token) -> A.Pos:
     return A.Pos(tok.line or 1, tok.column or 1)
 
 
+class _ConfigBlock(list):
+    """The config block's assignments, with where the block starts (one block a script)."""
+
+    def __init__(self, items: Any, line: int, col: int) -> None:
+        super().__init__(items)
+        self.line, self.col = line, col
+
+
 class _Builder:
     """Builds ast nodes from the grammar's rules; one method per rule or alias in grammar.lark.
 
@@ -607,6 +615,7 @@ class _Builder:
         cdefs: list[A.CDefinition] = []
         probes: list[A.ProbeBlock] = []
         decls: list[A.MapDecl] = []
+        config: _ConfigBlock | None = None
         for item in c:
             if isinstance(item, A.ProbeBlock):
                 probes.append(item)
@@ -614,6 +623,10 @@ class _Builder:
                 if any(d.name == item.name for d in decls):
                     raise _Fail(f"@{item.name} is declared twice", item.pos.line, item.pos.col, len(item.name) + 1)
                 decls.append(item)
+            elif isinstance(item, _ConfigBlock):
+                if config is not None:
+                    raise _Fail("a script has one config block", item.line, item.col, 6)
+                config = item
             elif item.type == "CPREPROC":
                 text = str(item).rstrip()
                 m = re.match(r'#\s*include\s*(?:<([^>]*)>|"([^"]*)")', text)
@@ -626,7 +639,7 @@ class _Builder:
                     directives.append(A.Directive(text, pos=_tpos(item)))
             else:
                 cdefs.append(A.CDefinition(str(item), pos=_tpos(item)))
-        return A.Program(includes, probes, directives, cdefs, decls, pos=A.Pos(1, 1))
+        return A.Program(includes, probes, directives, cdefs, decls, list(config or ()), pos=A.Pos(1, 1))
 
     def map_decl(self, c: list[Any]) -> A.MapDecl:
         kw, name, _eq, kind, _lpar, size = c
@@ -639,6 +652,13 @@ class _Builder:
         if name == "@":
             raise _Fail("the anonymous map @ cannot be declared: name it", name.line, name.column, 1)
         return A.MapDecl(str(name)[1:], str(kind), n, pos=_tpos(kw))
+
+    def config(self, c: list[Any]) -> _ConfigBlock:
+        return _ConfigBlock((a for a in c if isinstance(a, A.ConfigAssign)), c[0].line, c[0].column)
+
+    def config_assign(self, c: list[Any]) -> A.ConfigAssign:
+        name, _eq, value = c
+        return A.ConfigAssign(str(name), value, pos=_tpos(name))
 
     def probe_block(self, c: list[Any]) -> A.ProbeBlock:
         specs = [_probe_spec(str(t), t.line, t.column) for t in c if getattr(t, "type", None) == "PROBE"]

@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import re
 
-from pycore.lang.errors import NoMatch, ProbeError, close_matches
+from pycore.lang.errors import MissingFunction, NoMatch, ProbeError, close_matches
 from pycore.lang.types import INT64, UINT64, Int, Ptr, Str, Type, from_btf
 from pycore.record import field, record
 
@@ -345,7 +345,8 @@ class Resolver:
             ids = by_name.get(n, [])
             if not ids:
                 if len(names) == 1:
-                    raise ProbeError(f"{text}: no kernel function {n!r} in BTF{self._near_funcs(n)}")
+                    raise MissingFunction(f"{text}: no kernel function {n!r} in BTF{self._near_funcs(n)}",
+                                          f"WARNING: No BTF found for {n}, skipping.")
                 continue
             func = spec.type(ids[0])
             proto = func.type
@@ -440,7 +441,8 @@ class Resolver:
             chosen = [f for f in funcs if name in (f.name, f.demangled)][:1]
             if not chosen:
                 names = {f.demangled for f in funcs}
-                raise ProbeError(f"{text}: no function {name!r} in {path}{_suggest(name, names)}")
+                raise MissingFunction(f"{text}: no function {name!r} in {path}{_suggest(name, names)}",
+                                      f"WARNING: Could not resolve symbol: {path}:{name}, skipping probe.")
         out = []
         seen: set[int] = set()
         for f in sorted(chosen, key=lambda f: f.demangled):

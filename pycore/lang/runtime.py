@@ -25,14 +25,14 @@ from pycore.lang.codegen import (SCRATCH_SIZE, TAG_CAT, TAG_CLEAR, TAG_EXIT, TAG
                                   TAG_PRINT_VALUE, TAG_PRINTF, TAG_SYSTEM, TAG_TIME, TAG_ZERO, Action, Layout,
                                   generate)
 from pycore.errors import FeatureMissing
-from pycore.lang.errors import NoMatch, ProbeError, ScriptFeatureMissing
+from pycore.lang.errors import MissingFunction, NoMatch, ProbeError, ScriptFeatureMissing
 from pycore.lang.probes import PROG_RAW_TRACEPOINT, Resolver, Target
 from pycore.lang.types import Array, Bool, Buffer, Inet, Int, Mac, Ptr, Record, Stack, Str, Timestamp, CgroupPath, Username, Tuple, Type, width
 from pycore.record import field, record
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator
+    from collections.abc import Callable, Iterator, Mapping
     from typing import Any, TextIO
 
 __all__ = ["Script", "Event", "Compiled", "DEFAULT_MAP_KEYS"]
@@ -98,8 +98,12 @@ class Script:
     """One bpftrace script, from text to a finished run."""
 
     def __init__(self, text: str, *, filename: str = "<stdin>", params: tuple[str, ...] = (),
-                 pid: int | None = None, unsafe: bool = False, map_keys: int = DEFAULT_MAP_KEYS,
-                 string_size: int = 64, ring_size: int = RING_SIZE) -> None:
+                 pid: int | None = None, unsafe: bool = False, map_keys: int | None = None,
+                 ring_size: int = RING_SIZE, environ: Mapping[str, str] | None = None) -> None:
+        """``environ``: the ``BPFTRACE_*`` variables to read, as bpftrace reads them (pycore trace
+        passes its environment; None reads none); ``map_keys``, when given, sizes the maps whatever
+        the script's config block or ``environ`` say."""
+        from pycore.lang.config import read_config
         from pycore.lang.parser import parse_cached
 
         self.text = text
@@ -107,12 +111,16 @@ class Script:
         self.params = tuple(params)
         self.pid = pid
         self.unsafe = unsafe
-        self.map_keys = map_keys
         self.ring_size = ring_size
         self.program = parse_cached(text, filename)
         self.resolver = Resolver(pid=pid)
         self.checker = Checker(lambda: self.resolver.spec, self.params, unsafe=unsafe, filename=filename,
                                source=text, program=self.program)
+        self.config = read_config(self.program, environ, self.checker.error)
+        self.map_keys = map_keys or self.config.max_map_keys
+        self.checker.config = self.config
+        self.exit_code = 0             # exit(code)'s code (bpftrace 0.21), the status of pycore trace
+        self.warn: Callable[[str], object] = lambda line: print(line, file=sys.stderr)   # bpftrace's WARNING lines
         self.compiled: list[Compiled] = []
         self.layout: Layout | None = None
         self._maps: dict[str, Any] = {}
@@ -169,6 +177,15 @@ class Script:
                     # that made no such clone); a tracepoint wildcard is an error, there as here
                     if e.kind not in _FUNCTION_KINDS or len(block.probes) == 1:
                         raise self.checker.error(spec, str(e)) from None
+                    unmatched.append(self.checker.error(spec, str(e)))
+                except MissingFunction as e:
+                    # bpftrace 0.23.2: a missing function among other attach points is what the config's
+                    # missing_probes says (warn by default); alone, an error
+                    policy = self.config.missing_probes
+                    if len(block.probes) == 1 or policy == "error":
+                        raise self.checker.error(spec, str(e)) from None
+                    if policy == "warn":
+                        self.warn(e.warning)
                     unmatched.append(self.checker.error(spec, str(e)))
                 except ProbeError as e:
                     raise self.checker.error(spec, str(e)) from None
@@ -683,7 +700,7 @@ class Script:
         if not hasattr(self, "_usyms"):
             from pycore.lang.usyms import UserSymbols
 
-            self._usyms = UserSymbols()
+            self._usyms = UserSymbols(demangle=self.config.cpp_demangle)
         return self._usyms
 
     def usym(self, addr: int, pid: int) -> str:
@@ -707,6 +724,8 @@ class Script:
             if not a:
                 break
             addrs.append(a)
+        if t.mode == "raw":        # bpftrace 0.20's raw mode: the addresses in hex, one a line, unnamed
+            return "\n" + "".join(f"{a:x}\n" for a in addrs)
         if t.user:
             from pycore.lang.usyms import format_frame
 

@@ -89,10 +89,10 @@ class TraceSession:
                  on_lost: Callable[[int], object] | None = None, on_end: Callable[[], object] | None = None) -> None:
         import threading
 
-        from pycore.lang.runtime import DEFAULT_MAP_KEYS, RING_SIZE
+        from pycore.lang.runtime import RING_SIZE
 
         self.script = Script(program, filename=filename, params=params, pid=pid, unsafe=unsafe,
-                             map_keys=map_size or DEFAULT_MAP_KEYS, ring_size=ring_size or RING_SIZE)
+                             map_keys=map_size, ring_size=ring_size or RING_SIZE)
         self.script.checker.unsafe_hint = unsafe_hint
         self._pending: list[Event] = []
         self._ended = False
@@ -369,7 +369,8 @@ class TraceSession:
                     pass
                 self.script.run_special("END")
                 self.script.poll(out.append, 0)
-                out.extend(self.script.final_maps())
+                if self.script.config.print_maps_on_exit:
+                    out.extend(self.script.final_maps())
             finally:
                 self._close_native()
         return out
@@ -392,11 +393,9 @@ class TraceRunner:
     def __init__(self, text: str, *, filename: str, params: tuple[str, ...], pid: int | None, cmd: str | None,
                  unsafe: bool, verbose: bool, json: bool, folded: bool, duration: float | None,
                  out: TextIO | None = None, err: TextIO | None = None, quiet: bool = False, flush: bool = True,
-                 map_keys: int | None = None) -> None:
-        from pycore.lang.runtime import DEFAULT_MAP_KEYS
-
-        self.script = Script(text, filename=filename, params=params, pid=pid, unsafe=unsafe,
-                             map_keys=map_keys or DEFAULT_MAP_KEYS)
+                 map_keys: int | None = None, environ: Any = None) -> None:
+        self.script = Script(text, filename=filename, params=params, pid=pid, unsafe=unsafe, map_keys=map_keys,
+                             environ=environ)
         self.quiet = quiet
         self.flush = flush
         self.pid = pid
@@ -580,8 +579,9 @@ class TraceRunner:
             self._poll()
             from pycore.lang import output as O
 
-            self._chunks.append(O.EXIT_PREAMBLE)
-            self._print_maps()
+            self._chunks.append(O.EXIT_PREAMBLE)    # bpftrace 0.23.2 prints it with print_maps_on_exit = 0 too
+            if script.config.print_maps_on_exit:
+                self._print_maps()
             self._write()
             lost, refused = script.counters()
             if lost:
@@ -592,6 +592,8 @@ class TraceRunner:
                     why = "BPFTRACE_MAP_KEYS_MAX" if size == script.map_keys else "its declaration"
                     print(f"pycore trace: {name}: {n} key{'s' if n > 1 else ''} refused: the map was full at "
                           f"{size} keys ({why})", file=self.err)
+            if script.exit_code:
+                return script.exit_code
             if self.verbose:    # how long the end took, by step (Ctrl-C must be prompt: tests/test_stop*.py)
                 since = f"{ended - self._first_signal:.3f} s after the signal, " if self._signals else ""
                 print(f"pycore trace: ended {since}detached in {detached - ended:.3f} s, ring printed in "

@@ -271,8 +271,9 @@ def _perf_map_table(path: str) -> _Table:
 class UserSymbols:
     """Names of user addresses of any process, each process's modules read once (again after an exec)."""
 
-    def __init__(self) -> None:
+    def __init__(self, demangle: bool = True) -> None:
         self._procs: dict[int, tuple[int, list[_Module]]] = {}
+        self.demangle = demangle     # bpftrace's cpp_demangle (config = { cpp_demangle = 0 })
 
     def _process(self, pid: int, reload: bool = False) -> list[_Module]:
         """``pid``'s modules: read once, again after an exec (or when asked), kept once it has exited."""
@@ -294,6 +295,8 @@ class UserSymbols:
         found = _find(self._process(pid), addr)
         if found[2] is None and pid in self._procs:
             found = _find(self._process(pid, reload=True), addr)    # mapped since (dlopen)?
+        if found[0] is not None and self.demangle:
+            return _demangle(found[0]), found[1], found[2]
         return found
 
 
@@ -305,7 +308,7 @@ def _find(mods: list[_Module], addr: int) -> tuple[str | None, int, str | None]:
             continue
         found = mod.table.find(off)
         if found is not None:
-            return _demangle(found[0]), found[1], mod.name
+            return found[0], found[1], mod.name
         module = module or mod.name
     return None, 0, module
 

@@ -90,7 +90,7 @@ class Builtins(State):
                 raise self.error(e, f"{tgt.probe} has no args{self._why_no_args(tgt)} (use arg0, arg1, ...)")
             return Void()
         if name in ("kstack", "ustack"):
-            return Stack(name == "ustack")
+            return Stack(name == "ustack", mode=self.stack_mode())
         if name.startswith("sarg") and name[4:].isdigit():
             if tgt.kind not in ("kprobe", "kretprobe", "uprobe", "uretprobe"):
                 raise self.error(e, f"The {name} builtin can only be used with 'kprobes' and 'uprobes' probes")

@@ -208,9 +208,9 @@ class Calls(State):
                 raise self.error(args[0], f"macaddr() only supports array or pointer arguments, not {t}")
             return Mac()
         if n in ("kstack", "ustack"):
-            limit, mode = 127, ""
+            limit, mode = 127, self.stack_mode()
             for i, a in enumerate(args):
-                if i == 0 and isinstance(a, A.Builtin) and a.name in ("perf", "bpftrace"):
+                if i == 0 and isinstance(a, A.Builtin) and a.name in ("perf", "bpftrace", "raw"):
                     mode = "" if a.name == "bpftrace" else a.name
                     continue
                 limit = self.constant(c, a)

@@ -46,6 +46,9 @@ class Checker(Types, Builtins, Calls, State):
         self._scopes: list[dict[str, _Variable]] = [{}]   # the blocks around the statement, innermost last
         self._made: set[str] = set()                 # the keys of the variables made in this block
         self._let_seen: bool | None = None           # the script has a let (None: not looked yet)
+        from pycore.lang.config import Config
+
+        self.config = Config()   # the script's config block and BPFTRACE_* (pycore.lang.config): set by Script
 
     @property
     def spec(self) -> Spec:
@@ -56,6 +59,11 @@ class Checker(Types, Builtins, Calls, State):
             if self.program is not None and self.program.c_definitions:
                 self.types_spec()
         return self._spec
+
+    def stack_mode(self) -> str:
+        """How kstack and ustack print unless the call says: the config's stack_mode ("" for bpftrace's)."""
+        mode = self.config.stack_mode
+        return "" if mode == "bpftrace" else mode
 
     # -- entry -----------------------------------------------------------------------------
 
