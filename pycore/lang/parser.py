@@ -835,6 +835,8 @@ class _Builder:
     def map(self, c: list[Any]) -> A.MapRef:
         tok = c[0]
         keys = c[1] if len(c) > 1 and c[1] is not None else ()
+        if len(keys) == 1 and isinstance(keys[0], A.Tuple):   # @m[(a, b)] is @m[a, b] (bpftrace 0.23.2)
+            keys = keys[0].elems
         return A.MapRef(str(tok)[1:], tuple(keys), pos=_tpos(tok))
 
     def exprs(self, c: list[Any]) -> tuple[A.Expr, ...]:

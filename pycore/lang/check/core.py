@@ -420,19 +420,31 @@ class Checker(Types, Builtins, Calls, State):
         return ""
 
     def map_keys(self, c: Checked, ref: A.MapRef) -> tuple[Type, ...]:
+        """The key types of ``@m[k, ...]``. A tuple alone (``@m[$t]``) is the map's keys, as ``@m[a, b]``:
+        in bpftrace 0.23.2 a map has one key, and ``@m[a, b]`` is the tuple ``(a, b)``; a tuple among
+        other keys (``@m[(a, b), c]``) is one key, printed as a tuple."""
         out = []
         for k in ref.keys:
             t = self.expr(c, k)
-            if isinstance(t, Ptr):
-                t = Ptr(t.target, t.user, t.spec)   # printed in hex, as bpftrace prints pointer keys
-            elif isinstance(t, Int):
-                t = t if isinstance(t, (TextInt, Bool)) else Int(8, t.signed, t.display)
-            elif isinstance(t, Tuple):
-                raise self.error(k, f"a map key cannot be a tuple {t}: give its elements as the key, @m[a, b]")
-            elif not isinstance(t, (Str, Stack, Inet, Record, Array)):
-                raise self.error(k, f"a map key cannot be {t}")
-            out.append(t)
+            if isinstance(t, Tuple):
+                if len(ref.keys) == 1:
+                    return tuple(self._key_type(k, x) for x in t.elems)
+                out.append(t)
+                continue
+            out.append(self._key_type(k, t))
         return tuple(out)
+
+    def _key_type(self, k: A.Expr, t: Type) -> Type:
+        """The type a value of type ``t`` has as (a part of) a map key."""
+        if isinstance(t, Ptr):
+            return Ptr(t.target, t.user, t.spec)   # printed in hex, as bpftrace prints pointer keys
+        if isinstance(t, Int):
+            return t if isinstance(t, (TextInt, Bool)) else Int(8, t.signed, t.display)
+        if isinstance(t, Tuple):
+            return t
+        if not isinstance(t, (Str, Stack, Inet, Record, Array)):
+            raise self.error(k, f"a map key cannot be {t}")
+        return t
 
     def map_use(self, ref: A.MapRef, keys: tuple[Type, ...]) -> MapInfo:
         name = "@" + ref.name
@@ -445,8 +457,9 @@ class Checker(Types, Builtins, Calls, State):
             raise self.error(ref, f"{name} is used with {len(m.keys)} key(s) elsewhere, here with {len(keys)}")
         else:
             merged = []
-            for old, new, node in zip(m.keys, keys, ref.keys):
-                if type(old) is not type(new):
+            for i, (old, new) in enumerate(zip(m.keys, keys)):
+                node = ref.keys[i] if len(ref.keys) == len(keys) else ref
+                if type(old) is not type(new) or isinstance(old, Tuple) and old != new:
                     raise self.error(node, f"{name}: key is {old} elsewhere, {new} here")
                 merged.append(Str(max(old.size, new.size)) if isinstance(old, Str) else old)
             m.keys = tuple(merged)

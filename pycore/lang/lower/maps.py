@@ -10,7 +10,7 @@ from pycore.lang.check import MapInfo
 from pycore.lang.check.records import READ_AGGREGATES
 from pycore.lang.lower.layout import BPF_ANY, BPF_NOEXIST
 from pycore.lang.lower.state import State
-from pycore.lang.types import Int, Type, is_buffer, width
+from pycore.lang.types import Int, Tuple, Type, is_buffer, width
 
 
 _POSSIBLE_CPUS: int | None = None
@@ -57,6 +57,9 @@ class Maps(State):
         if not ref.keys:
             e.st(8, 8, off, 0)
             return off
+        if len(ref.keys) == 1 and isinstance(self.t(ref.keys[0]), Tuple) and len(m.keys or ()) != 1:
+            self._tuple_key(ref.keys[0], m, off, size)
+            return off
         pos = off
         for k, kt in zip(ref.keys, m.keys or ()):
             if is_buffer(kt):
@@ -67,6 +70,22 @@ class Maps(State):
                 self.usym_pid(kt, pos)
             pos += width(kt)
         return off
+
+    def _tuple_key(self, k: A.Expr, m: MapInfo, off: int, size: int) -> None:
+        """``@m[$t]``: the tuple built aside, then each element copied to its place in the key (a string
+        of the key may be longer than the tuple's: the rest zero)."""
+        e = self.e
+        tt = self.t(k)
+        mark = self.f.mark()
+        tmp = self.f.region(tt.size)
+        self.string_into(k, tmp, tt.size)
+        for i in range(0, size, 8):
+            e.st(8, 8, off + i, 0)
+        pos = off
+        for src, et, kt in zip(tt.offsets(), tt.elems, m.keys or ()):
+            self.copy_words(8, tmp + src, pos, min(width(et), width(kt)))
+            pos += width(kt)
+        self.f.release(mark)
 
     def usym_pid(self, t: Type, pos: int) -> None:
         """After a usym address stored at scratch[pos], its process's pid (what names it at print time)."""

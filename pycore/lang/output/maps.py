@@ -263,10 +263,21 @@ def map_json(name: str, kind: str, entries: Iterable[Entry] | Mapping[Any, Any],
             text = _int_text(value, div)
         else:
             text = format_value(value, value_type, json=True)
-        elems.append(f"{quoted(','.join(format_key(key, key_types)))}: {text}" if key else text)
+        elems.append(f"{quoted(','.join(_json_key(key, key_types)))}: {text}" if key else text)
     kind_name = "hist" if kind in _HISTS else "stats" if kind in _STATS else "map"
     body = "{" + ", ".join(elems) + "}" if has_keys else ", ".join(elems)
     return f'{{"type": "{kind_name}", "data": {{{quoted(name)}: {body}}}}}\n'
+
+
+def _json_key(key: tuple, key_types: Sequence[Any] | None) -> list[str]:
+    """A key's elements as -f json writes them: as text prints them, a tuple among them as JSON
+    (``"[1,\"x\"],2"``, as bpftrace 0.23.2)."""
+    types = list(key_types or ())
+    out = format_key(key, key_types)
+    for i, t in enumerate(types[:len(key)]):
+        if type(t).__name__ == "Tuple":
+            out[i] = format_value(key[i], t, json=True)
+    return out
 
 
 def folded(value: Iterable[Entry] | Mapping[Any, Any]) -> str:
