@@ -570,6 +570,8 @@ class Script:
             text = O.format_printf(a.text, values)
             yield Event("printf", text, values)
         elif tag == TAG_EXIT:
+            if a.args and not self.exited:    # exit(code): pycore trace's exit status (bpftrace 0.21)
+                self.exit_code = self._values(data, a.args)[0] & 0xFF
             self.exited = True
         elif tag == TAG_PRINT_MAP:
             name = a.text

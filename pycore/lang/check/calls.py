@@ -26,7 +26,7 @@ class Calls(State):
         args = e.args
         if n in AGGREGATES:
             raise self.error(e, f"{n}() is assigned to a map: @name = {n}(...)")
-        if n in _NO_VALUE_CALLS and not statement:
+        if n in _NO_VALUE_CALLS and not statement and n != "delete":
             raise self.error(e, f"{n}() gives no value")
         if n in ("system", "signal", "override") and not self.unsafe:
             raise self.error(e, f"{n}() is unsafe: {self.unsafe_hint}")
@@ -52,6 +52,10 @@ class Calls(State):
             if not args or len(args) > 3:
                 raise self.error(e, "print() takes a map or a value")
             a0 = args[0]
+            m = self.maps.get("@" + a0.name) if isinstance(a0, A.MapRef) and a0.keys else None
+            if m is not None and m.kind in ("hist", "lhist", "stats"):     # bpftrace 0.23.2's refusal
+                raise self.error(a0, f"Map type {m.kind}_t cannot print the value of individual keys. You must "
+                                     f"print the whole map.")
             if isinstance(a0, A.MapRef) and not a0.keys:
                 if "@" + a0.name not in self.maps:
                     self.maps["@" + a0.name] = MapInfo("@" + a0.name, pos=a0.pos)
@@ -61,9 +65,13 @@ class Calls(State):
                 if isinstance(t, Void) and not (isinstance(a0, A.Builtin) and a0.name == "args"):
                     raise self.error(a0, "nothing to print")
             return Void()
-        if n in ("exit",):
-            if args:
-                raise self.error(e, "exit() takes no argument")
+        if n in ("exit",):    # exit(code): bpftrace 0.21's exit status
+            if len(args) > 1:
+                raise self.error(e, "exit() takes an optional exit code: exit() or exit(code)")
+            for a in args:
+                t = self.expr(c, a)
+                if not isinstance(t, Int) or isinstance(t, TextInt):
+                    raise self.error(a, f"exit() takes an integer exit code, not {t}")
             return Void()
         if n == "has_key":    # bpftrace 0.22's: whether @m holds the key (the parser made it one argument)
             if len(args) != 1 or not isinstance(args[0], A.MapRef) or not args[0].keys:
@@ -78,7 +86,7 @@ class Calls(State):
             keys = self.map_keys(c, args[0])
             self.map_use(args[0], keys)
             c.types[id(args[0])] = Void()
-            return Void()
+            return Void() if statement else INT64     # as a value, 1 if deleted, else 0 (bpftrace 0.24)
         if n in ("clear", "zero"):
             if len(args) != 1 or not isinstance(args[0], A.MapRef) or args[0].keys:
                 raise self.error(e, f"{n}() takes a whole map: {n}(@m)")

@@ -9,7 +9,7 @@ from pycore.lang.lower.layout import (Action, _align8, LOST_OFF, TAG_PRINTF, TAG
                                       TAG_ZERO, TAG_TIME, TAG_PRINT_VALUE, TAG_JOIN, TAG_SYSTEM, TAG_CAT)
 from pycore.lang.lower.state import State
 from pycore.lang.probes import REGS
-from pycore.lang.types import Array, Record, Str, Tuple, Type, Void, is_buffer, width
+from pycore.lang.types import INT64, Array, Record, Str, Tuple, Type, Void, is_buffer, width
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -43,8 +43,9 @@ class Calls(State):
                     idx = self.layout.action(Action(TAG_PRINT_VALUE, "", [t]))
                     self.emit_record(idx, [a0], [t])
         elif n == "exit":
-            idx = self.layout.action(Action(TAG_EXIT))
-            self.emit_record(idx, [], [])
+            types = [INT64] if call.args else []     # exit(code): the code goes with the record
+            idx = self.layout.action(Action(TAG_EXIT, "", types))
+            self.emit_record(idx, list(call.args), types)
             e.ja(self.exit_label)
         elif n in ("clear", "zero"):
             idx = self.layout.action(Action(TAG_CLEAR if n == "clear" else TAG_ZERO, "@" + call.args[0].name))
@@ -244,6 +245,21 @@ class Calls(State):
             return
         if n == "strcontains":
             self.strcontains(node.args[0], node.args[1])
+            return
+        if n == "delete":       # as a value (bpftrace 0.24): 1 when the key was there and is deleted, else 0
+            ref = node.args[0]
+            m = self.layout.maps["@" + ref.name]
+            key = self.key(ref, m)
+            e.ld_map(1, self.fds[m.name])
+            self._ptr(2, key)
+            e.call("map_delete_elem")
+            deleted, done = e.label(), e.label()
+            e.jmp_imm("jeq", 0, 0, deleted)
+            e.mov_imm(0, 0)
+            e.ja(done)
+            e.place(deleted)
+            e.mov_imm(0, 1)
+            e.place(done)
             return
         if n == "has_key":      # 1 when the key is in the map, else 0
             ref = node.args[0]
