@@ -39,7 +39,6 @@ def test_has_key_refusal() -> None:
 # (script, the feature as the error names it, the bpftrace version that added it). let, map
 # declarations, begin/end, durations, ?: and conditions without parentheses: tests/test_trace_syntax_new.py
 NEWER = [
-    ("config = { max_map_keys = 100 } BEGIN { exit(); }", "config blocks", "0.20"),
     ('BEGIN { @m[1] = 2; for ($kv : @m) { printf("%d\\n", $kv.0); } exit(); }', "for-each loops", "0.21"),
     ('BEGIN { @m[1] = 2; printf("%d\\n", len(@m)); exit(); }', "len(@m)", "0.20"),
     ('BEGIN { printf("%d\\n", nsecs(monotonic)); exit(); }', "nsecs with a clock", "0.19"),

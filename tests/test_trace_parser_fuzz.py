@@ -35,7 +35,10 @@ TOKENS = ["BEGIN", "END", "kprobe:vfs_read", "uprobe:/bin/bash:readline", "trace
           "let", "let $x", "let $x;", "let $y = 1;", "let $s: string[8]", ": uint8", ": struct task_struct *",
           "let @m = lruhash(5);", "let @p = percpuhash(", "hash(0)", "?:", "? :", "true", "false", "100ms", "1s",
           "5us", "2h", "1_000ns", "99x", "begin", "end", "BeGiN", "interval:1s", "i:100ms", "profile:10ms",
-          "if $x", "if !$x {", "while $i", "unroll 3 {", "$t.pid", "curtask.pid"]
+          "if $x", "if !$x {", "while $i", "unroll 3 {", "$t.pid", "curtask.pid",
+          # bpftrace 0.20's config block, 0.23's tuple keys, exit(code), delete() values, raw stacks
+          "config", "config = {", "config = { max_map_keys = 2 }", "max_strlen = 16;", "missing_probes = ignore",
+          'stack_mode = "raw"', "@m[(1, 2)]", "@m[($a, $b), 1]", "exit(3)", "$x = delete(@m, 1)", "kstack(raw)"]
 
 # Scripts in the newer syntax (valid: each parses), for the mutation test and as a check of their own.
 NEW_SCRIPTS = [
@@ -179,3 +182,21 @@ def test_generated_new_syntax_parses(decls: list[tuple[str, int]], probe: str, s
 def test_new_scripts_parse() -> None:
     for text in NEW_SCRIPTS:
         assert isinstance(parse(text), A.Program)
+
+
+CONFIG_VALUES = ["1", "0", "4096", '"ignore"', "ignore", "warn", "perf", "raw", '"x"', "1 + 1", "$1", "-1", "@m", ""]
+
+
+@FUZZ
+@given(st.lists(st.tuples(st.sampled_from(["max_map_keys", "missing_probes", "stack_mode", "print_maps_on_exit",
+                                           "BPFTRACE_MAX_STRLEN", "foo", "config", "if", ""]),
+                          st.sampled_from(CONFIG_VALUES), st.sampled_from([";", "", ";;", ","])), max_size=5),
+       st.sampled_from(["", "#include <linux/sched.h>\n", "struct s { int a; };\n", "let @m = lruhash(5);\n"]),
+       st.booleans())
+def test_config_blocks(assigns: list[tuple[str, str, str]], head: str, last_semi: bool) -> None:
+    """The config block (bpftrace 0.20): any run of assignments and separators parses or is one error."""
+    body = " ".join(f"{name} = {value}{sep}" for name, value, sep in assigns)
+    if not last_semi:
+        body = body.rstrip(";")
+    check(f"{head}config = {{ {body} }}\nBEGIN {{ exit(); }}")
+    check(f"BEGIN {{ exit(); }}\nconfig = {{ {body} }}")

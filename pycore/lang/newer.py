@@ -19,7 +19,6 @@ _KW = r"(?<![\w$@.])"   # a keyword: not part of a name, a $variable, a @map or 
 #: run over the script with its strings and comments blanked; the first that matches at or before the
 #: place the parser stopped, nearest that place, names the feature.
 _SYNTAX: list[tuple[re.Pattern[str], str, str]] = [(re.compile(p, re.M), what, version) for p, what, version in [
-    (r"^\s*config\s*=", "config blocks (`config = { ... }`)", "0.20"),
     (_KW + r"for\s*\(?\s*\$\w+\s*:[^{;]*\.\.", "range loops (`for ($i : 1..5)`)", "0.24"),
     (_KW + r"for\s*\(?\s*\$\w+\s*:", "for-each loops over a map (`for ($kv : @m)`)", "0.21"),
     (_KW + r"macro\s+\w+\s*\(", "macros (`macro f(x) { ... }`)", "0.24 (behind a flag; 0.25 without)"),

@@ -185,6 +185,11 @@ def parse(text: str, filename: str = "<stdin>") -> A.Program:
         if later is not None:
             raise later from None
         accepts = e.accepts or e.expected   # what really fits here (LALR's expected set merges states)
+        late = re.search(r"\bconfig\s*$", text[:tok.start_pos or 0]) if tok == "=" else None
+        if late is not None:     # 'config = {' read as a probe named config: the block came too late
+            line = text.count("\n", 0, late.start()) + 1
+            raise error("the config block comes before the first probe (after the #include lines), as in "
+                        "bpftrace", line, late.start() - text.rfind("\n", 0, late.start()), 6) from None
         if tok.type == "$END":
             line, col = _end_of(text)
             raise error(f"unexpected end of input — expected {_expected(accepts)}", line, col) from None
