@@ -75,3 +75,12 @@ def run(script: str, *args: str, timeout: float = 60) -> subprocess.CompletedPro
 def env() -> dict[str, str]:
     """The environment :func:`argv`'s command runs in."""
     return _env()
+
+
+def root() -> str:
+    """The Debian 13 root bpftrace 0.23.2 runs in (chrooted): a file at ``root() + path`` is ``path`` to it."""
+    if os.environ.get("PYCORE_TRIXIE_ROOT"):
+        return os.environ["PYCORE_TRIXIE_ROOT"]
+    import pwd
+
+    return os.path.join(pwd.getpwuid(os.getuid()).pw_dir, ".cache", "pycore", "trixie-root")

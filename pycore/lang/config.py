@@ -109,8 +109,6 @@ def read_config(program: A.Program, environ: Mapping[str, str] | None,
         raw = environ.get(var)
         if raw is None:
             continue
-        if new:
-            cfg.warnings.append(f"WARNING: {var} is deprecated. Use {new} instead.")
         if kind == "uint":
             m = _UINT.match(raw)
             if m is None or (name == "max_map_keys" and int(m.group(1)) == 0):
@@ -131,6 +129,8 @@ def read_config(program: A.Program, environ: Mapping[str, str] | None,
             value = raw
         else:
             value = raw
+        if new:     # after the value is read, as 0.23.2 warns
+            cfg.warnings.append(f"WARNING: {var} is deprecated. Use {new} instead.")
         if name and name not in from_env:
             from_env.add(name)
             _set(cfg, name, value)
@@ -188,8 +188,9 @@ def _script_value(a: A.ConfigAssign, error: Callable[[A.Node, str], Exception]) 
         expected = "stack_mode" if kind == "stack_mode" else "string"
         raise error(a, f"Invalid type for {raw}. Type: int64. Expected Type: {expected}")
     if kind == "stack_mode":
-        if text not in STACK_MODES:
-            raise error(v, f"Unknown stack mode: '{text}'")
+        if text not in STACK_MODES:     # 0.23.2 lexes only its three modes as such: any other name is no literal
+            raise error(a, f"Assignment for {raw} must be literal." if given == "name" else
+                        f"Unknown stack mode: '{text}'")
         return name, text
     if kind == "missing_probes":
         if text.lower() not in ("ignore", "warn", "error"):

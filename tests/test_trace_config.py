@@ -1,0 +1,297 @@
+"""Config blocks and BPFTRACE_* variables, stack modes, tuples as map keys, exit(code), delete() as a value,
+print(@m[key]) (issue 30), side by side with the real bpftrace 0.23.2 (tests/bpftrace023.py).
+
+Each case runs the same script under both and compares what they print: the maps, the errors' words,
+which of a config block and an environment variable wins, the exit status.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tests import bpftrace023
+from tests.conftest import require_root
+
+PYCORE = [sys.executable, "-m", "pycore", "trace"]
+
+# bpftrace 0.23.2 reports a helper's failure (a full map's refused update) on stdout: the warning, its
+# "Additional Info" line, the script's line and a marker. pycore counts refused keys and says so on
+# stderr at the end instead; the rest of stdout is compared.
+_HELPER_WARNING = re.compile(r"^stdin:\S+: WARNING: .*\nAdditional Info - helper: .*\n.*\n *~+\n", re.M)
+
+
+def ours(script: str, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([*PYCORE, *args, "-e", script], capture_output=True, text=True, timeout=120,
+                          stdin=subprocess.DEVNULL, env={**os.environ, **(env or {})})
+
+
+def theirs(script: str, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    require_root()
+    bpftrace023.require()
+    p = subprocess.run(bpftrace023.argv(*args, "-e", script), capture_output=True, text=True, timeout=120,
+                       stdin=subprocess.DEVNULL, env={**bpftrace023.env(), **(env or {})})
+    p.stderr = "".join(line for line in p.stderr.splitlines(keepends=True) if "RLIMIT_MEMLOCK" not in line)
+    p.stdout = _HELPER_WARNING.sub("", p.stdout)
+    return p
+
+
+def same(script: str, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """pycore's run of ``script``, asserted to print bpftrace 0.23.2's stdout (both -q) and exit alike."""
+    b = theirs(script, "-q", *args, env=env)
+    p = ours(script, "-q", *args, env=env)
+    assert p.returncode == b.returncode, (p.stderr, b.stderr)
+    assert p.stdout == b.stdout, (script, b.stdout, p.stderr)
+    return p
+
+
+# -- the config block ------------------------------------------------------------------------------
+
+THREE = "BEGIN { @[1] = 1; @[2] = 2; @[3] = 3; exit(); }"
+
+
+@pytest.mark.parametrize("block", [
+    'config = { missing_probes = "ignore" }',          # Debian 13's tools
+    'config = { missing_probes = "ignore"; }',
+    "config = { max_map_keys = 2; stack_mode = perf }",
+    "config = { max_map_keys = 2; stack_mode = perf; }",
+    "config = {}",
+    "config = { MAX_MAP_KEYS = 2 }",                    # the upper case and the environment's name
+    "config = { BPFTRACE_MAX_MAP_KEYS = 2 }",
+    "config = { max_map_keys = 2; max_map_keys = 1 }",  # the first setting wins, as in 0.23.2
+    "config = { max_map_keys = 1; print_maps_on_exit = 1; lazy_symbolication = 1; log_size = 100; "
+    "max_bpf_progs = 10; max_probes = 10; max_type_res_iterations = 2; on_stack_limit = 8; perf_rb_pages = 8; "
+    'cache_user_symbols = "PER_PROGRAM"; cpp_demangle = 0; max_cat_bytes = 100; str_trunc_trailer = "~"; '
+    'symbol_source = "symbol_table"; probe_inline = 0; use_blazesym = 0; max_strlen = 64 }',
+])
+def test_config_block_as_bpftrace_023(block: str) -> None:
+    """Both spellings and separators, every variable 0.23.2 has; max_map_keys sizes the maps."""
+    same(f"{block}\n{THREE}")
+
+
+def test_print_maps_on_exit_0() -> None:
+    """No maps at the end (print() still prints one; END runs; the exit's blank lines stay)."""
+    p = same('config = { print_maps_on_exit = 0 } BEGIN { @a = 1; @b[1] = count(); print(@a); exit(); } '
+             'END { printf("end\\n"); }')
+    assert p.stdout == "@a: 1\nend\n\n\n"
+
+
+def test_environment_wins_over_the_block() -> None:
+    """0.23.2 reads the environment first and a variable it set stays: BPFTRACE_MAX_MAP_KEYS=2 over
+    max_map_keys = 1; and BPFTRACE_MAX_MAP_KEYS over the deprecated BPFTRACE_MAP_KEYS_MAX."""
+    p = same(f"config = {{ max_map_keys = 1 }} {THREE}", env={"BPFTRACE_MAX_MAP_KEYS": "2"})
+    assert p.stdout == "\n\n@[1]: 1\n@[2]: 2\n"
+    same(THREE, env={"BPFTRACE_MAX_MAP_KEYS": "1", "BPFTRACE_MAP_KEYS_MAX": "2"})
+    # what 0.23.2 does not read from the environment does nothing
+    same("BEGIN { @a = 1; exit(); }", env={"BPFTRACE_PRINT_MAPS_ON_EXIT": "0", "BPFTRACE_MISSING_PROBES": "error"})
+
+
+def test_deprecated_variable_warns_as_bpftrace_023() -> None:
+    b = theirs(THREE, env={"BPFTRACE_MAP_KEYS_MAX": "2"})
+    p = ours(THREE, env={"BPFTRACE_MAP_KEYS_MAX": "2"})
+    warning = "WARNING: BPFTRACE_MAP_KEYS_MAX is deprecated. Use BPFTRACE_MAX_MAP_KEYS instead.\n"
+    assert warning in b.stderr and warning in p.stderr
+    assert "@[3]" not in p.stdout and "@[2]: 2" in p.stdout
+
+
+@pytest.mark.parametrize("block", [
+    "config = { foo = 1 }",
+    "config = { map_keys_max = 1 }",
+    "config = { max_strlen = \"x\" }",
+    "config = { max_map_keys = 1 + 1 }",
+    "config = { missing_probes = \"bad\" }",
+    "config = { stack_mode = foo }",
+    "config = { btf = \"x\" }",
+    "config = { cache_user_symbols = \"ALL\" }",
+    "config = { symbol_source = \"x\" }",
+    "config = { print_maps_on_exit = 2 }",
+])
+def test_config_errors_in_bpftrace_023s_words(block: str) -> None:
+    """The message is 0.23.2's ERROR text, one error with the script's line and a caret, exit 2.
+    (0.23.2 prints print_maps_on_exit = 2's error and runs on with the default; pycore stops.)"""
+    script = f"{block} BEGIN {{ exit(); }}"
+    b = theirs(script)
+    p = ours(script)
+    words = [m.group(1) for m in re.finditer(r"ERROR: (.+)", b.stderr) if m.group(1).strip()]
+    assert words, b.stderr
+    assert p.returncode == 2 and "Traceback" not in p.stderr
+    assert p.stderr.splitlines()[0].endswith(f"error: {words[0]}"), (p.stderr, b.stderr)
+    assert len(p.stderr.splitlines()) == 3      # the message, the script's line, the caret
+
+
+def test_later_spellings_accepted() -> None:
+    """Upstream's tools write missing_probes = ignore unquoted (0.23.2: "must be literal"); a quoted
+    stack mode is upstream's too; both are taken."""
+    for block in ("config = { missing_probes = ignore; }", 'config = { stack_mode = "raw" }',
+                  "config = { missing_probes = warn }", "config = { license = \"GPL\"; unstable_macro = enable }"):
+        p = ours(f"{block} {THREE}", "-q")
+        assert p.returncode == 0 and p.stdout == "\n\n@[1]: 1\n@[2]: 2\n@[3]: 3\n", p.stderr
+
+
+def test_bad_environment_in_bpftrace_023s_words() -> None:
+    for env in ({"BPFTRACE_MAX_MAP_KEYS": "lots"}, {"BPFTRACE_STACK_MODE": "fancy"},
+                {"BPFTRACE_CPP_DEMANGLE": "yes"}, {"BPFTRACE_CACHE_USER_SYMBOLS": "ALL"}):
+        b = theirs(THREE, env=env)
+        p = ours(THREE, env=env)
+        assert b.returncode != 0 and p.returncode == 2
+        said = p.stderr.strip().removeprefix("pycore trace: ")
+        assert "\n" not in said and said in b.stderr, (p.stderr, b.stderr)
+
+
+def test_config_block_after_a_probe() -> None:
+    p = ours("BEGIN { exit(); } config = { max_map_keys = 1 }", "--dry-run")
+    assert p.returncode == 2 and "the config block comes before the first probe" in p.stderr
+
+
+# -- missing_probes ----------------------------------------------------------------------------------
+
+BASH_TWO = 'uprobe:/bin/bash:readline,uprobe:/bin/bash:nosuchfn {{ printf("x\\n"); }} BEGIN {{ exit(); }}'
+
+
+@pytest.mark.parametrize("block", ["", 'config = { missing_probes = "warn" }', 'config = { missing_probes = "ignore" }',
+                                   'config = { missing_probes = "error" }'])
+def test_missing_probes_as_bpftrace_023(block: str) -> None:
+    """A uprobe on a function the binary lacks, beside one it has: 0.23.2 warns (its words) by default,
+    says nothing with ignore, and stops with error."""
+    if not os.path.exists("/bin/bash"):
+        pytest.skip("no /bin/bash")
+    script = block + " " + BASH_TWO.format()
+    b = theirs(script)
+    p = ours(script)
+    assert (p.returncode == 0) == (b.returncode == 0), (p.stderr, b.stderr)
+    warning = "WARNING: Could not resolve symbol: /bin/bash:nosuchfn, skipping probe."
+    assert (warning in p.stderr) == (warning in b.stderr) == ("ignore" not in block and "error" not in block)
+    if "error" in block:
+        assert "no function 'nosuchfn' in /bin/bash" in p.stderr
+
+
+def test_missing_probe_alone_is_an_error() -> None:
+    script = 'config = { missing_probes = "ignore" } uprobe:/bin/bash:nosuchfn { } BEGIN { exit(); }'
+    assert theirs(script).returncode != 0
+    assert ours(script, "--dry-run").returncode == 2
+
+
+# -- stack modes -----------------------------------------------------------------------------------
+
+PROG_C = r"""
+#include <stdio.h>
+__attribute__((noinline)) int leaf(int x) { return x * 2 + 1; }
+__attribute__((noinline)) int mid(int x) { return leaf(x) + 1; }
+int main(void) { printf("%d\n", mid(3)); return 0; }
+"""
+
+
+def _stacks(tmp_root: str, script: str, env: dict[str, str] | None = None) -> tuple[str, str]:
+    """``script`` (a uprobe on ``{prog}:leaf``) under bpftrace 0.23.2 and pycore at once, both attached
+    when the program runs once: the same stack (addresses included) reaches both. Their stdouts."""
+    prog_dir = os.path.join(tmp_root, "tmp", f"pycore-config-test-{os.getpid()}")
+    os.makedirs(prog_dir, exist_ok=True)
+    prog = os.path.join(prog_dir, "prog")
+    try:
+        subprocess.run(["gcc", "-O0", "-fno-omit-frame-pointer", "-x", "c", "-o", prog, "-"], input=PROG_C,
+                       text=True, check=True, capture_output=True)
+        inside = prog[len(tmp_root):]
+        tracers = []
+        for argv, path, run_env in ((bpftrace023.argv(), inside, bpftrace023.env()), (PYCORE, prog, dict(os.environ))):
+            t = subprocess.Popen([*argv, "-B", "line", "-e", script.format(prog=path)], stdout=subprocess.PIPE,
+                                 stderr=subprocess.STDOUT, text=True, env={**run_env, **(env or {})})
+            tracers.append(t)
+        try:
+            for t in tracers:        # "Attaching N probes..." (0.23.2 on stdout, pycore on stderr)
+                seen: list[str] = []
+                while not (seen and seen[-1].startswith("Attaching")):
+                    line = t.stdout.readline()
+                    assert line and len(seen) < 20, "".join(seen + [line])
+                    seen.append(line)
+            time.sleep(2)          # bpftrace says it before it attaches
+            subprocess.run([prog], check=True, capture_output=True, timeout=30)
+            time.sleep(0.5)
+            outs = []
+            for t in tracers:
+                t.send_signal(signal.SIGINT)
+                outs.append(t.communicate(timeout=30)[0])
+        finally:
+            for t in tracers:
+                if t.poll() is None:
+                    t.kill()
+                    t.wait()
+        return tuple("".join(line for line in o.splitlines(keepends=True) if "RLIMIT_MEMLOCK" not in line)
+                     for o in outs)   # type: ignore[return-value]
+    finally:
+        for f in (prog,):
+            if os.path.exists(f):
+                os.unlink(f)
+        os.rmdir(prog_dir)
+
+
+@pytest.mark.parametrize("script,env", [
+    ('uprobe:{prog}:leaf {{ printf("%s|%s\\n", ustack(raw), ustack(raw, 2)); print(kstack(raw)); '
+     '@[ustack(raw)] = count(); }}', None),
+    ('config = {{ stack_mode = raw }} uprobe:{prog}:leaf {{ print(ustack); @[ustack(3)] = count(); '
+     '@p[ustack(perf)] = count(); }}', None),
+    ('uprobe:{prog}:leaf {{ print(ustack); @[ustack] = count(); }}', {"BPFTRACE_STACK_MODE": "raw"}),
+    ('config = {{ stack_mode = perf }} uprobe:{prog}:leaf {{ print(ustack); }}', {"BPFTRACE_STACK_MODE": "raw"}),
+])
+def test_stack_modes_as_bpftrace_023(script: str, env: dict[str, str] | None) -> None:
+    """kstack(raw)/ustack(raw) (0.20), stack_mode in the block and BPFTRACE_STACK_MODE (which wins):
+    the addresses in hex, one a line, as 0.23.2 prints them, for the same event."""
+    require_root()
+    bpftrace023.require()
+    b, p = _stacks(bpftrace023.root(), script, env)
+    assert p == b
+    assert re.search(r"^[0-9a-f]{6,}$", p, re.M), p      # raw addresses there
+
+
+# -- tuples as map keys, exit(code), delete() as a value, print(@m[key]) ------------------------------
+
+@pytest.mark.parametrize("script", [
+    'BEGIN { @a[1, 2] = 1; @b[(1, 2)] = 2; $t = (3, 4); @c[$t] = 3; @a[$t] = 4; @a[(5, 6)] = 5; '
+    '@d[(1, "x"), 2] = 6; @e[((1, 2))] = 7; exit(); }',
+    'BEGIN { @a["ab", 1] = 1; $t = ("abcdef", 2); @a[$t] = 2; $u = ("ab", 1); '
+    'printf("%d %d %d\\n", @a["ab", 1], @a[$t], @a[$u]); delete(@a, $u); if (has_key(@a, $t)) { printf("has\\n"); } '
+    '@c[$t] = count(); @c[("abcdef", 2)] = count(); print(@c); exit(); }',
+    'BEGIN { $k = (7, "dev"); @start[$k] = 5; @n[$k] = count(); printf("%d\\n", @start[7, "dev"]); exit(); }',
+])
+def test_tuple_keys_as_bpftrace_023(script: str) -> None:
+    """@m[a, b], @m[(a, b)] and @m[$t] are one map (biosnoop.bt, biostacks.bt); a tuple among keys is one."""
+    same(script)
+    same(script, "-f", "json")
+
+
+@pytest.mark.parametrize("script", [
+    "BEGIN { exit(3); }",
+    'BEGIN { printf("a\\n"); exit(256); }',
+    "BEGIN { $c = 4; exit($c); }",
+    "interval:ms:10 { @n++; if (@n == 3) { exit(5); } }",
+    "BEGIN { exit(); }",
+])
+def test_exit_code_as_bpftrace_023(script: str) -> None:
+    """exit(code) (0.21) is the exit status (its low 8 bits, as a process's)."""
+    same(script)
+
+
+def test_delete_as_a_value() -> None:
+    """Upstream's tcplife.bt: $ignore = delete(@birth, $sk). 0.24 made delete() give 1 when it deleted
+    the key, else 0; 0.23.2 refuses the use, so this is upstream's documented value (docs/stdlib.md)."""
+    p = ours('BEGIN { @b[1] = 5; $x = delete(@b, 1); $y = delete(@b, 2); printf("%d %d\\n", $x, $y); '
+             '@b[3] = 1; $z = delete(@b[3]); printf("%d\\n", $z); if (delete(@b, 7)) { printf("yes\\n"); } '
+             '@b[4] = 1; exit(); }', "-q")
+    assert p.returncode == 0 and p.stdout == "1 0\n1\n\n\n@b[4]: 1\n", p.stderr
+    assert "should not be used in an assignment" in theirs("BEGIN { @b[1] = 5; $x = delete(@b, 1); }").stderr
+
+
+def test_print_map_element_as_bpftrace_023() -> None:
+    """print(@m[key]) (0.21): the element's value; of a hist or stats map, 0.23.2's refusal."""
+    same('BEGIN { @m[1] = 2; @m[2] = 3; @s["a"] = "xyz"; @c[1, 2] = count(); print(@m[1]); '
+         'print(@s["a"]); print(@c[1, 2]); print(@m[9]); exit(); }')
+    for script in ("BEGIN { @h[1] = hist(5); print(@h[1]); exit(); }",
+                   "BEGIN { @st[1] = stats(5); print(@st[1]); exit(); }"):
+        b, p = theirs(script), ours(script)
+        said = re.search(r"ERROR: (.+)", b.stderr).group(1)
+        assert p.returncode == 2 and p.stderr.splitlines()[0].endswith("error: " + said), (p.stderr, b.stderr)
