@@ -870,9 +870,10 @@ def test_positional_parameters_as_bpftrace_reads_them(tmp_path):
     """$N is a number in C's spellings (0x10, 077 octal, ' 12') unless str($N) asks for its text, which is
     the text as given ("0x10"); a parameter that is no number used as one is bpftrace's error; $N works
     inside attach points (interval:ms:$1, uprobe:$1:FUNC)."""
-    program = 'BEGIN { printf("%d %d %s|%s| %d %s\\n", $1, $2, str($1), str($4), $3, str($2, 2)); @[str($1)] = count(); exit(); }'
+    # (str($2, 2) is "07" in bpftrace 0.17 and "0" in 0.23.2, whose pycore follows: tests/test_trace_config.py)
+    program = 'BEGIN { printf("%d %d %s|%s| %d %s\\n", $1, $2, str($1), str($4), $3, str($2)); @[str($1)] = count(); exit(); }'
     ours = same_as_bpftrace(program, "0x10", "077", " 12")
-    assert '"16 63 0x10|| 12 07\\n"' in ours
+    assert '"16 63 0x10|| 12 077\\n"' in ours
     for bad in ("1_000", "1e3", "hello", "99999999999999999999"):
         r = pycore("-e", 'BEGIN { printf("%d\\n", $1); exit(); }', bad)
         assert r.returncode == 2 and f'$1 used numerically but given "{bad}". Try using str($1).' in r.stderr

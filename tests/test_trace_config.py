@@ -187,16 +187,18 @@ int main(void) { printf("%d\n", mid(3)); return 0; }
 """
 
 
-def _stacks(tmp_root: str, script: str, env: dict[str, str] | None = None) -> tuple[str, str]:
-    """``script`` (a uprobe on ``{prog}:leaf``) under bpftrace 0.23.2 and pycore at once, both attached
-    when the program runs once: the same stack (addresses included) reaches both. Their stdouts."""
-    prog_dir = os.path.join(tmp_root, "tmp", f"pycore-config-test-{os.getpid()}")
+def _side_by_side(source: str, script: str, env: dict[str, str] | None = None) -> tuple[str, str]:
+    """``script`` (a uprobe on ``{prog}``, the C program ``source`` built into bpftrace 0.23.2's root)
+    under bpftrace 0.23.2 and pycore at once, both attached when the program runs once: the same event
+    (stack addresses included) reaches both. Their stdouts."""
+    root = bpftrace023.root()
+    prog_dir = os.path.join(root, "tmp", f"pycore-config-test-{os.getpid()}")
     os.makedirs(prog_dir, exist_ok=True)
     prog = os.path.join(prog_dir, "prog")
     try:
-        subprocess.run(["gcc", "-O0", "-fno-omit-frame-pointer", "-x", "c", "-o", prog, "-"], input=PROG_C,
+        subprocess.run(["gcc", "-O0", "-fno-omit-frame-pointer", "-x", "c", "-o", prog, "-"], input=source,
                        text=True, check=True, capture_output=True)
-        inside = prog[len(tmp_root):]
+        inside = prog[len(root):]
         tracers = []
         for argv, path, run_env in ((bpftrace023.argv(), inside, bpftrace023.env()), (PYCORE, prog, dict(os.environ))):
             t = subprocess.Popen([*argv, "-B", "line", "-e", script.format(prog=path)], stdout=subprocess.PIPE,
@@ -221,12 +223,11 @@ def _stacks(tmp_root: str, script: str, env: dict[str, str] | None = None) -> tu
                 if t.poll() is None:
                     t.kill()
                     t.wait()
-        return tuple("".join(line for line in o.splitlines(keepends=True) if "RLIMIT_MEMLOCK" not in line)
-                     for o in outs)   # type: ignore[return-value]
+        b, p = ("".join(line for line in o.splitlines(keepends=True) if "RLIMIT_MEMLOCK" not in line) for o in outs)
+        return b, p
     finally:
-        for f in (prog,):
-            if os.path.exists(f):
-                os.unlink(f)
+        if os.path.exists(prog):
+            os.unlink(prog)
         os.rmdir(prog_dir)
 
 
@@ -243,9 +244,48 @@ def test_stack_modes_as_bpftrace_023(script: str, env: dict[str, str] | None) ->
     the addresses in hex, one a line, as 0.23.2 prints them, for the same event."""
     require_root()
     bpftrace023.require()
-    b, p = _stacks(bpftrace023.root(), script, env)
+    b, p = _side_by_side(PROG_C, script, env)
     assert p == b
     assert re.search(r"^[0-9a-f]{6,}$", p, re.M), p      # raw addresses there
+
+
+LONG_C = r"""
+#include <stdio.h>
+__attribute__((noinline)) void show(const char *s) { puts(s); }
+int main(void) {
+    char buf[200];
+    for (int i = 0; i < 199; i++) buf[i] = 'a' + i % 26;
+    buf[199] = 0;
+    show(buf); show("short"); show("exactly15chars!");
+    return 0;
+}
+"""
+
+
+@pytest.mark.parametrize("block", ["config = {{ max_strlen = 16 }}", 'config = {{ max_strlen = 16; str_trunc_trailer = "" }}',
+                                   'config = {{ max_strlen = 40; str_trunc_trailer = "[cut]" }}'])
+def test_max_strlen_as_bpftrace_023(block: str) -> None:
+    """max_strlen sizes str() (str(x, n) shorter still); printf adds the trailer to a string that filled
+    it, as 0.23.2 guesses it was cut (print() and the maps do not)."""
+    require_root()
+    bpftrace023.require()
+    b, p = _side_by_side(LONG_C, block + ' uprobe:{prog}:show {{ printf("%s|%s|\\n", str(arg0), str(arg0, 8)); '
+                         '@s[str(arg0)] = str(arg0, 5); $s = str(arg0); print($s); }}')
+    assert p == b
+    assert "|abcdefg|" in p
+
+
+def test_str_length_as_bpftrace_023() -> None:
+    """str(x, n) is n bytes with the NUL: n - 1 characters (0.17 gave n)."""
+    p = same('BEGIN { printf("%s|%s|%s\\n", str($1, 10), str($1, 1), str($1)); exit(); }', "abcdefghijklmnop")
+    assert p.stdout == "abcdefghi||abcdefghijklmnop\n\n\n"
+
+
+def test_max_strlen_from_the_environment() -> None:
+    require_root()
+    bpftrace023.require()
+    b, p = _side_by_side(LONG_C, 'uprobe:{prog}:show {{ printf("%s\\n", str(arg0)); }}', {"BPFTRACE_MAX_STRLEN": "10"})
+    assert p == b and "abcdefghi..\n" in p
 
 
 # -- tuples as map keys, exit(code), delete() as a value, print(@m[key]) ------------------------------

@@ -30,9 +30,10 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
-__all__ = ["Config", "ConfigError", "read_config", "STACK_MODES"]
+__all__ = ["Config", "ConfigError", "read_config", "STACK_MODES", "MAX_STRLEN"]
 
 STACK_MODES = ("bpftrace", "perf", "raw")
+MAX_STRLEN = 4096    # the longest string pycore builds in its 16 KiB scratch area (bpftrace has no limit)
 
 
 class ConfigError(Exception):
@@ -44,7 +45,7 @@ class Config:
     """The variables pycore honours, and every other one as set (name -> value)."""
 
     max_map_keys: int = 4096
-    max_strlen: int = 1024
+    max_strlen: int = 64      # pycore's default is 0.17's 64 (0.23's is 1024: docs/trace.md says why)
     missing_probes: str = "warn"
     print_maps_on_exit: bool = True
     stack_mode: str = "bpftrace"
@@ -113,6 +114,8 @@ def read_config(program: A.Program, environ: Mapping[str, str] | None,
             m = _UINT.match(raw)
             if m is None or (name == "max_map_keys" and int(m.group(1)) == 0):
                 raise ConfigError(f"Env var '{var}' did not contain a valid uint64_t, or was zero-valued.")
+            if name == "max_strlen" and not 1 <= int(m.group(1)) <= MAX_STRLEN:
+                raise ConfigError(f"{var}={raw}: pycore trace holds strings of 1 to {MAX_STRLEN} bytes")
             value: object = int(m.group(1))
         elif kind in ("bool", "not"):
             if raw not in ("0", "1"):
@@ -175,6 +178,8 @@ def _script_value(a: A.ConfigAssign, error: Callable[[A.Node, str], Exception]) 
             raise error(a, f"Invalid type for {raw}. Type: string. Expected Type: int")
         if name == "max_map_keys" and v.value == 0:
             raise error(v, "max_map_keys = 0: a map holds at least one key")
+        if name == "max_strlen" and not 1 <= v.value <= MAX_STRLEN:
+            raise error(v, f"max_strlen = {v.value}: pycore trace holds strings of 1 to {MAX_STRLEN} bytes")
         return name, v.value
     if kind == "bool":
         if given == "int" and v.value in (0, 1):

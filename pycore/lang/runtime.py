@@ -516,13 +516,31 @@ class Script:
             return None
         unpack = reader.unpack_from
 
+        cut = self.truncated()
+        cut_at = [i for i in strings if a.args[i].size >= self.config.max_strlen] if cut else []
+
         def values(data: bytes) -> list[Any]:
             out = list(unpack(data))
             for i in strings:
                 out[i] = _cstr(out[i])
+            for i in cut_at:
+                out[i] = cut(out[i])
             return out
 
         return values, fmt
+
+    def truncated(self) -> Callable[[str], str] | None:
+        """What printf does to a ``%s`` string that filled its buffer, as bpftrace 0.21+ guesses it was
+        cut: the config's str_trunc_trailer (".."; "" for none) after it. None when nothing is added."""
+        trailer = self.config.others.get("str_trunc_trailer", "..")
+        if not trailer:
+            return None
+        full = self.config.max_strlen - 1
+
+        def cut(s: str) -> str:
+            return s + trailer if 4 * len(s) >= full and len(s.encode("utf-8", "surrogateescape")) == full else s
+
+        return cut
 
     def lost_events(self) -> int:
         """Events the ring had no room for (all CPUs, since the load)."""
@@ -567,6 +585,10 @@ class Script:
             if any(isinstance(t, Bool) for t in a.args):     # %s of true: the word, as bpftrace 0.23
                 values = [("true" if v else "false") if isinstance(t, Bool) and m.group(1) == "s" else v
                           for v, t, m in zip(values, a.args, O.specifiers(a.text))]
+            cut = self.truncated()
+            if cut is not None:
+                values = [cut(v) if type(t) is Str and t.size >= self.config.max_strlen else v
+                          for v, t in zip(values, a.args)]
             text = O.format_printf(a.text, values)
             yield Event("printf", text, values)
         elif tag == TAG_EXIT:

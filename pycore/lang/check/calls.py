@@ -103,18 +103,19 @@ class Calls(State):
                 raise self.error(e, "str(pointer[, length])")
             if isinstance(args[0], A.Positional):     # str($1): the parameter's text, whatever it holds
                 t = c.types[id(args[0])] = Str(len(self.positional_text(args[0]).encode()) + 1)
-                return t if len(args) == 1 else Str(min(t.size, self.constant(c, args[1]) + 1))
+                return t if len(args) == 1 else Str(max(1, min(t.size, self.constant(c, args[1]))))
             t = self.expr(c, args[0])
             if isinstance(t, Str):
                 return t
             if not isinstance(t, (Int, Ptr)):
                 raise self.error(args[0], f"str() needs a pointer, not {t}")
-            size = STRING_SIZE
+            size = self.config.max_strlen     # the config's max_strlen (pycore's default: 0.17's 64)
             if len(args) == 2:
-                size = self.constant(c, args[1]) + 1 if not _is_runtime(args[1]) else STRING_SIZE
+                # n bytes with the NUL, n - 1 characters, as bpftrace 0.21+ (0.17 read n characters)
+                size = self.constant(c, args[1]) if not _is_runtime(args[1]) else size
                 if _is_runtime(args[1]):
                     self.expr(c, args[1])
-                size = max(1, min(size, 1024))
+                size = max(1, min(size, max(1024, self.config.max_strlen)))
             return Str(size)
         if n in ("strncmp",):
             if len(args) != 3:
@@ -251,7 +252,7 @@ class Calls(State):
             named = type_name(spec, t.target if isinstance(t, Ptr) else getattr(t, "btf_id", 0)) if spec else ""
             if not isinstance(t, (Ptr, Record)) or named != "struct path":
                 raise self.error(e, f"path() expects a struct path or a pointer to one, not {t}")
-            return Str(STRING_SIZE)
+            return Str(self.config.max_strlen)
         if n == "sizeof":
             c.consts[id(e)] = self.sizeof(c, e)
             return UINT64

@@ -374,11 +374,10 @@ class Strings(State):
         if isinstance(at, Str):
             self.string_into(arg, dst, size)
             return
-        limit = size
+        limit = min(size, self.t(node).size)     # str(x, 5) read into a longer place: still 4 characters
         if len(node.args) == 2 and not isinstance(node.args[1], (A.Int, A.Positional)):
-            self.scalar(node.args[1])
+            self.scalar(node.args[1])      # n bytes with the NUL (bpftrace 0.21+)
             lim = self.f.slot()
-            e.alu_imm("add", 0, 1)
             e.stx(8, 10, lim, 0)
         else:
             lim = None
