@@ -111,6 +111,8 @@ def test_deprecated_variable_warns_as_bpftrace_023() -> None:
     "config = { cache_user_symbols = \"ALL\" }",
     "config = { symbol_source = \"x\" }",
     "config = { print_maps_on_exit = 2 }",
+    "config = { max_map_keys = lots }",
+    "config = { stack_mode = 1 }",
 ])
 def test_config_errors_in_bpftrace_023s_words(block: str) -> None:
     """The message is 0.23.2's ERROR text, one error with the script's line and a caret, exit 2.
@@ -123,6 +125,13 @@ def test_config_errors_in_bpftrace_023s_words(block: str) -> None:
     assert p.returncode == 2 and "Traceback" not in p.stderr
     assert p.stderr.splitlines()[0].endswith(f"error: {words[0]}"), (p.stderr, b.stderr)
     assert len(p.stderr.splitlines()) == 3      # the message, the script's line, the caret
+
+
+def test_negative_map_keys_refused() -> None:
+    """max_map_keys = -1: 0.23.2 takes it as 2**64 - 1 and fails to load its maps; pycore refuses it."""
+    assert theirs("config = { max_map_keys = -1 } BEGIN { @[1] = 1; exit(); }").returncode != 0
+    p = ours("config = { max_map_keys = -1 } BEGIN { @[1] = 1; exit(); }")
+    assert p.returncode == 2 and "Assignment for max_map_keys must be literal." in p.stderr
 
 
 def test_later_spellings_accepted() -> None:

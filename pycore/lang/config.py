@@ -173,6 +173,8 @@ def _script_value(a: A.ConfigAssign, error: Callable[[A.Node, str], Exception]) 
         given, text = "name", v.name
     else:
         raise error(a, f"Assignment for {raw} must be literal.")
+    if kind in ("int", "bool") and given == "name" and text.lower() not in ("true", "false"):
+        raise error(a, f"Assignment for {raw} must be literal.")     # 0.23.2's words for a bare name
     if kind == "int":
         if given != "int":
             raise error(a, f"Invalid type for {raw}. Type: string. Expected Type: int")
@@ -191,7 +193,7 @@ def _script_value(a: A.ConfigAssign, error: Callable[[A.Node, str], Exception]) 
         raise error(a, f"Invalid type for {raw}. Type: string. Expected Type: int")
     if given == "int" and kind != "unstable":
         expected = "stack_mode" if kind == "stack_mode" else "string"
-        raise error(a, f"Invalid type for {raw}. Type: int64. Expected Type: {expected}")
+        raise error(a, f"Invalid type for {raw}. Type: int. Expected Type: {expected}")
     if kind == "stack_mode":
         if text not in STACK_MODES:     # 0.23.2 lexes only its three modes as such: any other name is no literal
             raise error(a, f"Assignment for {raw} must be literal." if given == "name" else
