@@ -281,7 +281,8 @@ int main(void) {
 """
 
 
-@pytest.mark.parametrize("block", ["config = {{ max_strlen = 16 }}", 'config = {{ max_strlen = 16; str_trunc_trailer = "" }}',
+@pytest.mark.parametrize("block", ["config = {{ max_strlen = 16 }}",
+                                   'config = {{ max_strlen = 16; str_trunc_trailer = "" }}',
                                    'config = {{ max_strlen = 40; str_trunc_trailer = "[cut]" }}'])
 def test_max_strlen_as_bpftrace_023(block: str) -> None:
     """max_strlen sizes str() (str(x, n) shorter still); printf adds the trailer to a string that filled
@@ -374,3 +375,18 @@ def test_debian_13_tools_check(tool: str) -> None:
     p = subprocess.run([*PYCORE, "--dry-run", path], capture_output=True, text=True, timeout=300,
                        stdin=subprocess.DEVNULL)
     assert p.returncode == 0, p.stderr
+
+
+@pytest.mark.kernel
+@pytest.mark.parametrize("block", ["", 'config = { missing_probes = "ignore" }',
+                                   'config = { missing_probes = "error" }'])
+def test_missing_kfunc_as_bpftrace_023(block: str) -> None:
+    """A kfunc the kernel's BTF lacks beside one it has (fentry: the VMs): 0.23.2's warning by default,
+    nothing with ignore, an error with error."""
+    script = block + " kfunc:vfs_read,kfunc:zz_no_such_function { @ = count(); } BEGIN { exit(); }"
+    b = theirs(script)
+    p = ours(script)
+    assert (p.returncode == 0) == (b.returncode == 0), (p.stderr, b.stderr)
+    warning = "WARNING: No BTF found for zz_no_such_function, skipping."
+    assert (warning in p.stderr) == (warning in b.stderr), (p.stderr, b.stderr)
+    assert (warning in p.stderr) == (block == "")

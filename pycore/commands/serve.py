@@ -53,7 +53,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="TLS, client certificates and basic auth, in the file format of Prometheus's "
                              "exporter-toolkit (node_exporter's; docs/serve.md)")
     parser.add_argument("--map-keys-max", type=int, metavar="N",
-                        help="keys each map of a script can hold (default: BPFTRACE_MAP_KEYS_MAX, else 4096); "
+                        help="keys each map of a script can hold (default: BPFTRACE_MAX_MAP_KEYS or "
+                             "BPFTRACE_MAP_KEYS_MAX, else the script's config block max_map_keys, else 4096); "
                              "what a full map refuses is counted (pycore_script_map_keys_refused_total)")
     parser.add_argument("tools", nargs="*", metavar="TOOL", help="tools to run ('pycore tools' lists them)")
 
@@ -97,11 +98,14 @@ def run(args: argparse.Namespace) -> int:
         except WebConfigError as e:
             print(f"pycore serve: {e}", file=sys.stderr)
             return 2
-    map_keys, raw = args.map_keys_max, os.environ.get("BPFTRACE_MAP_KEYS_MAX")     # as pycore trace
+    # as pycore trace: bpftrace 0.23.2's name first, then the deprecated one (a script's config block
+    # max_map_keys holds when neither is set)
+    env_name = "BPFTRACE_MAX_MAP_KEYS" if "BPFTRACE_MAX_MAP_KEYS" in os.environ else "BPFTRACE_MAP_KEYS_MAX"
+    map_keys, raw = args.map_keys_max, os.environ.get(env_name)
     if map_keys is None and raw is not None:
         map_keys = int(raw) if raw.strip().isdigit() else 0
     if map_keys is not None and map_keys < 1:
-        what = f"--map-keys-max {map_keys}" if args.map_keys_max is not None else f"BPFTRACE_MAP_KEYS_MAX={raw!r}"
+        what = f"--map-keys-max {map_keys}" if args.map_keys_max is not None else f"{env_name}={raw!r}"
         print(f"pycore serve: {what}: give a number of keys, at least 1", file=sys.stderr)
         return 2
     if args.pid:

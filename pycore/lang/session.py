@@ -45,7 +45,7 @@ def trace(program: str, *, pid: int | None = None, params: tuple[str, ...] = (),
     """Compile, load and attach a bpftrace program in this process; BEGIN has run when this returns.
 
     ``ring_size`` (bytes, a power-of-2 multiple of the page size; 2 MiB by default) sizes the ring
-    buffer, ``map_size`` the entries of each map (bpftrace's ``BPFTRACE_MAP_KEYS_MAX``, 4096 by default);
+    buffer, ``map_size`` the entries of each map (bpftrace's ``max_map_keys``: the script's config block, else 4096);
     ``on_lost(n)`` is called with the records dropped since the last call (the programs count what the
     full ring refused) as a consumer reads on; ``on_end()`` once the ``pid`` target exits (the session
     then ends: :attr:`TraceSession.ended`, consumers stop).
