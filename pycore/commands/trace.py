@@ -119,6 +119,9 @@ def run(args: argparse.Namespace) -> int:
                              flush=args.buffering != "full", environ=os.environ)
         for line in runner.script.config.warnings:     # deprecated BPFTRACE_* names, as bpftrace says
             print(line, file=sys.stderr)
+        if "--help" in params:     # bpftrace 0.24: '-- --help' lists the script's getopt() options
+            print(runner.script.options.help())
+            return 0
         if args.dry_run:
             if args.cmd:
                 runner.script.checker.cpid = -1     # the command's pid, not known until it runs

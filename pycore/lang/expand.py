@@ -154,10 +154,6 @@ def _locals(body: list[A.Stmt], params: set[str]) -> set[str]:
     return found
 
 
-class _NotHere(Exception):
-    """A macro with statements used as a value where its statements cannot run first."""
-
-
 class _Expander:
     def __init__(self, macros: list[A.MacroDef], options: NamedOptions, filename: str, text: str) -> None:
         self.filename, self.text, self.options = filename, text, options
@@ -264,17 +260,15 @@ class _Expander:
         return out
 
     def stmt(self, s: A.Stmt) -> list[A.Stmt]:
-        if isinstance(s, A.ExprStmt) and isinstance(s.expr, (A.Call, A.Builtin)):
+        scope = self.stack[-1] if self.stack else None
+        if isinstance(s, A.ExprStmt) and isinstance(s.expr, (A.Call, A.Builtin)) and not (
+                isinstance(s.expr, A.Builtin) and scope is not None and s.expr.name in scope.exprs):
             called = self._macro_call(s.expr)
             if called is not None:
                 macro, args = called
                 return [A.Block(self._body(macro, args, s.expr), pos=s.pos)]
         if isinstance(s, A.While):
-            try:
-                cond = self.expr(s.cond, hoist=False)
-            except _NotHere as e:
-                raise self.error(str(e), s.cond) from None
-            return [A.While(cond, self.stmts(s.body), pos=s.pos)]
+            return [A.While(self.expr(s.cond, hoist=False), self.stmts(s.body), pos=s.pos)]
         return [self.node(s)]
 
     def node(self, n: A.Node) -> A.Node:
@@ -295,10 +289,7 @@ class _Expander:
         return _copy(n, **changes)
 
     def predicate(self, e: A.Expr) -> A.Expr:
-        try:
-            return self.expr(e, hoist=False)
-        except _NotHere as err:
-            raise self.error(str(err), e) from None
+        return self.expr(e, hoist=False)
 
     # -- expressions -------------------------------------------------------------------------------
 
@@ -335,10 +326,10 @@ class _Expander:
                 value = body[-1].expr
                 if len(body) > 1:
                     if not hoist or self.pending is None:
-                        raise _NotHere(f"macro {macro.name}() runs statements before its value, which pycore "
+                        raise self.error(f"macro {macro.name}() runs statements before its value, which pycore "
                                        "trace can do only where they can run first: not in a predicate, a "
                                        "loop's condition, after && or ||, or in a branch of ?: (bpftrace 0.24's "
-                                       "block expressions); give its value a variable first")
+                                       "block expressions); give its value a variable first", e, len(e.name))
                     self.pending.extend(body[:-1])
                 return value
             if isinstance(e, A.Builtin):
