@@ -49,6 +49,10 @@ macro is_err(ptr)
 
 _STDLIB_NAMES = ("assert", "is_err")
 
+#: Most macro calls expanded in one script: each is a copy of a body, so macros that call others
+#: twice over grow as 2**depth; real scripts expand tens.
+MAX_EXPANSIONS = 10_000
+
 
 class NamedOptions:
     """The command line's ``-- --name=value`` options, and what the script's getopt() calls declared.
@@ -80,7 +84,7 @@ class NamedOptions:
         return "\n".join(lines)
 
 
-def expand(program: A.Program, *, options: NamedOptions | None = None, filename: str = "stdin",
+def expand(program: A.Program, *, options: NamedOptions | None = None, filename: str = "<stdin>",
            text: str = "") -> A.Program:
     """``program`` with its macros expanded and getopt() replaced by constants; the tree of a script
     without either is returned as it is (the parse cache shares it)."""
@@ -91,6 +95,12 @@ def expand(program: A.Program, *, options: NamedOptions | None = None, filename:
     ex = _Expander(program.macros, options, filename, text)
     probes = [A.ProbeBlock(b.probes, ex.predicate(b.predicate) if b.predicate is not None else None,
                            ex.stmts(b.body), pos=b.pos) for b in program.probes]
+    from pycore.lang.parser import MAX_DEPTH
+
+    for block in probes:
+        if A.depth(block) > MAX_DEPTH:
+            raise ScriptError(f"script nested too deeply once its macros are expanded (more than {MAX_DEPTH} "
+                              "levels)", block.pos.line, block.pos.col, filename, text)
     unexpected = options.unexpected()
     if unexpected:
         raise ScriptError("unexpected program command line options: " + ", ".join("--" + n for n in unexpected),
@@ -163,6 +173,7 @@ class _Expander:
             self.user.setdefault(m.name, []).append(m)
         self.stdlib: dict[str, list[A.MacroDef]] | None = None
         self.stack: list[_Scope] = []
+        self.expansions = 0
         self.pending: list[A.Stmt] | None = None      # statements to run before the current one
         self.getopts: dict[str, tuple[object, str]] = options.declared
 
@@ -367,6 +378,10 @@ class _Expander:
 
     def _body(self, macro: A.MacroDef, args: tuple[A.Expr, ...], call: A.Expr) -> list[A.Stmt]:
         """The macro's body for this call: parameters replaced, its own variables renamed."""
+        self.expansions += 1
+        if self.expansions > MAX_EXPANSIONS:
+            raise self.error(f"more than {MAX_EXPANSIONS} macro expansions: a macro calls others too many times "
+                             "over (each call is a copy of its body)", call, len(call.name))
         scope = _Scope(macro, len(self.stack) + 1)
         for p, a in zip(macro.params, args):
             if isinstance(p, A.Var):
