@@ -141,13 +141,15 @@ class _Scope:
         self.maps: dict[str, str] = {}         # parameter @m -> the caller's map
         self.exprs: dict[str, A.Expr] = {}     # parameter x -> the caller's expression (expanded)
         self.prefix = f"${macro.name}" + (f"_{depth}" if depth > 1 else "") + "_"
-        self.locals = _locals(macro.body, {p.name for p in macro.params if isinstance(p, A.Var)})
+        self.locals, self.shadow = _locals(macro.body, {p.name for p in macro.params if isinstance(p, A.Var)})
 
 
-def _locals(body: list[A.Stmt], params: set[str]) -> set[str]:
+def _locals(body: list[A.Stmt], params: set[str]) -> tuple[set[str], A.Var | None]:
     """The variables the body sets (assigns, increments, declares, loops over) that are not parameters:
-    renamed, as bpftrace does; a variable only read keeps its name."""
+    renamed, as bpftrace does; a variable only read keeps its name. Second, a declaration (``let $x``)
+    of a parameter's name, which bpftrace refuses, or None."""
     found: set[str] = set()
+    shadow: A.Var | None = None
     stack: list[A.Node] = list(body)
     while stack:
         n = stack.pop()
@@ -156,12 +158,14 @@ def _locals(body: list[A.Stmt], params: set[str]) -> set[str]:
             targets.append(n.target)
         elif isinstance(n, A.Stmt) and not isinstance(n, (A.ExprStmt, A.If, A.While, A.Unroll, A.Block)):
             # later statements (let, for): a variable that is a direct child is what they declare
-            targets.extend(c for c in A.children(n) if isinstance(c, A.Var))
+            declared = [c for c in A.children(n) if isinstance(c, A.Var)]
+            shadow = shadow or next((v for v in declared if v.name in params), None)
+            targets.extend(declared)
         for t in targets:
             if isinstance(t, A.Var) and t.name not in params:
                 found.add(t.name)
         stack.extend(A.children(n))
-    return found
+    return found, shadow
 
 
 class _Expander:
@@ -383,6 +387,9 @@ class _Expander:
             raise self.error(f"more than {MAX_EXPANSIONS} macro expansions: a macro calls others too many times "
                              "over (each call is a copy of its body)", call, len(call.name))
         scope = _Scope(macro, len(self.stack) + 1)
+        if scope.shadow is not None:
+            raise self.error(f"Variable declaration shadows macro arg ${scope.shadow.name}", scope.shadow,
+                             len(scope.shadow.name) + 1)
         for p, a in zip(macro.params, args):
             if isinstance(p, A.Var):
                 scope.vars[p.name] = a.name
