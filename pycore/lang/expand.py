@@ -90,8 +90,9 @@ def expand(program: A.Program, *, options: NamedOptions | None = None, filename:
     without either is returned as it is (the parse cache shares it)."""
     if options is None:
         options = NamedOptions()
-    if not program.macros and not _mentions(program, ("getopt", *_STDLIB_NAMES)):
-        return program
+    names = ("getopt", *_STDLIB_NAMES)
+    if not program.macros and (text and not any(n in text for n in names) or not _mentions(program, names)):
+        return program     # the common case, on pycore trace's start: a look at the text, no walk
     ex = _Expander(program.macros, options, filename, text)
     probes = [A.ProbeBlock(b.probes, ex.predicate(b.predicate) if b.predicate is not None else None,
                            ex.stmts(b.body), pos=b.pos) for b in program.probes]
@@ -208,12 +209,16 @@ class _Expander:
                 self.stdlib.setdefault(m.name, []).append(m)
         return self.stdlib
 
+    def _is_stdlib(self, macro: A.MacroDef) -> bool:
+        return self.stdlib is not None and any(m is macro for ms in self.stdlib.values() for m in ms)
+
     def lookup(self, name: str, args: tuple[A.Expr, ...], node: A.Node) -> A.MacroDef | None:
         """The macro a call names (user's first, then the standard library's), or None for no macro
         of that name; an error for a name whose macros all take other arguments."""
-        from_stdlib = bool(self.stack) and self.stack[-1].macro in [m for ms in self._stdlib().values() for m in ms]
-        groups = [self._stdlib().get(name, [])] if from_stdlib else \
-            [self.user.get(name, []), self._stdlib().get(name, []) if name in _STDLIB_NAMES else []]
+        if self.stack and self._is_stdlib(self.stack[-1].macro):   # the library calls only its own
+            groups = [self._stdlib().get(name, [])]
+        else:
+            groups = [self.user.get(name, []), self._stdlib().get(name, []) if name in _STDLIB_NAMES else []]
         candidates = [m for g in groups for m in g]
         if not candidates:
             return None
@@ -402,7 +407,7 @@ class _Expander:
             body = self.stmts(macro.body)
         finally:
             self.stack.pop()
-        if self.stdlib is not None and macro.pos.line and any(macro in ms for ms in self.stdlib.values()):
+        if self._is_stdlib(macro):
             body = [_placed(s, call.pos) for s in body]   # the library's text is not the script's
         return body
 
