@@ -250,6 +250,12 @@ def test_getopt_bad_command_line(args: tuple[str, ...], message: str) -> None:
     assert p.returncode != 0 and "Traceback" not in p.stderr and message in p.stderr, p.stderr
 
 
+def test_options_without_getopt() -> None:
+    """An option the script does not read is bpftrace's error even in a script without getopt()."""
+    p = trace("BEGIN { exit(); }", "--dry-run", "--", "--depth=3")
+    assert p.returncode != 0 and "unexpected program command line options: --depth" in p.stderr, p.stderr
+
+
 @pytest.mark.parametrize("script,message", [
     ("BEGIN { $x = getopt(1); }", "First argument to 'getopt' must be a string literal."),
     ('BEGIN { $x = getopt("a", pid); }', "Second argument to 'getopt' must be a string literal, integer literal"),

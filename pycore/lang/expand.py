@@ -91,7 +91,8 @@ def expand(program: A.Program, *, options: NamedOptions | None = None, filename:
     if options is None:
         options = NamedOptions()
     names = ("getopt", *_STDLIB_NAMES)
-    if not program.macros and (text and not any(n in text for n in names) or not _mentions(program, names)):
+    if not program.macros and not options.values and (text and not any(n in text for n in names)
+                                                      or not _mentions(program, names)):
         return program     # the common case, on pycore trace's start: a look at the text, no walk
     ex = _Expander(program.macros, options, filename, text)
     probes = [A.ProbeBlock(b.probes, ex.predicate(b.predicate) if b.predicate is not None else None,
