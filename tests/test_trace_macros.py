@@ -147,6 +147,8 @@ ERRORS = [
      "Unhygienic access to map: @x. Maps must be passed into the macro as arguments"),
     ("macro set() { @x[1] } BEGIN { @x[0] = 0; set(); }",
      "Unhygienic access to map: @x. Maps must be passed into the macro as arguments"),
+    ("macro test(pid) { } BEGIN { }", "builtin 'pid' can't be used as a macro argument"),
+    ("macro test(x, arg3) { } BEGIN { }", "builtin 'arg3' can't be used as a macro argument"),
     # pycore's own: statements before a value where they cannot run first (bpftrace's block expressions)
     ("macro f() { $a = 1; $a } kprobe:f /f() == 1/ { }", "runs statements before its value"),
     ("macro f() { $a = 1; $a } BEGIN { $x = 0; while ($x < f()) { $x++; } }", "runs statements before its value"),

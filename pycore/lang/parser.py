@@ -61,6 +61,8 @@ _ANY_CASE = {**{k.lower(): k for k in PROBE_KINDS}, **{k.lower(): v for k, v in 
 
 _TARGETED = {"kprobe", "kretprobe", "kfunc", "kretfunc", "rawtracepoint", "uprobe", "uretprobe", "usdt"}
 _OFFSETS = {"kprobe", "uprobe"}
+# the builtins bpftrace's parser keeps from being a macro's parameter (its Parser::is_builtin)
+_MACRO_BUILTINS = {"args", "ctx", "kstack", "nsecs", "pid", "tid", "ustack"}
 _KEYWORDS = {"if", "else", "while", "unroll", "return", "break", "continue", "struct", "union", "enum", "let"}
 
 #: bpftrace 0.24's duration literals (``100ms``): nanoseconds per unit.
@@ -685,6 +687,8 @@ class _Builder:
                 if tok in _KEYWORDS:
                     raise _Fail(f"unexpected keyword '{tok}' — expected a macro parameter", tok.line, tok.column,
                                 len(tok))
+                if tok in _MACRO_BUILTINS or re.fullmatch(r"s?arg[0-9]+", tok):
+                    raise _Fail(f"builtin '{tok}' can't be used as a macro argument", tok.line, tok.column, len(tok))
                 params.append(A.Builtin(str(tok), pos=_tpos(tok)))
         return params
 
