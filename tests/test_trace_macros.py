@@ -68,6 +68,8 @@ RUNTIME = [
     ("macro one() { $x = 1; $x } BEGIN { $a = one; print($a); exit(); }", "1\n"),
     ("macro add_one(x) { x + 1 } BEGIN { print(add_one(add_one(add_one(1)))); exit(); }", "4\n"),
     ("macro add() { 2 } macro ident(add) { add } BEGIN { print(ident(1)); exit(); }", "1\n"),
+    ("macro inc(x) { let $y = x + 1; $y } BEGIN { $y = 2; $z = inc(5); print(($y, $z)); exit(); }", "(2, 6)\n"),
+    ("macro add(x) { let $y; if (true) { $y = 1 } x + $y } BEGIN { print(add(1)); exit(); }", "2\n"),
     ("macro second(a, b) { print((a, b)); } macro first(@b, $x) { second(@b, $x); } "
      "BEGIN { @d = 5; $y = 1; first(@d, $y); clear(@d); exit(); }", "(5, 1)\n\n\n\n"),
 ]
@@ -147,6 +149,7 @@ ERRORS = [
      "Unhygienic access to map: @x. Maps must be passed into the macro as arguments"),
     ("macro set() { @x[1] } BEGIN { @x[0] = 0; set(); }",
      "Unhygienic access to map: @x. Maps must be passed into the macro as arguments"),
+    ("macro set($x) { let $x; $x } BEGIN { $y = 1; set($y); }", "Variable declaration shadows macro arg $x"),
     ("macro test(pid) { } BEGIN { }", "builtin 'pid' can't be used as a macro argument"),
     ("macro test(x, arg3) { } BEGIN { }", "builtin 'arg3' can't be used as a macro argument"),
     # pycore's own: statements before a value where they cannot run first (bpftrace's block expressions)
@@ -223,8 +226,8 @@ GETOPT = 'BEGIN { printf("%d %s %d %d\\n", getopt("aa", 1), getopt("name", "x"),
 
 
 def test_getopt_defaults_and_command_line() -> None:
-    """docs/language.md: getopt("aa", 1) is 20 with '-- --aa=20', getopt("bb") is true with '--bb'
-    (a boolean prints as 1 with %d); positional parameters still count as before."""
+    """getopt("aa", 1) is 20 with '-- --aa=20', getopt("bb") is true (1 with %d) with '--bb';
+    positional parameters still count as before."""
     assert lines(GETOPT) == ["1 x 0 -3"]
     assert lines(GETOPT, "--", "--aa=20", "--bb", "--name=hello", "--neg=-7") == ["20 hello 1 -7"]
     assert lines(GETOPT, "--", "--bb=false") == ["1 x 0 -3"]
@@ -232,11 +235,19 @@ def test_getopt_defaults_and_command_line() -> None:
         == ["1 p1 5"]
 
 
+def test_getopt_docs_example() -> None:
+    """docs/language.md: '-- --aa=20 --bb' makes getopt("aa", 1) 20 and getopt("bb") true."""
+    assert lines('BEGIN { print((getopt("aa", 1), getopt("bb"))); exit(); }', "--", "--aa=20", "--bb") \
+        == ["(20, true)"]
+    assert lines('BEGIN { print((getopt("aa", 1), getopt("bb", true))); exit(); }', "--", "--bb=0") \
+        == ["(1, false)"]
+
+
 def test_getopt_in_a_macro_as_opensnoop() -> None:
     """opensnoop.bt's max_path_depth and errname: getopt() in a macro without parameters, called bare."""
     script = ('macro depth() { getopt("depth", 35, "Maximum depth of full path") } '
-              'macro errname() { getopt("errname", 0, "Show error message instead of errno") } '
-              'BEGIN { if (errname) { printf("name %d\\n", depth); } else { printf("num %d\\n", depth()); } exit(); }')
+              'macro errname() { getopt("errname", false, "Show error message instead of errno") } '
+              'BEGIN { if errname { printf("name %d\\n", depth); } else { printf("num %d\\n", depth()); } exit(); }')
     assert lines(script) == ["num 35"]
     assert lines(script, "--", "--errname=1", "--depth=5") == ["name 5"]
 

@@ -433,10 +433,8 @@ class _Expander:
             default = False
         else:
             d = args[1]
-            if isinstance(d, A.Builtin) and d.name in ("true", "false"):
-                default = d.name == "true"
-            elif type(d).__name__ == "Bool":             # a boolean literal node, where the parser has one
-                default = bool(getattr(d, "value"))
+            if isinstance(d, A.Bool):
+                default = bool(d.value)
             elif isinstance(d, A.Str):
                 default = d.value
             elif isinstance(d, A.Int):
@@ -499,11 +497,8 @@ class _Expander:
 
 
 def _bool(value: bool, pos: A.Pos) -> A.Expr:
-    """A boolean constant: the tree's boolean literal where there is one, else 1 or 0."""
-    cls = getattr(A, "Bool", None)
-    if cls is not None:
-        return cls(value, pos=pos)
-    return A.Int(int(value), pos=pos)
+    """A boolean constant, as ``true``/``false`` are in the tree."""
+    return A.Bool(int(value), pos=pos)
 
 
 def _placed(n: A.Node, pos: A.Pos) -> A.Node:
