@@ -126,6 +126,13 @@ def test_macros_between_probes() -> None:
     assert lines(script) == ["x 1", "y 2", "z 3"]
 
 
+def test_macros_and_map_declarations_in_any_order() -> None:
+    """Macros before, between and after the map declarations and the probes."""
+    script = ("macro f() { 1 } let @m = hash(2); macro g() { 2 } BEGIN { @m[1] = f + g; print(h); exit(); } "
+              "macro h() { 3 }")
+    assert lines(script) == ["3", "@m[1]: 3"]
+
+
 ERRORS = [
     ("macro set($x) { $x += 1; $x } BEGIN { $a = 1; set($a, 1); }",
      "The closest definition of set() has a different number of arguments. Expected: 1 but got 2"),
