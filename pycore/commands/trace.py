@@ -22,7 +22,8 @@ __all__ = ["add_arguments", "quick_args", "run"]
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-e", dest="program", metavar="PROGRAM", help="the script, on the command line")
     parser.add_argument("file", nargs="?", metavar="FILE", help="a script file (.bt); - reads the script from stdin")
-    parser.add_argument("params", nargs="*", metavar="ARG", help="positional parameters: $1, $2, ... ($# counts them)")
+    parser.add_argument("params", nargs="*", metavar="ARG", help="positional parameters: $1, $2, ... ($# counts them); after '--', "
+                        "--NAME=VALUE (or --NAME) is the script's getopt(\"NAME\") and --help lists those")
     target = parser.add_mutually_exclusive_group()
     target.add_argument("-p", "--pid", type=int, metavar="PID",
                         help="uprobes/usdt in this process; tracing ends when it exits")

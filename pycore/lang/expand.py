@@ -75,13 +75,15 @@ class NamedOptions:
         """The options given that no getopt() names (``--help`` aside: it asks for the list)."""
         return [n for n in self.order if n not in self.declared and n != "help"]
 
-    def help(self) -> str:
-        """The script's options, as ``--help`` after ``--`` lists them."""
-        lines = ["OPTIONS:"]
-        for name, (default, text) in sorted(self.declared.items()):
-            shown = ("true" if default else "false") if isinstance(default, bool) else default
-            lines.append(f"    --{name}={shown}" + (f"    {text}" if text else ""))
-        return "\n".join(lines)
+    def help(self, listing: bool = True) -> str:
+        """The script's options, in bpftrace's words: one a line with its description for ``-- --help``
+        (``listing``), else on one line, the hint after an unexpected option."""
+        if not self.declared:
+            return "no custom program options defined."
+        if listing:
+            return "expected program options:\n" + "\n".join(
+                f"--{name}" + (f": {text}" if text else "") for name, (_, text) in sorted(self.declared.items()))
+        return "expected program options: " + ": ".join(f"--{name}" for name in sorted(self.declared))
 
 
 def expand(program: A.Program, *, options: NamedOptions | None = None, filename: str = "<stdin>",
@@ -105,8 +107,8 @@ def expand(program: A.Program, *, options: NamedOptions | None = None, filename:
                               "levels)", block.pos.line, block.pos.col, filename, text)
     unexpected = options.unexpected()
     if unexpected:
-        raise ScriptError("unexpected program command line options: " + ", ".join("--" + n for n in unexpected),
-                          filename=filename)
+        raise ScriptError("unexpected program command line options: " + ", ".join("--" + n for n in unexpected)
+                          + " (" + options.help(listing=False) + ")", filename=filename)
     return _copy(program, probes=probes, macros=[])
 
 
