@@ -13,9 +13,9 @@ macro, a macro call or a ``getopt()``:
   the caller's; a map the body names without taking it as a parameter is an error;
 - a macro called as a statement is its statements, in a block; called as a value, its last
   expression is the value and the statements before it run just before the statement that holds the
-  call (bpftrace's block expressions, which pycore does not have otherwise; where that would change
-  what runs, on the right of ``&&``/``||``, in a branch of ``?:``, in a predicate or a loop's
-  condition, the error says so);
+  call (bpftrace's block expressions, which pycore does not have otherwise), for a predicate first
+  in the body, the predicate becoming an ``if`` around the rest; where that would change what runs,
+  on the right of ``&&``/``||``, in a branch of ``?:`` or in a loop's condition, the error says so;
 - ``getopt("name", default[, "help"])`` becomes the option's value, from the command line's
   ``-- --name=value`` (a constant, as bpftrace's read-only global is).
 
@@ -97,8 +97,7 @@ def expand(program: A.Program, *, options: NamedOptions | None = None, filename:
                                                       or not _mentions(program, names)):
         return program     # the common case, on pycore trace's start: a look at the text, no walk
     ex = _Expander(program.macros, options, filename, text)
-    probes = [A.ProbeBlock(b.probes, ex.predicate(b.predicate) if b.predicate is not None else None,
-                           ex.stmts(b.body), pos=b.pos) for b in program.probes]
+    probes = [ex.probe(b) for b in program.probes]
     from pycore.lang.parser import MAX_DEPTH
 
     for block in probes:
@@ -311,8 +310,22 @@ class _Expander:
                 changes[f] = self.node(v)
         return _copy(n, **changes)
 
-    def predicate(self, e: A.Expr) -> A.Expr:
-        return self.expr(e, hoist=False)
+    def probe(self, block: A.ProbeBlock) -> A.ProbeBlock:
+        """A probe block expanded. A predicate that calls a macro with statements before its value
+        becomes the body's first test (``/p/ { body }`` is ``{ stmts; if (p) { body } }``: bpftrace
+        returns early when the predicate is false), so the statements run first, as in bpftrace."""
+        body = self.stmts(block.body)
+        if block.predicate is None:
+            return A.ProbeBlock(block.probes, None, body, pos=block.pos)
+        saved, self.pending = self.pending, []
+        try:
+            predicate = self.expr(block.predicate)
+        finally:
+            pending, self.pending = self.pending, saved
+        if not pending:
+            return A.ProbeBlock(block.probes, predicate, body, pos=block.pos)
+        return A.ProbeBlock(block.probes, None, [*pending, A.If(predicate, body, None, pos=predicate.pos)],
+                            pos=block.pos)
 
     # -- expressions -------------------------------------------------------------------------------
 
@@ -350,8 +363,8 @@ class _Expander:
                 if len(body) > 1:
                     if not hoist or self.pending is None:
                         raise self.error(f"macro {macro.name}() runs statements before its value, which pycore "
-                                       "trace can do only where they can run first: not in a predicate, a "
-                                       "loop's condition, after && or ||, or in a branch of ?: (bpftrace 0.24's "
+                                       "trace can do only where they can run first: not in a loop's "
+                                       "condition, after && or ||, or in a branch of ?: (bpftrace 0.24's "
                                        "block expressions); give its value a variable first", e, len(e.name))
                     self.pending.extend(body[:-1])
                 return value
