@@ -15,13 +15,21 @@ from hypothesis import strategies as st
 
 from pycore.lang import ast as A
 from pycore.lang.errors import ScriptError
+from pycore.lang.expand import expand
 from pycore.lang.parser import parse
 from tests.test_trace_parser import ALL_SCRIPTS
 
 FUZZ = settings(max_examples=800, deadline=timedelta(seconds=2), database=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
-SCRIPTS = [ALL_SCRIPTS[k] for k in sorted(ALL_SCRIPTS)]
+# bpftrace 0.24's macros (pycore/lang/expand.py runs after the parser in check())
+MACRO_SCRIPTS = [
+    "macro one() { 1 } macro add($x, @m, y) { $x += y; @m[$x] = one; $x } "
+    "BEGIN { $a = 1; $b = add($a, @h, 2 * one()); if ($b > 2) { print(add($a, @h, $b)); } }",
+    'macro show(d, @m) { printf(d); print(@m, 10); clear(@m); } '
+    'BEGIN { @s[1] = count(); } macro name() { getopt("name", 0, "x") } END { if (name) { show("a", @s); } }',
+]
+SCRIPTS = [ALL_SCRIPTS[k] for k in sorted(ALL_SCRIPTS)] + MACRO_SCRIPTS
 
 # Pieces of the language, so random text reaches past the first token now and then.
 TOKENS = ["BEGIN", "END", "kprobe:vfs_read", "uprobe:/bin/bash:readline", "tracepoint:a:b", "k:f+0x10",
@@ -38,7 +46,10 @@ TOKENS = ["BEGIN", "END", "kprobe:vfs_read", "uprobe:/bin/bash:readline", "trace
           "if $x", "if !$x {", "while $i", "unroll 3 {", "$t.pid", "curtask.pid",
           # bpftrace 0.20's config block, 0.23's tuple keys, exit(code), delete() values, raw stacks
           "config", "config = {", "config = { max_map_keys = 2 }", "max_strlen = 16;", "missing_probes = ignore",
-          'stack_mode = "raw"', "@m[(1, 2)]", "@m[($a, $b), 1]", "exit(3)", "$x = delete(@m, 1)", "kstack(raw)"]
+          'stack_mode = "raw"', "@m[(1, 2)]", "@m[($a, $b), 1]", "exit(3)", "$x = delete(@m, 1)", "kstack(raw)",
+          # bpftrace 0.24's macros and getopt()
+          "macro", "macro f(", "macro g($a, @b, c)", "f()", "f", "g($x, @m, 1)", "getopt(\"d\", 3)", "is_err("]
+
 
 # Scripts in the newer syntax (valid: each parses), for the mutation test and as a check of their own.
 NEW_SCRIPTS = [
@@ -53,13 +64,13 @@ NEW_SCRIPTS = [
 
 def check(text: str) -> None:
     try:
-        program = parse(text)
+        program = expand(parse(text), text=text)
     except ScriptError as e:
         assert e.line >= 1 and e.col >= 1 and e.width >= 1
         assert e.format().startswith(f"<stdin>:{e.line}:{e.col}: error: ")
         assert "Traceback" not in e.message and "lark" not in e.message.lower()
     else:
-        assert isinstance(program, A.Program)
+        assert isinstance(program, A.Program) and not program.macros
         for node in A.walk(program):
             assert node.pos.line >= 1 and node.pos.col >= 1
 
@@ -200,3 +211,40 @@ def test_config_blocks(assigns: list[tuple[str, str, str]], head: str, last_semi
         body = body.rstrip(";")
     check(f"{head}config = {{ {body} }}\nBEGIN {{ exit(); }}")
     check(f"BEGIN {{ exit(); }}\nconfig = {{ {body} }}")
+
+
+# Random macro programs: definitions whose bodies call each other (and themselves), with random
+# parameters and arguments; expansion ends in a tree without macros or in one ScriptError.
+_PARAM = st.sampled_from(["$a", "$b", "@m", "@n", "x", "y"])
+_ARG = st.sampled_from(["$v", "@k", "1", "pid + 1", "x", "$a", "@m", "f()", "g"])
+_BODY = st.sampled_from(["x + 1", "$a += 1; $a", "@m[1] = 2; 3", "$t = y; $t", "print(x);", "{ $z = 1; } $z",
+                         "@q = 1;", "1 ? x : y", "$a && x"])
+
+
+@st.composite
+def macro_program(draw) -> str:  # noqa: ANN001 - hypothesis' draw
+    names = ["f", "g", "h"]
+    defs = []
+    for _ in range(draw(st.integers(1, 5))):
+        name = draw(st.sampled_from(names))
+        params = draw(st.lists(_PARAM, max_size=3, unique=True))
+        calls = draw(st.lists(st.tuples(st.sampled_from(names), st.lists(_ARG, max_size=3)), max_size=2))
+        body = "; ".join(f"{n}({', '.join(a)})" for n, a in calls)
+        defs.append(f"macro {name}({', '.join(params)}) {{ {body + '; ' if body else ''}{draw(_BODY)} }}")
+    uses = draw(st.lists(st.tuples(st.sampled_from(names), st.lists(_ARG, max_size=3)), min_size=1, max_size=3))
+    stmts = " ".join(f"$r = {n}({', '.join(a)});" if i % 2 else f"{n}({', '.join(a)});"
+                     for i, (n, a) in enumerate(uses))
+    return " ".join(defs) + f" BEGIN {{ $v = 1; @k = 1; {stmts} }}"
+
+
+@FUZZ
+@given(macro_program())
+def test_random_macro_programs(text: str) -> None:
+    check(text)
+    try:
+        program = expand(parse(text), text=text)
+    except ScriptError:
+        return
+    kinds = {type(n).__name__ for n in A.walk(program)}
+    assert "MacroDef" not in kinds
+    assert not any(isinstance(n, A.Call) and n.name == "getopt" for n in A.walk(program))

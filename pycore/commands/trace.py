@@ -22,7 +22,8 @@ __all__ = ["add_arguments", "quick_args", "run"]
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-e", dest="program", metavar="PROGRAM", help="the script, on the command line")
     parser.add_argument("file", nargs="?", metavar="FILE", help="a script file (.bt); - reads the script from stdin")
-    parser.add_argument("params", nargs="*", metavar="ARG", help="positional parameters: $1, $2, ... ($# counts them)")
+    parser.add_argument("params", nargs="*", metavar="ARG", help="positional parameters: $1, $2, ... ($# counts them); after '--', "
+                        "--NAME=VALUE (or --NAME) is the script's getopt(\"NAME\") and --help lists those")
     target = parser.add_mutually_exclusive_group()
     target.add_argument("-p", "--pid", type=int, metavar="PID",
                         help="uprobes/usdt in this process; tracing ends when it exits")
@@ -119,6 +120,9 @@ def run(args: argparse.Namespace) -> int:
                              flush=args.buffering != "full", environ=os.environ)
         for line in runner.script.config.warnings:     # deprecated BPFTRACE_* names, as bpftrace says
             print(line, file=sys.stderr)
+        if "--help" in params:     # bpftrace 0.24: '-- --help' lists the script's getopt() options
+            print(runner.script.options.help())
+            return 0
         if args.dry_run:
             if args.cmd:
                 runner.script.checker.cpid = -1     # the command's pid, not known until it runs

@@ -10,13 +10,16 @@ only because defining them is on ``pycore trace``'s start, which is measured
 
 Node kinds (fields in order; ``pos`` on all of them):
 
-Program(includes, probes, directives, c_definitions, map_decls, config)   the whole script
+Program(includes, probes, directives, c_definitions, map_decls, config, macros)   the whole script
 MapDecl(name, kind, max_entries)      ``let @name = lruhash(N);`` before the probes (bpftrace 0.24)
 ConfigAssign(name, value)             one ``name = value`` of the ``config = { ... }`` block (bpftrace 0.20)
 Include(path, system, text)           ``#include <path>`` (system) or ``"path"``; recorded, not used
 Directive(text)                       any other ``#`` line before the probes (``#ifndef``...); recorded
 CDefinition(text)                     a C ``struct``/``union``/``enum`` definition before the probes, as written
 ProbeBlock(probes, predicate, body)   ``probe[, probe...] [/predicate/] { body }``
+MacroDef(name, params, body)          bpftrace 0.24's ``macro name($v, @m, x) { stmts; expr }``: params are
+                                      Var, MapRef (no keys) or Builtin (an expression's name); expanded
+                                      away by :mod:`pycore.lang.expand` before the checker
 ProbeSpec(kind, target, parts, offset, text)   one probe, kind normalised (``k`` -> ``kprobe``)
 TypeName(name, pointer_depth)         a C type in a cast or ``sizeof``: ``struct path`` with 1 for ``struct path *``
 
@@ -68,7 +71,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Pos", "NOPOS", "Node", "Expr", "Stmt", "Program", "ConfigAssign", "Include", "Directive", "CDefinition", "ProbeBlock",
-    "ProbeSpec", "TypeName", "Int", "Bool", "Str", "Builtin", "Positional", "Var", "MapRef", "Call", "Binary", "Unary",
+    "MacroDef", "ProbeSpec", "TypeName", "Int", "Bool", "Str", "Builtin", "Positional", "Var", "MapRef", "Call", "Binary", "Unary",
     "Ternary", "Cast", "Field", "Index", "Tuple", "IncDec", "ExprStmt", "Assign", "If", "While", "Unroll",
     "Return", "Break", "Continue", "Block", "Let", "MapDecl", "walk", "children", "depth", "Visitor",
 ]
@@ -394,6 +397,15 @@ class ProbeBlock(Node):
 
 
 @record
+class MacroDef(Node):
+    """``macro name(params) { body }`` (bpftrace 0.24): a tree to paste where it is called, not code."""
+
+    name: str
+    params: list[Expr]
+    body: list[Stmt]
+
+
+@record
 class Program(Node):
     """A whole script: the preamble (recorded, unused: types come from BTF) and the probe blocks."""
 
@@ -403,6 +415,7 @@ class Program(Node):
     c_definitions: list[CDefinition] = field(default_factory=list)
     map_decls: list[MapDecl] = field(default_factory=list)
     config: list[ConfigAssign] = field(default_factory=list)
+    macros: list[MacroDef] = field(default_factory=list)
 
 
 # -- traversal -------------------------------------------------------------------------------------

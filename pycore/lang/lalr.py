@@ -317,12 +317,25 @@ def export(grammar_path: str) -> str:
 
     lexer_of(contextual.root_lexer)
     assert sorted(table.states) == list(range(len(table.states)))
-    state_lexer = [lexer_of(contextual.lexers[s]) for s in range(len(table.states))]
+    # lark numbers its states in an order that changes from run to run (it walks sets): renumber
+    # them breadth first from the start, symbols in name order, so the same grammar always gives
+    # the same file (a grammar change then shows as a small diff, and a merge is redone by
+    # regenerating, not by reading 4,000 lines of moved states)
+    start = table.start_states["program"]
+    order, seen = [start], {start}
+    for s in order:
+        for sym, (action, arg) in sorted(table.states[s].items(), key=lambda kv: str(kv[0])):
+            if action.name == "Shift" and arg not in seen:
+                seen.add(arg)
+                order.append(arg)
+    order += [s for s in range(len(table.states)) if s not in seen]   # none in a sound table; kept to be sure
+    number = {old: new for new, old in enumerate(order)}
+    state_lexer = [lexer_of(contextual.lexers[s]) for s in order]
     states = []
-    for s in range(len(table.states)):
+    for s in order:
         actions = {}
-        for sym, (action, arg) in table.states[s].items():
-            actions[str(sym)] = arg if action.name == "Shift" else ~rule_index[arg]
+        for sym, (action, arg) in sorted(table.states[s].items(), key=lambda kv: str(kv[0])):
+            actions[str(sym)] = number[arg] if action.name == "Shift" else ~rule_index[arg]
         states.append(actions)
     rules = []
     for rule in lark.rules:
@@ -371,8 +384,8 @@ def export(grammar_path: str) -> str:
         f"RULES = {pprint.pformat(rules, width=120, compact=True)}",
         "# parser state -> {symbol: next state if >= 0 (shift, goto), else ~rule (reduce)}",
         f"STATES = {pprint.pformat(states, width=120, compact=True)}",
-        f"START = {table.start_states['program']}",
-        f"END = {table.end_states['program']}",
+        f"START = {number[start]}",
+        f"END = {number[table.end_states['program']]}",
     ]
     return "\n".join(out) + "\n"
 

@@ -21,7 +21,6 @@ _KW = r"(?<![\w$@.])"   # a keyword: not part of a name, a $variable, a @map or 
 _SYNTAX: list[tuple[re.Pattern[str], str, str]] = [(re.compile(p, re.M), what, version) for p, what, version in [
     (_KW + r"for\s*\(?\s*\$\w+\s*:[^{;]*\.\.", "range loops (`for ($i : 1..5)`)", "0.24"),
     (_KW + r"for\s*\(?\s*\$\w+\s*:", "for-each loops over a map (`for ($kv : @m)`)", "0.21"),
-    (_KW + r"macro\s+\w+\s*\(", "macros (`macro f(x) { ... }`)", "0.24 (behind a flag; 0.25 without)"),
 ]]
 
 #: Functions of later bpftraces: name -> (what it is, version).
@@ -30,10 +29,8 @@ _FUNCTIONS: dict[str, tuple[str, str]] = {
     "offsetof": ("offsetof()", "0.18"),
     "percpu_kaddr": ("percpu_kaddr()", "0.22"),
     "errorf": ("errorf()", "0.24"),
-    "assert": ("assert() (a macro of its standard library)", "0.24"),
     "ppid": ("ppid() (a macro of its standard library)", "0.24"),
     "pcomm": ("pcomm() (a macro of its standard library)", "0.25"),
-    "getopt": ("getopt()", "0.24"),
     "socket_cookie": ("socket_cookie()", "0.24"),
     "tseries": ("tseries()", "0.24"),
     "syscall_name": ("syscall_name()", "0.25"),
@@ -41,7 +38,6 @@ _FUNCTIONS: dict[str, tuple[str, str]] = {
     "find": ("find(@m, key)", "0.25"),
     "write_user": ("write_user()", "0.26"),
     "dw_ustack": ("dw_ustack()", "0.26"),
-    "is_err": ("is_err() (a macro of its standard library)", "0.26"),
     "container_of": ("container_of() (a macro of its standard library)", "a version after 0.26"),
 }
 

@@ -61,6 +61,8 @@ _ANY_CASE = {**{k.lower(): k for k in PROBE_KINDS}, **{k.lower(): v for k, v in 
 
 _TARGETED = {"kprobe", "kretprobe", "kfunc", "kretfunc", "rawtracepoint", "uprobe", "uretprobe", "usdt"}
 _OFFSETS = {"kprobe", "uprobe"}
+# the builtins bpftrace's parser keeps from being a macro's parameter (its Parser::is_builtin)
+_MACRO_BUILTINS = {"args", "ctx", "kstack", "nsecs", "pid", "tid", "ustack"}
 _KEYWORDS = {"if", "else", "while", "unroll", "return", "break", "continue", "struct", "union", "enum", "let"}
 
 #: bpftrace 0.24's duration literals (``100ms``): nanoseconds per unit.
@@ -209,7 +211,7 @@ def parse(text: str, filename: str = "<stdin>") -> A.Program:
                     tok.column or 1, width) from None
     except RecursionError:
         raise error(f"script nested too deeply to parse (more than {MAX_DEPTH} levels)", 1, 1) from None
-    for block in program.probes:
+    for block in [*program.probes, *program.macros]:
         if A.depth(block) > MAX_DEPTH:
             deep = _deepest(block)
             raise error(f"script nested too deeply (more than {MAX_DEPTH} levels)", deep.pos.line,
@@ -621,6 +623,7 @@ class _Builder:
         probes: list[A.ProbeBlock] = []
         decls: list[A.MapDecl] = []
         config: _ConfigBlock | None = None
+        macros: list[A.MacroDef] = []
         for item in c:
             if isinstance(item, A.ProbeBlock):
                 probes.append(item)
@@ -632,6 +635,8 @@ class _Builder:
                 if config is not None:
                     raise _Fail("a script has one config block", item.line, item.col, 6)
                 config = item
+            elif isinstance(item, A.MacroDef):
+                macros.append(item)
             elif item.type == "CPREPROC":
                 text = str(item).rstrip()
                 m = re.match(r'#\s*include\s*(?:<([^>]*)>|"([^"]*)")', text)
@@ -644,7 +649,7 @@ class _Builder:
                     directives.append(A.Directive(text, pos=_tpos(item)))
             else:
                 cdefs.append(A.CDefinition(str(item), pos=_tpos(item)))
-        return A.Program(includes, probes, directives, cdefs, decls, list(config or ()), pos=A.Pos(1, 1))
+        return A.Program(includes, probes, directives, cdefs, decls, list(config or ()), macros, pos=A.Pos(1, 1))
 
     def map_decl(self, c: list[Any]) -> A.MapDecl:
         kw, name, _eq, kind, _lpar, size = c
@@ -664,6 +669,28 @@ class _Builder:
     def config_assign(self, c: list[Any]) -> A.ConfigAssign:
         name, _eq, value = c
         return A.ConfigAssign(str(name), value, pos=_tpos(name))
+
+    def macro_def(self, c: list[Any]) -> A.MacroDef:
+        kw, name, _lpar, params, _lbrace, body = c
+        if name in _KEYWORDS:
+            raise _Fail(f"unexpected keyword '{name}' — expected the macro's name", name.line, name.column, len(name))
+        return A.MacroDef(str(name), list(params or ()), body, pos=_tpos(kw))
+
+    def macro_params(self, c: list[Any]) -> list[A.Expr]:
+        params: list[A.Expr] = []
+        for tok in c:
+            if tok.type == "VAR":
+                params.append(A.Var(str(tok)[1:], pos=_tpos(tok)))
+            elif tok.type == "MAP":
+                params.append(A.MapRef(str(tok)[1:], (), pos=_tpos(tok)))
+            else:
+                if tok in _KEYWORDS:
+                    raise _Fail(f"unexpected keyword '{tok}' — expected a macro parameter", tok.line, tok.column,
+                                len(tok))
+                if tok in _MACRO_BUILTINS or re.fullmatch(r"s?arg[0-9]+", tok):
+                    raise _Fail(f"builtin '{tok}' can't be used as a macro argument", tok.line, tok.column, len(tok))
+                params.append(A.Builtin(str(tok), pos=_tpos(tok)))
+        return params
 
     def probe_block(self, c: list[Any]) -> A.ProbeBlock:
         specs = [_probe_spec(str(t), t.line, t.column) for t in c if getattr(t, "type", None) == "PROBE"]

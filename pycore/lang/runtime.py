@@ -104,15 +104,19 @@ class Script:
         passes its environment; None reads none); ``map_keys``, when given, sizes the maps whatever
         the script's config block or ``environ`` say."""
         from pycore.lang.config import read_config
+        from pycore.lang.expand import NamedOptions, expand
         from pycore.lang.parser import parse_cached
 
         self.text = text
         self.filename = filename
-        self.params = tuple(params)
+        # bpftrace 0.24's command line: after '--', '--name[=value]' is an option for the script's
+        # getopt(); other words are positional parameters wherever they are
+        self.options = NamedOptions(tuple(p for p in params if p.startswith("--") and len(p) > 2))
+        self.params = tuple(p for p in params if not (p.startswith("--") and len(p) > 2))
         self.pid = pid
         self.unsafe = unsafe
         self.ring_size = ring_size
-        self.program = parse_cached(text, filename)
+        self.program = expand(parse_cached(text, filename), options=self.options, filename=filename, text=text)
         self.resolver = Resolver(pid=pid)
         self.checker = Checker(lambda: self.resolver.spec, self.params, unsafe=unsafe, filename=filename,
                                source=text, program=self.program)
