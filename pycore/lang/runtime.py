@@ -27,7 +27,7 @@ from pycore.lang.codegen import (SCRATCH_SIZE, TAG_CAT, TAG_CLEAR, TAG_EXIT, TAG
 from pycore.errors import FeatureMissing
 from pycore.lang.errors import MissingFunction, NoMatch, ProbeError, ScriptFeatureMissing
 from pycore.lang.probes import PROG_RAW_TRACEPOINT, Resolver, Target
-from pycore.lang.types import Array, Bool, Buffer, Inet, Int, Mac, Ptr, Record, Stack, Str, Timestamp, CgroupPath, Username, Tuple, Type, width
+from pycore.lang.types import Array, Bool, Buffer, Inet, Int, Mac, Ptr, Record, Stack, Str, Timestamp, CgroupPath, Username, Strerror, Tuple, Type, width
 from pycore.record import field, record
 
 TYPE_CHECKING = False
@@ -112,7 +112,9 @@ class Script:
         self.pid = pid
         self.unsafe = unsafe
         self.ring_size = ring_size
-        self.program = parse_cached(text, filename)
+        from pycore.lang.sugar import desugar
+
+        self.program = desugar(parse_cached(text, filename))   # comm(), ppid, pid(init): the plain tree
         self.resolver = Resolver(pid=pid)
         self.checker = Checker(lambda: self.resolver.spec, self.params, unsafe=unsafe, filename=filename,
                                source=text, program=self.program)
@@ -677,6 +679,8 @@ class Script:
                 return cgroup_paths(v, t.filter)
             if isinstance(t, Username):
                 return self.username(v)
+            if isinstance(t, Strerror):
+                return os.strerror(v & 0xFFFFFFFF if v & 0xFFFFFFFF < 1 << 31 else (v & 0xFFFFFFFF) - (1 << 32))
             return v
         if isinstance(t, Stack):
             return self.stack(v, t)
@@ -800,6 +804,10 @@ class Script:
                 entry[1][bucket] = sum(struct.unpack_from("<Q", v)[0] for v in vals)
                 continue
             out[raw] = (self._key(kb, m), self._combine(m, vals))
+        if not out and m.kind == "count" and not m.keys:
+            # bpftrace keeps a key-less count() in a one-slot per-CPU array: it is there from the start,
+            # and clear() or delete() zero it, so it prints as @c: 0 (0.17 and 0.23.2 alike)
+            return [((), 0)]
         return list(out.values())
 
     def _key(self, kb: bytes, m: MapInfo) -> tuple:

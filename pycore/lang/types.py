@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from btf import Spec
     from btf import types as T
 
-__all__ = ["Type", "Int", "Bool", "BOOL", "TextInt", "Timestamp", "CgroupPath", "Username", "Str", "Ptr", "Record", "Array", "Stack", "Inet", "Mac", "Buffer", "Tuple", "Void", "INT64", "UINT64",
+__all__ = ["Type", "Int", "Bool", "BOOL", "TextInt", "Timestamp", "CgroupPath", "Username", "Strerror", "Str", "Ptr", "Record", "Array", "Stack", "Inet", "Mac", "Buffer", "Tuple", "Void", "INT64", "UINT64",
            "STRING_SIZE", "COMM", "USYM", "from_btf", "type_name", "width", "is_buffer", "is_aggregate"]
 
 STRING_SIZE = 64   # bpftrace's default for str() and string map values
@@ -94,6 +94,17 @@ class Username(TextInt):
 
     def __str__(self) -> str:
         return "username"
+
+
+@record(frozen=True)
+class Strerror(TextInt):
+    """What ``strerror(n)`` gives (bpftrace 0.21): the error number, printed as the C library's text
+    for it ("No such file or directory"), as bpftrace prints it."""
+
+    display: str = "strerror"
+
+    def __str__(self) -> str:
+        return "strerror_t"
 
 
 @record(frozen=True)

@@ -9,11 +9,14 @@ from pycore.lang.check.records import AGGREGATES, Checked, MapInfo
 from pycore.lang.check.state import State
 from pycore.lang.errors import close_matches
 from pycore.lang.types import (INT64, STRING_SIZE, UINT64, USYM, Array, Buffer, Inet, Int, Mac, Ptr, Record, Stack, Str,
-                               TextInt, Timestamp, CgroupPath, Tuple, Type, Void, type_name)
+                               Strerror, TextInt, Timestamp, CgroupPath, Tuple, Type, Void, type_name)
 
 
 _NO_VALUE_CALLS = {"printf", "print", "exit", "delete", "clear", "zero", "time", "join", "system", "signal", "cat",
                    "override"}
+
+
+_CLOCKS = ("monotonic", "boot", "tai", "sw_tai")
 
 
 class Calls(State):
@@ -255,6 +258,26 @@ class Calls(State):
             return Str(self.config.max_strlen)
         if n == "sizeof":
             c.consts[id(e)] = self.sizeof(c, e)
+            return UINT64
+        if n == "strerror":     # bpftrace 0.21: the number, named by the C library when printed
+            if len(args) != 1:
+                raise self.error(e, f"strerror() requires 1 argument ({len(args)} provided)")
+            t = self.expr(c, args[0])
+            if not _integer(t):
+                raise self.error(args[0], f"strerror() only supports integer arguments ({t} provided)")
+            return Strerror()
+        if n == "nsecs":        # bpftrace 0.19's clocks: nsecs(monotonic | boot | tai | sw_tai)
+            if len(args) != 1 or not isinstance(args[0], A.Builtin) or args[0].name not in _CLOCKS:
+                raise self.error(e, "nsecs() takes a clock: nsecs(monotonic), nsecs(boot), nsecs(tai) or "
+                                    "nsecs(sw_tai)")
+            return UINT64
+        if n in ("pid", "tid"):     # bpftrace 0.24's namespaces (pid() itself, init and curr_ns where they
+            if len(args) == 1 and isinstance(args[0], A.Builtin) and args[0].name == "curr_ns":   # agree: sugar)
+                raise self.error(e, f"{n}(curr_ns): pycore trace runs in a pid namespace other than the initial "
+                                    f"one, and reads {n}s in the initial one only: use {n}(init)")
+            raise self.error(e, f"{n}() takes a pid namespace: {n}(curr_ns) or {n}(init)")
+        if n == "offsetof":
+            c.consts[id(e)] = self.offsetof(c, e)
             return UINT64
         if n == "cat":
             if not args or not isinstance(args[0], A.Str):

@@ -243,6 +243,48 @@ class Types(State):
         return t.size
 
 
+    def offsetof(self, c: Checked, e: A.Call) -> int:
+        """offsetof(TYPE or expression, field[.sub...]) (bpftrace 0.18, sub-fields 0.22): bytes from
+        the start of the struct to the member, known when the script is checked."""
+        if len(e.args) != 2:
+            raise self.error(e, "offsetof() takes a struct and a field: offsetof(struct foo, field)")
+        a, f = e.args
+        path: list[str] = []
+        while isinstance(f, A.Field) and not f.arrow:
+            path.append(f.name)
+            f = f.expr
+        if not isinstance(f, A.Builtin):
+            raise self.error(e.args[1], "offsetof(): the second argument is a field name (a.b for a sub-field)")
+        path.append(f.name)
+        path.reverse()
+        if isinstance(a, A.TypeName):
+            if a.pointer_depth:
+                raise self.error(a, f"offsetof() of '{a.name} *': not a struct or union")
+            type_id, spec = self.named_type(c, a, a.name)
+        else:
+            t = self.expr(c, a)
+            if not isinstance(t, Record) or t.spec is None:
+                raise self.error(a, f"offsetof() takes a struct or union, not {t}")
+            type_id, spec = t.btf_id, t.spec
+        from btf.kinds import Kind
+        from btf.layout import skip
+
+        offset, t = 0, spec.type(type_id)
+        for name in path:
+            if skip(t).kind not in (Kind.STRUCT, Kind.UNION):
+                raise self.error(e.args[1], f"offsetof(): '{type_name(spec, skip(t).id)}' is not a struct or union, "
+                                            f"so it has no field '{name}'")
+            found = _find_member(spec, t, name, 0)
+            if found is None:
+                near = close_matches(name, _member_names(spec, t), n=1)
+                hint = f" (did you mean {near[0]!r}?)" if near else ""
+                raise self.error(e.args[1], f"'{type_name(spec, skip(t).id)}' has no field named '{name}'{hint}")
+            m, bits = found
+            offset += bits // 8
+            t = m.type
+        return offset
+
+
 _C_INTS = {"int8": (1, True), "int16": (2, True), "int32": (4, True), "int64": (8, True),
            "uint8": (1, False), "uint16": (2, False), "uint32": (4, False), "uint64": (8, False),
            "char": (1, True), "short": (2, True), "int": (4, True), "long": (8, True),

@@ -203,6 +203,18 @@ class Calls(State):
         if n == "strftime":      # the nanoseconds; the format is the type's, applied when printed
             self.scalar(node.args[1])
             return
+        if n == "strerror":      # the number; its text is found when printed
+            self.scalar(node.args[0])
+            return
+        if n == "nsecs":
+            clock = node.args[0].name
+            if clock == "sw_tai":   # bpftrace's: boot time plus TAI's distance from it, read when checked
+                e.call("ktime_get_boot_ns")
+                e.ld_imm64(1, tai_offset())
+                e.alu_reg("add", 0, 1)
+            else:
+                e.call({"monotonic": "ktime_get_ns", "boot": "ktime_get_boot_ns", "tai": "ktime_get_tai_ns"}[clock])
+            return
         if n == "cgroup_path":   # the id; its paths are found when printed
             self.scalar(node.args[0])
             return
@@ -273,6 +285,26 @@ class Calls(State):
         if isinstance(t, Str):
             raise self.error(node, f"{n}() is a string here")
         raise self.error(node, f"{n}() has no value")
+
+
+_TAI_OFFSET: list[int] = []
+
+
+def tai_offset() -> int:
+    """CLOCK_TAI less CLOCK_BOOTTIME, read once between two readings of the boot clock (bpftrace's
+    "triple vdso sandwich"): nsecs(sw_tai) for kernels without bpf_ktime_get_tai_ns (before 6.1)."""
+    if not _TAI_OFFSET:
+        import time
+
+        best = None
+        for _ in range(3):     # the tightest of three sandwiches
+            b1 = time.clock_gettime_ns(time.CLOCK_BOOTTIME)
+            tai = time.clock_gettime_ns(time.CLOCK_TAI)
+            b2 = time.clock_gettime_ns(time.CLOCK_BOOTTIME)
+            if best is None or b2 - b1 < best[0]:
+                best = (b2 - b1, tai - (b1 + b2) // 2)
+        _TAI_OFFSET.append(best[1])
+    return _TAI_OFFSET[0]
 
 
 _SIGNALS = {"SIGTERM": 15, "SIGKILL": 9, "SIGINT": 2, "SIGUSR1": 10, "SIGUSR2": 12, "SIGSTOP": 19,

@@ -210,8 +210,22 @@ class Exprs(State):
                 e.alu_imm("rsh", 0, 32)
             else:
                 self.extend(0, 4, False)
-        elif n == "nsecs":
-            e.call("ktime_get_ns")
+        elif n == "nsecs":      # the boot clock, as bpftrace 0.19+ (0.17: ktime_get_ns, which stops in suspend)
+            e.call("ktime_get_boot_ns")
+        elif n == "ncpus":      # the possible CPUs, as bpftrace counts them
+            from pycore.lang.lower.maps import possible_cpus
+
+            e.mov_imm(0, possible_cpus())
+        elif n == "usermode":   # bpftrace 0.24: the pt_regs' code segment is a user one (x86-64)
+            e.ldx(8, 0, 9, REGS["cs"])
+            e.alu_imm("and", 0, 3)
+            yes, done = e.label(), e.label()
+            e.jmp_imm("jeq", 0, 3, yes)
+            e.mov_imm(0, 0)
+            e.ja(done)
+            e.place(yes)
+            e.mov_imm(0, 1)
+            e.place(done)
         elif n == "elapsed":
             e.call("ktime_get_ns")
             e.mov_reg(6, 0)
