@@ -850,7 +850,8 @@ class Script:
     def _shape(self, name: str) -> dict[str, Any]:
         m = self.layout.maps[name]
         value_type = m.value if m.kind in ("int", "str") else None
-        return {"lhist": m.lhist, "key_types": list(m.keys or ()), "value_type": value_type, "keyed": bool(m.keys)}
+        return {"lhist": m.lhist, "key_types": list(m.keys or ()), "value_type": value_type, "keyed": bool(m.keys),
+                "k": m.log2_k}
 
     def map_text(self, name: str, top: int = 0, div: int = 0) -> str:
         from pycore.lang import output as O

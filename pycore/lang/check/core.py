@@ -479,6 +479,16 @@ class Checker(Types, Builtins, Calls, State):
     def aggregate(self, c: Checked, call: A.Call, m: MapInfo) -> None:
         n = call.name
         want = {"count": 0, "sum": 1, "min": 1, "max": 1, "avg": 1, "stats": 1, "hist": 1, "lhist": 4}[n]
+        if n == "hist" and len(call.args) == 2:    # bpftrace 0.20: hist(v, k), 2**k buckets per power of 2
+            k = self.constant(c, call.args[1])
+            if not 0 <= k <= 5:
+                raise self.error(call.args[1], f"hist: the buckets per power of 2 are 2**k for k in 0..5, not {k}")
+            if m.kind == "hist" and m.log2_k != k:
+                raise self.error(call, f"{m.name}: hist() with k = {k} here and k = {m.log2_k} elsewhere")
+            m.log2_k = k
+            want = 2
+        elif n == "hist" and m.kind == "hist" and m.log2_k:
+            raise self.error(call, f"{m.name}: hist() with k = 0 here and k = {m.log2_k} elsewhere")
         if len(call.args) != want:
             raise self.error(call, f"{n}() takes {want} argument{'s' if want != 1 else ''}, not {len(call.args)}")
         for a in call.args[:1]:
