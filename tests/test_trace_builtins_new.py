@@ -37,6 +37,20 @@ AS_023 = [
     ('BEGIN { if (0) { @a = count(); @b = sum(1); @c = 1; @d = hist(1); @e = stats(1); } exit(); }',
      "\n\n@a: 0\n\n\n\n\n\n"),
     ('BEGIN { @a = count(); clear(@a); print(@a); @k[1] = count(); clear(@k); exit(); }', "@a: 0\n\n\n@a: 0\n\n"),
+    # enums (0.21+): named when printed from maps (keys, values, tuples), by print() and by %s (not
+    # %d), sorted by their numbers; a struct member of enum type too; int -> enum casts (0.22)
+    ('enum foo { A = 1, B = 2, C = 3 }; BEGIN { @t = (B, 5); @[C, B] = 1; @[A, A] = 2; @v = A; print(A); '
+     'printf("%s %d %x|%5s|%-4s|\\n", B, B, C, A, B); @s[C] = 1; @s[A] = 2; @s[B] = 3; @w[B] = A; @w[A] = C; '
+     '@w[C] = B; $e = (enum foo)2; print($e); @m = C + 1; exit(); }',
+     "A\nB 2 3|    A|B   |\nB\n\n\n@[C, B]: 1\n@[A, A]: 2\n@m: 4\n@s[C]: 1\n@s[A]: 2\n@s[B]: 3\n@t: (B, 5)\n"
+     "@v: A\n@w[B]: A\n@w[C]: B\n@w[A]: C\n"),
+    ('BEGIN { $x = BPF_MAP_TYPE_HASH; @y = BPF_MAP_TYPE_ARRAY + 0; @z[BPF_MAP_TYPE_ARRAY] = 1; '
+     '@z[BPF_MAP_TYPE_HASH] = 2; printf("%s\\n", $x); exit(); }',
+     "BPF_MAP_TYPE_HASH\n\n\n@y: 2\n@z[BPF_MAP_TYPE_ARRAY]: 1\n@z[BPF_MAP_TYPE_HASH]: 2\n"),
+    ('BEGIN { @t = curtask->restart_block.nanosleep.type; printf("%s %d\\n", curtask->restart_block.nanosleep.type, '
+     'curtask->restart_block.nanosleep.type); print(curtask->restart_block.nanosleep); exit(); }',
+     "TT_NONE 0\n{ .clockid = 0, .type = TT_NONE, .rmtp = 0x0, .compat_rmtp = 0x0, .expires = 0 }\n\n\n"
+     "@t: TT_NONE\n"),
     # signed min and max of negative values; a map read before it is written is 0
     ('BEGIN { @mn = min(-5); @mn = min(-10); @mx = max(-5); @mx = max(-10); exit(); }', "\n\n@mn: -10\n@mx: -5\n"),
     ('BEGIN { if (0) { @x = 5; @m[1] = 1; } printf("%d %d\\n", @x, @m[2]); exit(); }', "0 0\n\n\n\n\n"),
@@ -100,6 +114,39 @@ def test_offsetof_of_an_expression() -> None:
     p = pycore('BEGIN { printf("%d\\n", offsetof(*curtask, se.avg) == offsetof(struct task_struct, se.avg)); '
                'exit(); }', "-q")
     assert p.returncode == 0 and p.stdout.startswith("1\n"), p.stderr
+
+
+def test_enum_cast_refusals() -> None:
+    """A constant that is none of the enum's values is refused, with 0.23.2's words."""
+    for script, want in [
+        ("enum foo { A = 1, B = 2 }; BEGIN { $e = (enum foo)7; }", "Enum: foo doesn't contain a variant value of 7"),
+        ("enum foo { A = 1, B = 2 }; BEGIN { $e = (enum foo)-1; }", "doesn't contain a variant value of -1"),
+        ('BEGIN { $e = (enum foo)"x"; }', 'cannot cast string'),
+    ]:
+        p = pycore(script, "--dry-run")
+        assert p.returncode != 0 and "Traceback" not in p.stderr, p.stderr
+        assert want in p.stderr.splitlines()[0], p.stderr
+
+
+def test_enum_json_keeps_numbers() -> None:
+    """-f json prints an enum as its number, in maps and tuples, as 0.23.2 does."""
+    script = ('enum foo { A = 1, B = 2, C = 3 }; BEGIN { @t = (B, 5); @[C, B] = 1; @v = A; print(A); '
+              'printf("%s %d\\n", B, B); exit(); }')
+    require_root()
+    theirs = bpftrace023.run(script, "-q", "-f", "json")
+    ours = pycore(script, "-q", "-f", "json")
+    assert theirs.returncode == 0 and ours.returncode == 0, (theirs.stderr, ours.stderr)
+    assert ours.stdout == theirs.stdout and '"@v": 1' in ours.stdout
+
+
+def test_enum_mixed_with_integers() -> None:
+    """An enum's value and a plain integer in one variable or map are plain integers (0.17 scripts that
+    mix a kernel enum field with numbers keep working)."""
+    require_root()
+    p = pycore('BEGIN { $x = BPF_MAP_TYPE_HASH; $x = 7; @m = BPF_MAP_TYPE_HASH; @m = 9; @k[BPF_MAP_TYPE_HASH] = 1; '
+               '@k[5] = 2; printf("%d\\n", $x); exit(); }', "-q")
+    assert p.returncode == 0, p.stderr
+    assert p.stdout == "7\n\n\n@k[1]: 1\n@k[5]: 2\n@m: 9\n", p.stdout
 
 
 def test_strerror_refuses_a_string() -> None:

@@ -10,7 +10,7 @@ from pycore.lang.check.records import USER_PROBES, Checked
 from pycore.lang.check.state import State
 from pycore.lang.errors import close_matches
 from pycore.lang.probes import Target
-from pycore.lang.types import COMM, INT64, UINT64, Int, Ptr, Stack, Str, Username, Type, Void
+from pycore.lang.types import COMM, INT64, UINT64, Enum, Int, Ptr, Stack, Str, Username, Type, Void
 
 
 _BUILTIN_TYPES: dict[str, Type] = {
@@ -116,6 +116,9 @@ class Builtins(State):
         value = self.named_constant(e, name)
         if value is not None:
             c.consts[id(e)] = value
+            enum_id = self._enum_of.get(name)
+            if enum_id:     # an enum's constant: printed by its name, as bpftrace 0.21+
+                return Enum(8, value < 0, enum_id=enum_id, spec=self.spec)
             return INT64
         from pycore.lang.newer import identifier_feature
 
@@ -172,6 +175,7 @@ class Builtins(State):
             return None
         found = self.spec.enumerator(name)      # a scan of BTF's enums: 3-25 ms
         if found is not None:
+            self._enum_of[name] = found[0]
             return found[1]
         if not self.has_head:
             return None
@@ -191,6 +195,8 @@ class Builtins(State):
         if not self.program.includes or self.declared() is None:
             return None
         found = self.spec.enumerator(name)
+        if found is not None:
+            self._enum_of[name] = found[0]
         return None if found is None else found[1]
 
     def uaddr(self, c: Checked, e: A.Call) -> Type:

@@ -12,7 +12,7 @@ from pycore.lang.check.state import State
 from pycore.lang.check.types import Types, _C_INTS
 from pycore.lang.errors import close_matches
 from pycore.lang.probes import Target
-from pycore.lang.types import (BOOL, INT64, STRING_SIZE, Array, Bool, Buffer, is_aggregate, Inet, Int, Ptr, Record,
+from pycore.lang.types import (BOOL, INT64, STRING_SIZE, Array, Bool, Buffer, Enum, is_aggregate, Inet, Int, Ptr, Record,
                                Stack, Str, TextInt, Tuple, Type, Void, from_btf, tuple_type)
 
 TYPE_CHECKING = False
@@ -32,6 +32,7 @@ class Checker(Types, Builtins, Calls, State):
         self.program = program
         self._macros: Macros | None = None
         self._named: dict[str, int | None] = {}   # name -> its enum or macro value: each looked up once
+        self._enum_of: dict[str, int] = {}        # an enum constant's name -> its enum's BTF id
         self._spec: Spec | None = None
         self._declared: Spec | None | bool = False     # False: not read yet (pycore.lang.cdecl)
         self.params = params
@@ -381,6 +382,8 @@ class Checker(Types, Builtins, Calls, State):
                     vt = old
             if isinstance(old, Int) and isinstance(vt, Int) and isinstance(old, Bool) != isinstance(vt, Bool):
                 old = vt = INT64     # true, then 5: an integer, as bpftrace 0.23 takes it
+            if _enum_and_int(old, vt):      # an enum's value and a plain integer: a plain integer
+                old = vt = Int(8, old.signed and vt.signed)   # type: ignore[union-attr]
             if old is not None and type(old) is not type(vt) and not (isinstance(old, Int) and isinstance(vt, Ptr)) \
                     or isinstance(old, Tuple) and old != vt or is_aggregate(old) and old != vt:
                 raise self.error(s, f"${target.name} holds {old}, cannot assign {vt}")
@@ -438,6 +441,8 @@ class Checker(Types, Builtins, Calls, State):
         """The type a value of type ``t`` has as (a part of) a map key."""
         if isinstance(t, Ptr):
             return Ptr(t.target, t.user, t.spec)   # printed in hex, as bpftrace prints pointer keys
+        if isinstance(t, Enum):
+            return Enum(8, t.signed, enum_id=t.enum_id, spec=t.spec)
         if isinstance(t, Int):
             return t if isinstance(t, (TextInt, Bool)) else Int(8, t.signed, t.display)
         if isinstance(t, Tuple):
@@ -459,6 +464,8 @@ class Checker(Types, Builtins, Calls, State):
             merged = []
             for i, (old, new) in enumerate(zip(m.keys, keys)):
                 node = ref.keys[i] if len(ref.keys) == len(keys) else ref
+                if _enum_and_int(old, new) or isinstance(old, Enum) and old != new:
+                    old = new = Int(8, old.signed and new.signed)   # type: ignore[union-attr]
                 if type(old) is not type(new) or isinstance(old, Tuple) and old != new:
                     raise self.error(node, f"{name}: key is {old} elsewhere, {new} here")
                 merged.append(Str(max(old.size, new.size)) if isinstance(old, Str) else old)
@@ -472,6 +479,9 @@ class Checker(Types, Builtins, Calls, State):
                                    f"here {_held(kind, value)}")
         m.kind = kind
         if value is not None:
+            if _enum_and_int(m.value, value) or isinstance(value, Enum) and isinstance(m.value, Enum) \
+                    and m.value.enum_id != value.enum_id:
+                value = Int(8, value.signed)     # enums of two types, or an enum and an integer: integers
             if isinstance(m.value, Str) and isinstance(value, Str):
                 value = Str(max(m.value.size, value.size))
             m.value = value
@@ -677,6 +687,12 @@ def _literal(e: A.Expr) -> int | None:
     if isinstance(e, A.Unary) and e.op == "-" and isinstance(e.operand, A.Int):
         return -e.operand.value
     return None
+
+
+def _enum_and_int(a: Type | None, b: Type | None) -> bool:
+    """One is an enum's value and the other a plain integer (their mix is a plain integer)."""
+    return isinstance(a, Int) and isinstance(b, Int) and (type(a) is Enum) != (type(b) is Enum) \
+        and not isinstance(a, TextInt) and not isinstance(b, TextInt)
 
 
 def _held(kind: str, value: Type | None) -> str:

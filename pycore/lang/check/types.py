@@ -105,6 +105,8 @@ class Types(State):
         if tn.pointer_depth == 0:
             if name in ints:
                 return Int(*ints[name])
+            if name.startswith("enum ") and isinstance(inner, Int):
+                return self._enum_cast(c, e, name)
             raise self.error(e, f"cannot cast to {name} (cast to an integer type, or to a pointer: ({name} *))")
         # an address from a register or an integer field points where the probe's code runs, as in
         # bpftrace: user memory in uprobes and USDT, kernel memory elsewhere (uptr()/kptr() say otherwise)
@@ -113,6 +115,23 @@ class Types(State):
         for _ in range(tn.pointer_depth - 1):
             target = self._pointer_to(target, spec)
         return Ptr(target, user, spec)
+
+    def _enum_cast(self, c: Checked, e: A.Cast, name: str) -> Type:
+        """``(enum foo)x`` (bpftrace 0.22): the integer, printed by the enum's names. A constant that is
+        none of the enum's values is refused, as bpftrace refuses it."""
+        from btf.kinds import Kind
+        from btf.layout import skip
+
+        from pycore.lang.types import Enum, enum_names
+
+        type_id, spec = self.named_type(c, e, name)
+        t = skip(spec.type(type_id))
+        if t.kind not in (Kind.ENUM, Kind.ENUM64):
+            raise self.error(e, f"cannot cast to {name}: not an enum")
+        value = _literal(e.expr, c)
+        if value is not None and value not in enum_names(spec, t.id):
+            raise self.error(e, f"Enum: {t.name} doesn't contain a variant value of {value}")
+        return Enum(t.size, bool(getattr(t, "signed", False)), enum_id=t.id, spec=spec)
 
     def named_type(self, c: Checked, node: A.Node, name: str) -> tuple[int, Spec]:
         """(BTF id, the spec holding it) of a C type name, looked up as bpftrace does: the script's own
@@ -291,6 +310,16 @@ _C_INTS = {"int8": (1, True), "int16": (2, True), "int32": (4, True), "int64": (
            "unsigned": (4, False), "unsigned int": (4, False), "unsigned long": (8, False),
            "u8": (1, False), "u16": (2, False), "u32": (4, False), "u64": (8, False),
            "s8": (1, True), "s16": (2, True), "s32": (4, True), "s64": (8, True)}
+
+
+def _literal(e: A.Expr, c: Checked) -> int | None:
+    """The value of an integer written in the script (``3``, ``-1``, an enum constant), else None."""
+    if isinstance(e, A.Unary) and e.op == "-":
+        v = _literal(e.operand, c)
+        return None if v is None else -v
+    if isinstance(e, A.Int):
+        return e.value
+    return c.consts.get(id(e)) if isinstance(e, A.Builtin) else None
 
 
 def _find_member(spec, t, name: str, bit_base: int):  # noqa: ANN001, ANN202

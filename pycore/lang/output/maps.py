@@ -119,7 +119,7 @@ def sort_entries(kind: str, entries: Iterable[Entry] | Mapping[Any, Any], *, key
         items.sort(key=lambda e: _key_bytes(e[0], key_types))
         score = _hist_total if kind in _HISTS else _average
         return std_sort(items, key=lambda e: score(e[1]))
-    if _int_valued(kind, items, value_type):
+    if _int_valued(kind, items, value_type) or type(value_type).__name__ == "Enum":   # enums: by their numbers
         return std_sort(items, key=lambda e: int(e[1]))
     types = list(key_types or ())
     return sorted(items, key=lambda e: tuple(_key_sort(v, types[i] if i < len(types) else None)
@@ -253,6 +253,7 @@ def map_json(name: str, kind: str, entries: Iterable[Entry] | Mapping[Any, Any],
         top, div = 0, 1
     items = _top(items, top)
     has_keys = bool(items[0][0]) if keyed is None else keyed
+    json_keys = [None if type(t).__name__ == "Enum" else t for t in key_types or ()]   # enums: numbers in json
     elems = []
     for key, value in items:
         if kind in _HISTS:
@@ -267,7 +268,7 @@ def map_json(name: str, kind: str, entries: Iterable[Entry] | Mapping[Any, Any],
             text = _int_text(value, div)
         else:
             text = format_value(value, value_type, json=True)
-        elems.append(f"{quoted(','.join(_json_key(key, key_types)))}: {text}" if key else text)
+        elems.append(f"{quoted(','.join(_json_key(key, json_keys)))}: {text}" if key else text)
     kind_name = "hist" if kind in _HISTS else "stats" if kind in _STATS else "map"
     body = "{" + ", ".join(elems) + "}" if has_keys else ", ".join(elems)
     return f'{{"type": "{kind_name}", "data": {{{quoted(name)}: {body}}}}}\n'
