@@ -51,6 +51,14 @@ AS_023 = [
      'curtask->restart_block.nanosleep.type); print(curtask->restart_block.nanosleep); exit(); }',
      "TT_NONE 0\n{ .clockid = 0, .type = TT_NONE, .rmtp = 0x0, .compat_rmtp = 0x0, .expires = 0 }\n\n\n"
      "@t: TT_NONE\n"),
+    # int <-> int array casts (0.18): the integer's bytes, in variables, maps (keys and values), tuples, print()
+    ('BEGIN { $a = (uint8[8])0x0102030405060708; printf("%d %d\\n", $a[0], $a[7]); $b = (uint64)$a; '
+     'printf("%x\\n", $b); exit(); }', "8 1\n5060708\n\n\n"),
+    ('BEGIN { @a = (uint8[8])0x0102030405060708; @c = (uint32[2])12345678901234; '
+     '@d[(uint16[4])0x0102030405060708] = 1; @e = (int8[8])-2; $x = (int16[4])-3; @f = (int64)$x; '
+     '@g = (uint32[2])(uint64)@a; print((uint8[8])258); @h = ((uint16[4])1, 2); exit(); }',
+     "[2,1,0,0,0,0,0,0]\n\n\n@a: [8,7,6,5,4,3,2,1]\n@c: [1942892530,2874]\n@d[[1800,1286,772,258]]: 1\n"
+     "@e: [-2,-1,-1,-1,-1,-1,-1,-1]\n@f: -3\n@g: [84281096,16909060]\n@h: ([1,0,0,0], 2)\n"),
     # signed min and max of negative values; a map read before it is written is 0
     ('BEGIN { @mn = min(-5); @mn = min(-10); @mx = max(-5); @mx = max(-10); exit(); }', "\n\n@mn: -10\n@mx: -5\n"),
     ('BEGIN { if (0) { @x = 5; @m[1] = 1; } printf("%d %d\\n", @x, @m[2]); exit(); }', "0 0\n\n\n\n\n"),
@@ -122,6 +130,19 @@ def test_enum_cast_refusals() -> None:
         ("enum foo { A = 1, B = 2 }; BEGIN { $e = (enum foo)7; }", "Enum: foo doesn't contain a variant value of 7"),
         ("enum foo { A = 1, B = 2 }; BEGIN { $e = (enum foo)-1; }", "doesn't contain a variant value of -1"),
         ('BEGIN { $e = (enum foo)"x"; }', 'cannot cast string'),
+    ]:
+        p = pycore(script, "--dry-run")
+        assert p.returncode != 0 and "Traceback" not in p.stderr, p.stderr
+        assert want in p.stderr.splitlines()[0], p.stderr
+
+
+def test_int_array_cast_refusals() -> None:
+    """Casts between sizes that differ are refused with 0.23.2's words."""
+    for script, want in [
+        ('BEGIN { $a = (uint8[8])0x0102030405060708; @y = (int32)$a; }', 'Cannot cast from "uint8[8]" to "int32"'),
+        ("BEGIN { $a = (uint8[4])5; }", 'Cannot cast from "int64" to "uint8[4]"'),
+        ("BEGIN { @ = (uint64)curtask->cpus_mask.bits; }", 'Cannot cast from "uint64['),
+        ('BEGIN { $a = (uint8[8])"abcdefgh"; }', 'Cannot cast from "string'),
     ]:
         p = pycore(script, "--dry-run")
         assert p.returncode != 0 and "Traceback" not in p.stderr, p.stderr

@@ -9,7 +9,7 @@ from pycore.lang import ast as A
 from pycore.lang.check.records import USER_PROBES, Checked
 from pycore.lang.check.state import State
 from pycore.lang.errors import CheckError, close_matches
-from pycore.lang.types import Int, Ptr, Record, Tuple, Type, Void, from_btf, type_name
+from pycore.lang.types import Array, Int, Ptr, Record, Tuple, Type, Void, from_btf, type_name
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -100,6 +100,8 @@ class Types(State):
         tn = e.type
         name = tn.name.strip()
         ints = _C_INTS
+        if tn.pointer_depth == 0 and ("[" in name or isinstance(inner, Array)):
+            return self._array_cast(c, e, inner, name)
         if not isinstance(inner, (Int, Ptr)):
             raise self.error(e, f"cannot cast {inner} to {name}{' *' * tn.pointer_depth}")
         if tn.pointer_depth == 0:
@@ -115,6 +117,25 @@ class Types(State):
         for _ in range(tn.pointer_depth - 1):
             target = self._pointer_to(target, spec)
         return Ptr(target, user, spec)
+
+    def _array_cast(self, c: Checked, e: A.Cast, inner: Type, name: str) -> Type:
+        """``(uint8[8])x`` and ``(uint64)$array`` (bpftrace 0.18): an integer's bytes as an integer array
+        and back, of one size, as bpftrace casts them."""
+        import re
+
+        m = re.fullmatch(r"(u?int(?:8|16|32|64))\[(\d+)\]", name)
+        if m is None:    # to an integer, from an integer array
+            if name not in _C_INTS or not isinstance(inner, Array) \
+                    or not isinstance(from_btf(inner.spec, inner.elem_id), Int) or inner.size != _C_INTS[name][0]:
+                raise self.error(e, f'Cannot cast from "{_int_array_name(inner)}" to "{name}"')
+            return Int(*_C_INTS[name])
+        elem, count = m.group(1), int(m.group(2))
+        size, signed = _C_INTS[elem]
+        if not isinstance(inner, Int) or count == 0 or size * count != inner.size:
+            raise self.error(e, f'Cannot cast from "{inner}" to "{name}"')
+        kernel = {1: "u8", 2: "u16", 4: "u32", 8: "u64"}[size] if not signed else {1: "s8", 2: "s16", 4: "s32",
+                                                                                      8: "s64"}[size]
+        return Array(self.btf_type(e, kernel), count, size, False, self.spec)
 
     def _enum_cast(self, c: Checked, e: A.Cast, name: str) -> Type:
         """``(enum foo)x`` (bpftrace 0.22): the integer, printed by the enum's names. A constant that is
@@ -310,6 +331,15 @@ _C_INTS = {"int8": (1, True), "int16": (2, True), "int32": (4, True), "int64": (
            "unsigned": (4, False), "unsigned int": (4, False), "unsigned long": (8, False),
            "u8": (1, False), "u16": (2, False), "u32": (4, False), "u64": (8, False),
            "s8": (1, True), "s16": (2, True), "s32": (4, True), "s64": (8, True)}
+
+
+def _int_array_name(t: Type) -> str:
+    """An integer array as bpftrace names it in messages ("uint8[8]"), another type as pycore does."""
+    if isinstance(t, Array) and t.spec is not None:
+        elem = from_btf(t.spec, t.elem_id)
+        if isinstance(elem, Int):
+            return f"{'' if elem.signed else 'u'}int{elem.size * 8}[{t.count}]"
+    return str(t)
 
 
 def _literal(e: A.Expr, c: Checked) -> int | None:

@@ -88,6 +88,15 @@ class Exprs(State):
             e.place(other)
             self.scalar(node.else_)
             e.place(done)
+        elif isinstance(node, A.Cast) and isinstance(self.t(node.expr), Array):    # (uint64)$bytes: its bytes
+            mark = self.f.mark()
+            at = self.f.region(8)
+            self.e.st(8, 8, at, 0)
+            self.aggregate_into(node.expr, at, t.size)     # a variable's, a map's or memory's bytes
+            self.e.ldx(t.size if t.size in (1, 2, 4, 8) else 8, 0, 8, at)
+            self.f.release(mark)
+            if isinstance(t, Int) and t.size < 8:
+                self.extend(0, t.size, t.signed)
         elif isinstance(node, A.Cast):
             self.scalar(node.expr)
             if isinstance(t, Int) and t.size < 8:
@@ -386,6 +395,13 @@ class Exprs(State):
             self.scalar(node)
             return
         t = self.t(node)
+        if isinstance(node, A.Cast) and isinstance(t, Array):     # (uint8[8])x: the integer's bytes, in scratch
+            self.scalar(node.expr)
+            at = self.f.region(8)
+            e.stx(8, 8, at, 0)
+            e.mov_reg(0, 8)
+            e.alu_imm("add", 0, at)
+            return
         if isinstance(node, A.Var) and is_aggregate(t):     # a struct or array copied into a variable
             e.mov_reg(0, 8)
             e.alu_imm("add", 0, self.vars_get(node))
