@@ -216,11 +216,37 @@ def test_usermode_in_a_uprobe_and_a_tracepoint() -> None:
     assert "@u[0]" not in p.stdout and "@k[1]" not in p.stdout, p.stdout
 
 
+def test_errorf_and_warnf_as_upstream_documents() -> None:
+    """errorf()/warnf() (0.24): printf's text on stderr after the call's place (file:line:col-end),
+    upstream's tests/runtime/call (errorf, errorf_length_modifiers, warnf); other output goes on."""
+    require_root()
+    p = pycore('BEGIN { errorf("Something bad with args: %d, %s", 10, "arg2"); '
+               '$x = 0x12345678abcdef; errorf("%hhx %hx %x %jx\\n", $x, $x, $x, $x); '
+               'warnf("Something kinda bad with args: %d, %s", 10, "arg2"); printf("after\\n"); exit(); }', "-q")
+    assert p.returncode == 0, p.stderr
+    assert p.stdout == "after\n\n\n"
+    assert p.stderr.splitlines() == ["stdin:1:9-62: ERROR: Something bad with args: 10, arg2",
+                                     "stdin:1:87-130: ERROR: ef cdef 78abcdef 12345678abcdef", "",
+                                     "stdin:1:132-190: WARNING: Something kinda bad with args: 10, arg2"], p.stderr
+
+
+def test_errorf_json() -> None:
+    """-f json: bpftrace's {"type": "errorf", "msg": ..., "filename": ..., "line": ..., "col": ...} on stdout."""
+    require_root()
+    p = pycore('BEGIN { errorf("bad \\"%s\\"", "x"); warnf("w"); exit(); }', "-q", "-f", "json")
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.splitlines()[:2] == [
+        '{"type": "errorf", "msg": "bad \\"x\\"", "filename": "stdin", "line": 1, "col": 9}',
+        '{"type": "warnf", "msg": "w", "filename": "stdin", "line": 1, "col": 36}'], p.stdout
+
+
 def test_errors_of_the_new_spellings() -> None:
     for script, want in [
         ("BEGIN { @ = pid(foo); }", "pid() takes a pid namespace: pid(curr_ns) or pid(init)"),
         ("BEGIN { @ = nsecs(wall); }", "nsecs() takes a clock"),
         ("BEGIN { @ = ppid(1, 2); }", "unknown function ppid()"),
+        ('BEGIN { errorf("%d"); }', "errorf: Not enough arguments for format string"),
+        ("BEGIN { @ = errorf(\"x\"); }", "errorf() gives no value"),
     ]:
         p = pycore(script, "--dry-run")
         assert p.returncode != 0 and "Traceback" not in p.stderr, p.stderr

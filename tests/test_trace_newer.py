@@ -43,7 +43,6 @@ NEWER = [
     ('BEGIN { @m[1] = 2; printf("%d\\n", len(@m)); exit(); }', "len(@m)", "0.20"),
     ('BEGIN { for ($i : 1..5) { printf("%d\\n", $i); } exit(); }', "range loops", "0.24"),
     ("macro f(x) { x + 1 } BEGIN { exit(); }", "macros", "0.24"),
-    ('BEGIN { errorf("x %d", 1); exit(); }', "errorf()", "0.24"),
     ('BEGIN { assert(1, "x"); exit(); }', "assert()", "0.24"),
     ('BEGIN { printf("%s\\n", comm(1)); exit(); }', "comm(pid)", "0.25"),
     ("BEGIN { $x = probetype; exit(); }", "the probetype builtin", "0.25"),

@@ -28,7 +28,6 @@ _SYNTAX: list[tuple[re.Pattern[str], str, str]] = [(re.compile(p, re.M), what, v
 _FUNCTIONS: dict[str, tuple[str, str]] = {
     "len": ("len(@m), a map's number of elements", "0.20"),
     "percpu_kaddr": ("percpu_kaddr()", "0.22"),
-    "errorf": ("errorf()", "0.24"),
     "assert": ("assert() (a macro of its standard library)", "0.24"),
     "getopt": ("getopt()", "0.24"),
     "socket_cookie": ("socket_cookie()", "0.24"),

@@ -58,8 +58,10 @@ class Event:
 
     ``kind`` is ``printf``, ``print``, ``time``, ``join``, ``cat``,
     ``syscall`` (system()'s output), ``map`` (a map printed by ``print(@m)``
-    or at the end), ``lost``, or ``error`` (for stderr: a file cat() cannot open); ``text`` is what
-    bpftrace would print; ``value`` the Python value (for ``map``, a dict).
+    or at the end), ``lost``, ``error`` (for stderr: a file cat() cannot open), or ``errorf`` /
+    ``warnf`` (bpftrace 0.24's printf to stderr: ``name`` is its place, ``file:line:col-end``, and
+    ``value_type`` (ERROR or WARNING, file, line, column, place)); ``text`` is what bpftrace would
+    print; ``value`` the Python value (for ``map``, a dict).
     """
 
     kind: str
@@ -497,7 +499,7 @@ class Script:
         printf whose arguments are integers (without a display), pointers and strings; else None."""
         from pycore.lang.output import compile_printf
 
-        if a.tag != TAG_PRINTF:
+        if a.tag != TAG_PRINTF or a.extra:
             return None
         fmt = compile_printf(a.text)
         if fmt is None:
@@ -592,7 +594,10 @@ class Script:
                 values = [cut(v) if type(t) is Str and t.size >= self.config.max_strlen else v
                           for v, t in zip(values, a.args)]
             text = O.format_printf(a.text, values)
-            yield Event("printf", text, values)
+            if a.extra:     # errorf()/warnf(): (ERROR or WARNING, file, line, column, where)
+                yield Event("errorf" if a.extra[0] == "ERROR" else "warnf", text, values, a.extra[4], a.extra)
+            else:
+                yield Event("printf", text, values)
         elif tag == TAG_EXIT:
             if a.args and not self.exited:    # exit(code): pycore trace's exit status (bpftrace 0.21)
                 self.exit_code = self._values(data, a.args)[0] & 0xFF

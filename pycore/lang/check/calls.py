@@ -12,7 +12,7 @@ from pycore.lang.types import (INT64, STRING_SIZE, UINT64, USYM, Array, Buffer, 
                                Strerror, TextInt, Timestamp, CgroupPath, Tuple, Type, Void, type_name)
 
 
-_NO_VALUE_CALLS = {"printf", "print", "exit", "delete", "clear", "zero", "time", "join", "system", "signal", "cat",
+_NO_VALUE_CALLS = {"printf", "errorf", "warnf", "print", "exit", "delete", "clear", "zero", "time", "join", "system", "signal", "cat",
                    "override"}
 
 
@@ -33,9 +33,9 @@ class Calls(State):
             raise self.error(e, f"{n}() gives no value")
         if n in ("system", "signal", "override") and not self.unsafe:
             raise self.error(e, f"{n}() is unsafe: {self.unsafe_hint}")
-        if n == "printf":
+        if n in ("printf", "errorf", "warnf"):     # errorf/warnf (0.24): printf to stderr, with the place
             if not args or not isinstance(args[0], A.Str):
-                raise self.error(e, "printf() needs a format string first")
+                raise self.error(e, f"{n}() needs a format string first")
             types = [self.expr(c, a) for a in args[1:]]
             for a, t in zip(args[1:], types):
                 kind = self.aggregate_map(a)
@@ -47,7 +47,7 @@ class Calls(State):
                                                                       if isinstance(t, Tuple) else ""))
             from pycore.lang.output import validate_format
 
-            why = validate_format(args[0].value, types)
+            why = validate_format(args[0].value, types, n)
             if why:
                 raise self.error(args[0], why)
             return Void()

@@ -22,9 +22,10 @@ class Calls(State):
     def call_stmt(self, call: A.Call) -> None:
         n = call.name
         e = self.e
-        if n == "printf":
+        if n in ("printf", "errorf", "warnf"):
             types = [self.t(a) for a in call.args[1:]]
-            idx = self.layout.action(Action(TAG_PRINTF, call.args[0].value, types))
+            extra = () if n == "printf" else ("ERROR" if n == "errorf" else "WARNING", *self._place(call))
+            idx = self.layout.action(Action(TAG_PRINTF, call.args[0].value, types, extra))
             self.emit_record(idx, call.args[1:], types)
         elif n == "print":
             a0 = call.args[0]
@@ -80,6 +81,29 @@ class Calls(State):
             e.call("send_signal")
         else:
             self.scalar_or_string(call)
+
+    def _place(self, call: A.Call) -> tuple[str, int, int, str]:
+        """(file, line, column, bpftrace's ``file:line:col-end``) of a call: errorf()'s place."""
+        line, col = call.pos
+        text = self.source.splitlines()[line - 1] if 0 < line <= len(self.source.splitlines()) else ""
+        depth, end, quoted, i = 0, 0, False, col - 1
+        while i < len(text):     # the call's closing parenthesis, strings skipped
+            ch = text[i]
+            if quoted:
+                i += ch == "\\"
+                quoted = ch != '"'
+            elif ch == '"':
+                quoted = True
+            elif ch == "(":
+                depth += 1
+            elif ch == ")":
+                depth -= 1
+                if depth == 0:
+                    end = i + 2
+                    break
+            i += 1
+        where = f"{self.filename}:{line}:{col}" + (f"-{end}" if end else "")
+        return self.filename, line, col, where
 
     def print_args(self, node: A.Builtin) -> None:
         """print(args): the whole context record (tracepoint fields or function arguments)."""
