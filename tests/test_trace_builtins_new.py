@@ -240,6 +240,20 @@ def test_errorf_json() -> None:
         '{"type": "warnf", "msg": "w", "filename": "stdin", "line": 1, "col": 36}'], p.stdout
 
 
+def test_str_concat_as_upstream_tests_it() -> None:
+    """str_concat (upstream after 0.26): upstream's tests/self/strings.bt (a variable built from itself),
+    and the result as a value, a map key and value, empty sides."""
+    require_root()
+    p = pycore('BEGIN { $log = "log"; $filename = "system.journal"; $path = str_concat("var", "/"); '
+               '$path = str_concat("/", $path); $path = str_concat($path, "log/"); $path = str_concat($path, $filename); '
+               'printf("%d %s|%s|\\n", $path == "/var/log/system.journal", $path, str_concat("ab", "cde")); '
+               '@m[str_concat("k", "1")] = 1; @v = str_concat("", "z"); @w = str_concat("y", ""); exit(); }', "-q")
+    assert p.returncode == 0, p.stderr
+    assert p.stdout == "1 /var/log/system.journal|abcde|\n\n\n@m[k1]: 1\n@v: z\n@w: y\n", p.stdout
+    p = pycore('BEGIN { @ = str_concat("a", 1); }', "--dry-run")
+    assert p.returncode != 0 and "str_concat() takes strings, not int64" in p.stderr, p.stderr
+
+
 def test_errors_of_the_new_spellings() -> None:
     for script, want in [
         ("BEGIN { @ = pid(foo); }", "pid() takes a pid namespace: pid(curr_ns) or pid(init)"),
@@ -251,3 +265,29 @@ def test_errors_of_the_new_spellings() -> None:
         p = pycore(script, "--dry-run")
         assert p.returncode != 0 and "Traceback" not in p.stderr, p.stderr
         assert want in p.stderr.splitlines()[0], p.stderr
+
+
+# -- in the kernel VMs: the host's kernel finds no per-CPU symbol for a BPF program (bpftrace 0.23.2's
+# percpu_kaddr fails there alike: "ldimm64 failed to find the address for kernel symbol") and refuses fentry
+
+@pytest.mark.kernel
+def test_percpu_kaddr_runqueues() -> None:
+    """percpu_kaddr (0.22), upstream's documented use: CPU n's runqueue says it is CPU n's (rq->cpu), this
+    CPU's is cpu's; a CPU past the last gives NULL (checked before use, as bpftrace requires)."""
+    require_root()
+    p = pycore('BEGIN { $q = (struct rq *)percpu_kaddr("runqueues", 0); $t = (struct rq *)percpu_kaddr("runqueues"); '
+               '$n = (struct rq *)percpu_kaddr("runqueues", 100000); if ($q != 0) { printf("%d %d %d\\n", $q->cpu, '
+               '$t->cpu == cpu, $n == 0); } $p = percpu_kaddr("process_counts"); printf("%d\\n", *$p >= 0); '
+               'exit(); }', "-q")
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.startswith("0 1 1\n1\n"), p.stdout
+
+
+@pytest.mark.kernel
+def test_path_with_a_size() -> None:
+    """path(p, size) (0.21): bpf_d_path into a buffer of that size; the whole path when it fits."""
+    require_root()
+    p = pycore('kfunc:vfs_open /comm == "cat"/ { printf("%s|%s|%d\\n", path(args->path), path(args->path, 16), '
+               'sizeof(path(args->path, 16))); }', "-q", "-c", "/usr/bin/cat /etc/hostname")
+    assert p.returncode == 0, p.stderr
+    assert "/etc/hostname|/etc/hostname|16\n" in p.stdout, p.stdout

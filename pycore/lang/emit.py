@@ -64,6 +64,12 @@ class Emitter(Assembler):
     def ld_imm64(self, dst: int, imm: int) -> None:
         self.emit(B.ld_imm64(dst, imm))
 
+    def ld_btf_id(self, dst: int, btf_id: int) -> None:
+        """``dst`` = the kernel variable of vmlinux BTF id ``btf_id`` (BPF_PSEUDO_BTF_ID: a typed ksym)."""
+        from pycore.asm import opcodes as op
+
+        self.emit(B.ld_imm64(dst, btf_id, op.PSEUDO_BTF_ID))
+
     def ld_map(self, dst: int, fd: int) -> None:
         self.emit(B.ld_map_fd(dst, fd))
 

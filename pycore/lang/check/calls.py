@@ -250,15 +250,42 @@ class Calls(State):
             if c.target.kind not in ("kfunc", "kretfunc"):
                 raise self.error(e, "path() can only be used in kfunc and kretfunc probes (the kernel's bpf_d_path "
                                     f"helper), not in {c.target.probe}")
-            t = self.expr(c, args[0]) if len(args) == 1 else None
+            t = self.expr(c, args[0]) if 1 <= len(args) <= 2 else None
             spec = getattr(t, "spec", None)
             named = type_name(spec, t.target if isinstance(t, Ptr) else getattr(t, "btf_id", 0)) if spec else ""
             if not isinstance(t, (Ptr, Record)) or named != "struct path":
                 raise self.error(e, f"path() expects a struct path or a pointer to one, not {t}")
+            if len(args) == 2:      # bpftrace 0.21: path(p, size), the buffer bpf_d_path writes
+                size = self.constant(c, args[1])
+                if not 1 <= size <= 1024:
+                    raise self.error(args[1], f"path(): the size must be 1..1024, not {size}")
+                return Str(size)
             return Str(self.config.max_strlen)
         if n == "sizeof":
             c.consts[id(e)] = self.sizeof(c, e)
             return UINT64
+        if n == "str_concat":      # upstream after 0.26: the two strings as one
+            if len(args) != 2:
+                raise self.error(e, f"str_concat() requires 2 arguments ({len(args)} provided)")
+            a, b = (self.expr(c, x) for x in args)
+            for x, t in zip(args, (a, b)):
+                if not isinstance(t, Str):
+                    raise self.error(x, f"str_concat() takes strings, not {t}")
+            return Str(min(a.size + b.size - 1, 1024))
+        if n == "percpu_kaddr":     # bpftrace 0.22: a per-CPU kernel variable's address, this CPU's or cpu's
+            if not 1 <= len(args) <= 2 or not isinstance(args[0], A.Str):
+                raise self.error(e, 'percpu_kaddr("symbol"[, cpu])')
+            from btf.kinds import Kind
+
+            found = [i for i in self.spec.ids_named(args[0].value, (Kind.VAR,)) if i < self.spec.first_id
+                     or self.spec.base is None]
+            if not found:
+                raise self.error(args[0], f"percpu_kaddr: no per-CPU kernel variable {args[0].value!r} in the "
+                                          "kernel's BTF")
+            c.consts[id(args[0])] = found[0]
+            if len(args) == 2 and not _integer(self.expr(c, args[1])):
+                raise self.error(args[1], "percpu_kaddr(): the cpu must be an integer")
+            return Ptr(self.btf_type(e, "u64"), False, self.spec)
         if n == "strerror":     # bpftrace 0.21: the number, named by the C library when printed
             if len(args) != 1:
                 raise self.error(e, f"strerror() requires 1 argument ({len(args)} provided)")

@@ -227,6 +227,13 @@ class Calls(State):
         if n == "strftime":      # the nanoseconds; the format is the type's, applied when printed
             self.scalar(node.args[1])
             return
+        if n == "percpu_kaddr":  # bpf_this_cpu_ptr / bpf_per_cpu_ptr of the variable (its BTF id)
+            if len(node.args) == 2:
+                self.scalar(node.args[1])
+                e.mov_reg(2, 0)
+            e.ld_btf_id(1, self.c.consts[id(node.args[0])])
+            e.call("per_cpu_ptr" if len(node.args) == 2 else "this_cpu_ptr")
+            return
         if n == "strerror":      # the number; its text is found when printed
             self.scalar(node.args[0])
             return
