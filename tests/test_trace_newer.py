@@ -40,7 +40,6 @@ def test_has_key_refusal() -> None:
 # declarations, begin/end, durations, ?: and conditions without parentheses: tests/test_trace_syntax_new.py
 NEWER = [
     ('BEGIN { @m[1] = 2; for ($kv : @m) { printf("%d\\n", $kv.0); } exit(); }', "for-each loops", "0.21"),
-    ('BEGIN { @m[1] = 2; printf("%d\\n", len(@m)); exit(); }', "len(@m)", "0.20"),
     ('BEGIN { for ($i : 1..5) { printf("%d\\n", $i); } exit(); }', "range loops", "0.24"),
     ("macro f(x) { x + 1 } BEGIN { exit(); }", "macros", "0.24"),
     ('BEGIN { assert(1, "x"); exit(); }', "assert()", "0.24"),

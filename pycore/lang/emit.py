@@ -97,6 +97,13 @@ class Emitter(Assembler):
     def call(self, helper: str) -> None:
         self.emit(B.call(Helper[helper]))
 
+    def call_kfunc(self, btf_id: int) -> None:
+        """Call the kernel function of vmlinux BTF id ``btf_id`` (BPF_PSEUDO_KFUNC_CALL)."""
+        from pycore.asm import opcodes as op
+        from pycore.asm.insn import Insn
+
+        self.emit(Insn(op.JMP | op.CALL, 0, op.PSEUDO_KFUNC_CALL, 0, btf_id))
+
     def exit(self) -> None:
         self.emit(B.exit())
 

@@ -26,7 +26,6 @@ _SYNTAX: list[tuple[re.Pattern[str], str, str]] = [(re.compile(p, re.M), what, v
 
 #: Functions of later bpftraces: name -> (what it is, version).
 _FUNCTIONS: dict[str, tuple[str, str]] = {
-    "len": ("len(@m), a map's number of elements", "0.20"),
     "assert": ("assert() (a macro of its standard library)", "0.24"),
     "getopt": ("getopt()", "0.24"),
     "socket_cookie": ("socket_cookie()", "0.24"),

@@ -264,6 +264,20 @@ class Calls(State):
         if n == "sizeof":
             c.consts[id(e)] = self.sizeof(c, e)
             return UINT64
+        if n == "len":     # bpftrace 0.20: a map's elements, counted by the kernel (Linux 6.6+)
+            if len(args) != 1 or not isinstance(args[0], A.MapRef) or args[0].keys:
+                raise self.error(e, "len() takes a whole map: len(@m)")
+            if "@" + args[0].name not in self.maps:
+                self.maps["@" + args[0].name] = MapInfo("@" + args[0].name, pos=args[0].pos)
+            c.types[id(args[0])] = Void()
+            from btf.kinds import Kind
+
+            found = self.spec.ids_named("bpf_map_sum_elem_count", (Kind.FUNC,))
+            if not found:
+                raise self.error(e, "len(@m) counts a map with the kernel's bpf_map_sum_elem_count (Linux 6.6 "
+                                    "and later), which this kernel does not have")
+            c.consts[id(args[0])] = found[0]
+            return INT64
         if n == "str_concat":      # upstream after 0.26: the two strings as one
             if len(args) != 2:
                 raise self.error(e, f"str_concat() requires 2 arguments ({len(args)} provided)")

@@ -227,6 +227,15 @@ class Calls(State):
         if n == "strftime":      # the nanoseconds; the format is the type's, applied when printed
             self.scalar(node.args[1])
             return
+        if n == "len":           # bpf_map_sum_elem_count(&map): the kernel's count of its elements
+            ref = node.args[0]
+            m = self.layout.maps["@" + ref.name]
+            if not m.keys and m.kind == "count":
+                e.mov_imm(0, 1)     # a key-less count() always has its one element (bpftrace's array)
+                return
+            e.ld_map(1, self.fds["@" + ref.name])
+            e.call_kfunc(self.c.consts[id(ref)])
+            return
         if n == "percpu_kaddr":  # bpf_this_cpu_ptr / bpf_per_cpu_ptr of the variable (its BTF id)
             if len(node.args) == 2:
                 self.scalar(node.args[1])
