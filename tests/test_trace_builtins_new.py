@@ -300,7 +300,8 @@ def test_percpu_kaddr_runqueues() -> None:
 def test_path_with_a_size() -> None:
     """path(p, size) (0.21): bpf_d_path into a buffer of that size; the whole path when it fits."""
     require_root()
-    p = pycore('kfunc:vfs_open /comm == "cat"/ { printf("%s|%s|%d\\n", path(args->path), path(args->path, 16), '
-               'sizeof(path(args->path, 16))); }', "-q", "-c", "/usr/bin/cat /etc/hostname")
+    p = pycore('kfunc:security_file_open /pid == cpid/ { printf("%s|%s|%d\\n", path(args->file->f_path), '
+               'path(args->file->f_path, 16), sizeof(path(args->file->f_path, 16))); }', "-q", "-c",
+               "/usr/bin/cat /etc/hostname")
     assert p.returncode == 0, p.stderr
     assert "/etc/hostname|/etc/hostname|16\n" in p.stdout, p.stdout

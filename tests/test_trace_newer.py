@@ -43,6 +43,7 @@ NEWER = [
     ('BEGIN { for ($i : 1..5) { printf("%d\\n", $i); } exit(); }', "range loops", "0.24"),
     ("macro f(x) { x + 1 } BEGIN { exit(); }", "macros", "0.24"),
     ('BEGIN { assert(1, "x"); exit(); }', "assert()", "0.24"),
+    ("profile:hz:99 { @ = len(ustack); exit(); }", "len(ustack) and len(kstack)", "0.22"),
     ('BEGIN { printf("%s\\n", comm(1)); exit(); }', "comm(pid)", "0.25"),
     ("BEGIN { $x = probetype; exit(); }", "the probetype builtin", "0.25"),
 ]

@@ -265,6 +265,10 @@ class Calls(State):
             c.consts[id(e)] = self.sizeof(c, e)
             return UINT64
         if n == "len":     # bpftrace 0.20: a map's elements, counted by the kernel (Linux 6.6+)
+            if len(args) == 1 and isinstance(args[0], (A.Builtin, A.Call)) and args[0].name in ("ustack", "kstack"):
+                from pycore.lang.newer import message
+
+                raise self.error(e, message("len(ustack) and len(kstack), a stack's depth", "0.22"))
             if len(args) != 1 or not isinstance(args[0], A.MapRef) or args[0].keys:
                 raise self.error(e, "len() takes a whole map: len(@m)")
             if "@" + args[0].name not in self.maps:

@@ -242,6 +242,18 @@ class Calls(State):
                 e.mov_reg(2, 0)
             e.ld_btf_id(1, self.c.consts[id(node.args[0])])
             e.call("per_cpu_ptr" if len(node.args) == 2 else "this_cpu_ptr")
+            # the verifier's typed (maybe NULL) pointer made a plain address, as pycore reads through
+            # every pointer with bpf_probe_read_kernel: copied through the stack by that helper
+            src, dst = self.f.slot(), self.f.slot()
+            e.stx(8, 10, src, 0)
+            e.st(8, 10, dst, 0)
+            e.mov_reg(1, 10)
+            e.alu_imm("add", 1, dst)
+            e.mov_imm(2, 8)
+            e.mov_reg(3, 10)
+            e.alu_imm("add", 3, src)
+            e.call("probe_read_kernel")
+            e.ldx(8, 0, 10, dst)
             return
         if n == "strerror":      # the number; its text is found when printed
             self.scalar(node.args[0])
