@@ -173,9 +173,12 @@ def _counts(buckets: Mapping[int, int] | Any) -> dict[int, int]:
     return out
 
 
-def render_log2(buckets: Mapping[int, int] | Iterable[int] | Any) -> str:
+def render_log2(buckets: Mapping[int, int] | Iterable[int] | Any, k: int = 0) -> str:
     """Rows of a log2 histogram from bucket index -> count (a dict, a list, or a
-    BPF map keyed by bucket index, per-CPU values summed)."""
+    BPF map keyed by bucket index, per-CPU values summed); ``k`` splits each power
+    of 2 into 2**k buckets (bpftrace 0.20's ``hist(v, k)``)."""
+    if k:
+        return _render_log2_split(_counts(buckets), k)
     counts = _counts(buckets)
     used = [i for i, c in counts.items() if c > 0]
     if not used:
@@ -191,6 +194,32 @@ def render_log2(buckets: Mapping[int, int] | Iterable[int] | Any) -> str:
             label = "[1]"
         else:
             label = f"[{_log2_label(i - 2)}, {_log2_label(i - 1)})"
+        rows.append(_row(label, counts.get(i, 0), top))
+    return "".join(rows)
+
+
+def log2_split_label(index: int, k: int) -> str:
+    """The lower bound of bucket ``index`` of a ``hist(v, k)`` (index >= 2**k), as bpftrace prints it:
+    each power of 2 from the (k+1)th on is 2**k buckets, with a K/M/G/.. suffix per 2**10."""
+    n = 1 << k
+    power = (index >> k) - 1
+    decade = power // 10
+    return f"{(1 << (power - 10 * decade)) * (n + (index & (n - 1)))}{' KMGTPE'[decade].strip()}"
+
+
+def _render_log2_split(counts: dict[int, int], k: int) -> str:
+    used = [i for i, c in counts.items() if c > 0]
+    if not used:
+        return ""
+    top = max(counts.values())
+    rows = []
+    for i in range(min(used), max(used) + 1):
+        if i == 0:
+            label = "(..., 0)"
+        elif i <= 2 << k:     # the first two sets of 2**k buckets hold one value each
+            label = f"[{i - 1}]"
+        else:
+            label = f"[{log2_split_label(i - 1, k)}, {log2_split_label(i, k)})"
         rows.append(_row(label, counts.get(i, 0), top))
     return "".join(rows)
 

@@ -411,7 +411,7 @@ def test_structs_match_bpftrace(spec, json: bool) -> None:
             else:
                 ours = O.format_btf(data, spec, tid)
                 assert ours == O.format_value(data, Record(tid, len(data), spec=spec)), expr
-            if (mine := _as_bpftrace_017(ours, printed, _bitfields(spec, tid), json)) != printed:
+            if (mine := _as_bpftrace_017(ours, printed, _bitfields(spec, tid), json, spec)) != printed:
                 wrong.append((item, mine, printed))
         if not wrong:
             return
@@ -444,10 +444,11 @@ def _bitfields(spec, tid: int) -> dict[str, set[tuple[int, int]]]:
     return out
 
 
-def _as_bpftrace_017(ours: str, theirs: str, bitfields: dict, json: bool) -> str:
-    """Our struct print with 0.17's two known differences put back, where (and only where) theirs has
-    them: a pointer member in hex (0.17: signed decimal; json is decimal in both) and a bitfield's own
-    bits (0.17: its declared type read at its first byte, whose bits from the shift are ours)."""
+def _as_bpftrace_017(ours: str, theirs: str, bitfields: dict, json: bool, spec=None) -> str:  # noqa: ANN001
+    """Our struct print with 0.17's three known differences put back, where (and only where) theirs has
+    them: a pointer member in hex (0.17: signed decimal; json is decimal in both), a bitfield's own
+    bits (0.17: its declared type read at its first byte, whose bits from the shift are ours) and an
+    enum member by its constant's name (0.17: the number; 0.21+ name it; json is the number in both)."""
     def signed(m: re.Match) -> str:
         v = int(m.group(1), 16)
         return str(v - (1 << 64) if v >> 63 else v)
@@ -459,6 +460,10 @@ def _as_bpftrace_017(ours: str, theirs: str, bitfields: dict, json: bool) -> str
     out, last = [], 0
     for a, b in zip(mine, bt):
         value, want = a.group(2), b.group(2)
+        if value != want and spec is not None and not value.lstrip("-").isdigit() and want.isdigit():
+            found = spec.enumerator(value)
+            if found is not None and found[1] == int(want):
+                value = want
         if value != want and any((int(want) >> shift) & ((1 << bits) - 1) == int(value) & ((1 << bits) - 1)
                                    for shift, bits in bitfields.get(a.group(1), ())):
             value = want

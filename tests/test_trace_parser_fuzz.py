@@ -48,8 +48,10 @@ TOKENS = ["BEGIN", "END", "kprobe:vfs_read", "uprobe:/bin/bash:readline", "trace
           "config", "config = {", "config = { max_map_keys = 2 }", "max_strlen = 16;", "missing_probes = ignore",
           'stack_mode = "raw"', "@m[(1, 2)]", "@m[($a, $b), 1]", "exit(3)", "$x = delete(@m, 1)", "kstack(raw)",
           # bpftrace 0.24's macros and getopt()
-          "macro", "macro f(", "macro g($a, @b, c)", "f()", "f", "g($x, @m, 1)", "getopt(\"d\", 3)", "is_err("]
-
+          "macro", "macro f(", "macro g($a, @b, c)", "f()", "f", "g($x, @m, 1)", "getopt(\"d\", 3)", "is_err(",
+          # bpftrace 0.18-0.26's builtins, casts and functions
+          "(uint8[8])", "(int16 [4])", "(uint8[])", "(enum e)", "offsetof(", "hist(", "nsecs(boot)", "comm()",
+          "ppid", "pid(init)"]
 
 # Scripts in the newer syntax (valid: each parses), for the mutation test and as a check of their own.
 NEW_SCRIPTS = [
@@ -126,7 +128,8 @@ def test_mutated_real_scripts(script: str, edits: list[tuple[str, int, int, int,
 
 
 @settings(max_examples=60, deadline=timedelta(seconds=3), database=None)
-@given(st.lists(st.sampled_from(["(", "-", "!", "~", "*", "$a[", "@m[", "f(", "1 ? ", "(uint8)", "1 + ", "1 *"]),
+@given(st.lists(st.sampled_from(["(", "-", "!", "~", "*", "$a[", "@m[", "f(", "1 ? ", "(uint8)", "1 + ", "1 *",
+                                 "(uint32[2])"]),
                 min_size=1, max_size=3000),
        st.booleans())
 def test_deep_expressions(openers: list[str], close: bool) -> None:

@@ -64,6 +64,12 @@ class Emitter(Assembler):
     def ld_imm64(self, dst: int, imm: int) -> None:
         self.emit(B.ld_imm64(dst, imm))
 
+    def ld_btf_id(self, dst: int, btf_id: int) -> None:
+        """``dst`` = the kernel variable of vmlinux BTF id ``btf_id`` (BPF_PSEUDO_BTF_ID: a typed ksym)."""
+        from pycore.asm import opcodes as op
+
+        self.emit(B.ld_imm64(dst, btf_id, op.PSEUDO_BTF_ID))
+
     def ld_map(self, dst: int, fd: int) -> None:
         self.emit(B.ld_map_fd(dst, fd))
 
@@ -90,6 +96,13 @@ class Emitter(Assembler):
 
     def call(self, helper: str) -> None:
         self.emit(B.call(Helper[helper]))
+
+    def call_kfunc(self, btf_id: int) -> None:
+        """Call the kernel function of vmlinux BTF id ``btf_id`` (BPF_PSEUDO_KFUNC_CALL)."""
+        from pycore.asm import opcodes as op
+        from pycore.asm.insn import Insn
+
+        self.emit(Insn(op.JMP | op.CALL, 0, op.PSEUDO_KFUNC_CALL, 0, btf_id))
 
     def exit(self) -> None:
         self.emit(B.exit())

@@ -1,11 +1,11 @@
-# Generated from grammar.lark (sha256 c1897a1186a78979d1124c556d72baef5c2dbd4e36b32103e3a458bf18cfa47b)
+# Generated from grammar.lark (sha256 9fe0700d2dc75b4794aea79d3c5e4fafda0fc66564b0fb7817d324250d90baff)
 # by 'python -m pycore.lang.lalr' through './dev.sh grammar', after every grammar change; do not edit.
 # lark 1.3.1's LALR parser with its contextual lexer, as literals for
 # pycore.lang.lalr.Parser; tests/test_trace_parser.py checks the hash and compares the two parsers.
 
 # terminal -> its regular expression, or its text
 TERMINALS = {'BLOCK_COMMENT': '\\/\\*[\\s\\S]*?\\*\\/',
- 'CAST': '\\(\\s*(?:(?:struct|union|enum)\\s+[A-Za-z_]\\w*(?:\\s*\\*)*\\s*\\)|[A-Za-z_]\\w*(?:\\s*\\*)+\\s*\\)|u?int(?:8|16|32|64)\\s*\\)|[A-Za-z_]\\w*\\s*\\)(?=\\s*[A-Za-z0-9_$@("!~]))',
+ 'CAST': '\\(\\s*(?:(?:struct|union|enum)\\s+[A-Za-z_]\\w*(?:\\s*\\*)*\\s*\\)|[A-Za-z_]\\w*(?:\\s*\\*)+\\s*\\)|u?int(?:8|16|32|64)\\s*(?:\\[\\s*[0-9]+\\s*\\]\\s*)?\\)|[A-Za-z_]\\w*\\s*\\)(?=\\s*[A-Za-z0-9_$@("!~]))',
  'COMPOUND_ASSIGN': '(?:<<=|>>=|\\+=|\\-=|\\*=|/=|%=|\\&=|\\|=|\\^=)',
  'CONFIG': 'config(?=\\s*=)',
  'CPREPROC': '#[^\n]*',

@@ -25,12 +25,6 @@ _SYNTAX: list[tuple[re.Pattern[str], str, str]] = [(re.compile(p, re.M), what, v
 
 #: Functions of later bpftraces: name -> (what it is, version).
 _FUNCTIONS: dict[str, tuple[str, str]] = {
-    "len": ("len(@m), a map's number of elements", "0.20"),
-    "offsetof": ("offsetof()", "0.18"),
-    "percpu_kaddr": ("percpu_kaddr()", "0.22"),
-    "errorf": ("errorf()", "0.24"),
-    "ppid": ("ppid() (a macro of its standard library)", "0.24"),
-    "pcomm": ("pcomm() (a macro of its standard library)", "0.25"),
     "socket_cookie": ("socket_cookie()", "0.24"),
     "tseries": ("tseries()", "0.24"),
     "syscall_name": ("syscall_name()", "0.25"),
@@ -41,20 +35,13 @@ _FUNCTIONS: dict[str, tuple[str, str]] = {
     "container_of": ("container_of() (a macro of its standard library)", "a version after 0.26"),
 }
 
-#: Builtins called like functions: ``nsecs(monotonic)`` (0.19); any other, ``comm()``, ``pid(curr_ns)`` (0.24).
+#: Builtins called with arguments that pycore does not take yet: ``comm(pid)`` (0.25); any other (0.24).
 _CALLED_BUILTINS: dict[str, tuple[str, str]] = {
-    "nsecs": ("nsecs with a clock argument (`nsecs(monotonic)`)", "0.19"),
-    "pid": ("pid() and tid() with a namespace argument (`pid(curr_ns)`)", "0.24"),
-    "tid": ("pid() and tid() with a namespace argument (`tid(curr_ns)`)", "0.24"),
-    "comm": ("comm() with a call's parentheses, or a pid", "0.24 (a pid: 0.25)"),
+    "comm": ("comm(pid), another process's name", "0.25"),
 }
 
 #: Identifiers of later bpftraces: name -> (what it is, version).
 _IDENTIFIERS: dict[str, tuple[str, str]] = {
-    "ppid": ("the ppid builtin (as ppid(curtask) in 0.24's standard library)", "0.25"),
-    "pcomm": ("the pcomm builtin (a macro of its standard library)", "0.25"),
-    "ncpus": ("the ncpus builtin", "0.24"),
-    "usermode": ("the usermode builtin", "0.24"),
     "probetype": ("the probetype builtin", "0.25"),
 }
 

@@ -787,6 +787,8 @@ class _Builder:
         inner = str(tok)[1:-1]
         depth = inner.count("*")
         name = " ".join(inner.replace("*", " ").split())
+        if "[" in name:     # (uint8[8]): an int array, written without spaces
+            name = "".join(name.split())
         return A.Cast(A.TypeName(name, depth, pos=_tpos(tok)), expr, pos=_tpos(tok))
 
     def pre_incdec(self, c: list[Any]) -> A.IncDec:

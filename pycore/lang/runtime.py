@@ -27,7 +27,7 @@ from pycore.lang.codegen import (SCRATCH_SIZE, TAG_CAT, TAG_CLEAR, TAG_EXIT, TAG
 from pycore.errors import FeatureMissing
 from pycore.lang.errors import MissingFunction, NoMatch, ProbeError, ScriptFeatureMissing
 from pycore.lang.probes import PROG_RAW_TRACEPOINT, Resolver, Target
-from pycore.lang.types import Array, Bool, Buffer, Inet, Int, Mac, Ptr, Record, Stack, Str, Timestamp, CgroupPath, Username, Tuple, Type, width
+from pycore.lang.types import Array, Bool, Buffer, Enum, Inet, Int, Mac, Ptr, Record, Stack, Str, Timestamp, CgroupPath, Username, Strerror, Tuple, Type, width
 from pycore.record import field, record
 
 TYPE_CHECKING = False
@@ -58,8 +58,10 @@ class Event:
 
     ``kind`` is ``printf``, ``print``, ``time``, ``join``, ``cat``,
     ``syscall`` (system()'s output), ``map`` (a map printed by ``print(@m)``
-    or at the end), ``lost``, or ``error`` (for stderr: a file cat() cannot open); ``text`` is what
-    bpftrace would print; ``value`` the Python value (for ``map``, a dict).
+    or at the end), ``lost``, ``error`` (for stderr: a file cat() cannot open), or ``errorf`` /
+    ``warnf`` (bpftrace 0.24's printf to stderr: ``name`` is its place, ``file:line:col-end``, and
+    ``value_type`` (ERROR or WARNING, file, line, column, place)); ``text`` is what bpftrace would
+    print; ``value`` the Python value (for ``map``, a dict).
     """
 
     kind: str
@@ -116,7 +118,11 @@ class Script:
         self.pid = pid
         self.unsafe = unsafe
         self.ring_size = ring_size
-        self.program = expand(parse_cached(text, filename), options=self.options, filename=filename, text=text)
+        from pycore.lang.sugar import desugar
+
+        # macros expanded first (one may use ppid or comm()), then comm(), ppid, pid(init) made plain
+        self.program = desugar(expand(parse_cached(text, filename), options=self.options, filename=filename,
+                                      text=text))
         self.resolver = Resolver(pid=pid)
         self.checker = Checker(lambda: self.resolver.spec, self.params, unsafe=unsafe, filename=filename,
                                source=text, program=self.program)
@@ -499,7 +505,7 @@ class Script:
         printf whose arguments are integers (without a display), pointers and strings; else None."""
         from pycore.lang.output import compile_printf
 
-        if a.tag != TAG_PRINTF:
+        if a.tag != TAG_PRINTF or a.extra:
             return None
         fmt = compile_printf(a.text)
         if fmt is None:
@@ -594,7 +600,10 @@ class Script:
                 values = [cut(v) if type(t) is Str and t.size >= self.config.max_strlen else v
                           for v, t in zip(values, a.args)]
             text = O.format_printf(a.text, values)
-            yield Event("printf", text, values)
+            if a.extra:     # errorf()/warnf(): (ERROR or WARNING, file, line, column, where)
+                yield Event("errorf" if a.extra[0] == "ERROR" else "warnf", text, values, a.extra[4], a.extra)
+            else:
+                yield Event("printf", text, values)
         elif tag == TAG_EXIT:
             if a.args and not self.exited:    # exit(code): pycore trace's exit status (bpftrace 0.21)
                 self.exit_code = self._values(data, a.args)[0] & 0xFF
@@ -681,6 +690,12 @@ class Script:
                 return cgroup_paths(v, t.filter)
             if isinstance(t, Username):
                 return self.username(v)
+            if isinstance(t, Enum):
+                from pycore.lang.output.values import EnumValue
+
+                return EnumValue(v, t.names().get(v, str(v)))
+            if isinstance(t, Strerror):
+                return os.strerror(v & 0xFFFFFFFF if v & 0xFFFFFFFF < 1 << 31 else (v & 0xFFFFFFFF) - (1 << 32))
             return v
         if isinstance(t, Stack):
             return self.stack(v, t)
@@ -804,6 +819,10 @@ class Script:
                 entry[1][bucket] = sum(struct.unpack_from("<Q", v)[0] for v in vals)
                 continue
             out[raw] = (self._key(kb, m), self._combine(m, vals))
+        if not out and m.kind == "count" and not m.keys:
+            # bpftrace keeps a key-less count() in a one-slot per-CPU array: it is there from the start,
+            # and clear() or delete() zero it, so it prints as @c: 0 (0.17 and 0.23.2 alike)
+            return [((), 0)]
         return list(out.values())
 
     def _key(self, kb: bytes, m: MapInfo) -> tuple:
@@ -846,7 +865,8 @@ class Script:
     def _shape(self, name: str) -> dict[str, Any]:
         m = self.layout.maps[name]
         value_type = m.value if m.kind in ("int", "str") else None
-        return {"lhist": m.lhist, "key_types": list(m.keys or ()), "value_type": value_type, "keyed": bool(m.keys)}
+        return {"lhist": m.lhist, "key_types": list(m.keys or ()), "value_type": value_type, "keyed": bool(m.keys),
+                "k": m.log2_k}
 
     def map_text(self, name: str, top: int = 0, div: int = 0) -> str:
         from pycore.lang import output as O

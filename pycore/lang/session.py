@@ -443,12 +443,18 @@ class TraceRunner:
     def emit(self, ev: Event) -> None:
         from pycore.lang import output as O
 
-        if ev.kind == "error":
+        if ev.kind == "error" or (ev.kind in ("errorf", "warnf") and not self.json):
             self._write()
-            self.err.write(ev.text)
+            self.err.write(ev.text if ev.kind == "error" else f"{ev.name}: {ev.value_type[0]}: {ev.text}\n")
             self.err.flush()
             return
-        if self.json:
+        if self.json and ev.kind in ("errorf", "warnf"):     # bpftrace's: on stdout, with the top place
+            from pycore.lang.output.values import quoted
+
+            _, filename, line, col, _ = ev.value_type
+            self._chunks.append(f'{{"type": "{ev.kind}", "msg": {quoted(ev.text)}, "filename": '
+                                f'{quoted(filename)}, "line": {line}, "col": {col}}}\n')
+        elif self.json:
             if ev.kind == "map":
                 line = self.script.map_json(ev.name, *getattr(ev, "extra", ()))
             elif ev.kind == "print":

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from btf import Spec
     from btf import types as T
 
-__all__ = ["Type", "Int", "Bool", "BOOL", "TextInt", "Timestamp", "CgroupPath", "Username", "Str", "Ptr", "Record", "Array", "Stack", "Inet", "Mac", "Buffer", "Tuple", "Void", "INT64", "UINT64",
+__all__ = ["Type", "Int", "Bool", "BOOL", "Enum", "enum_names", "TextInt", "Timestamp", "CgroupPath", "Username", "Strerror", "Str", "Ptr", "Record", "Array", "Stack", "Inet", "Mac", "Buffer", "Tuple", "Void", "INT64", "UINT64",
            "STRING_SIZE", "COMM", "USYM", "from_btf", "type_name", "width", "is_buffer", "is_aggregate"]
 
 STRING_SIZE = 64   # bpftrace's default for str() and string map values
@@ -51,6 +51,41 @@ class Bool(Int):
 
 
 BOOL = Bool()
+
+
+@record(frozen=True)
+class Enum(Int):
+    """A C enum's value (an enum constant, a field of enum type, ``(enum foo)3``): an integer in
+    arithmetic and printf's ``%d``; printed by its enumerator's name in maps, ``print()`` and ``%s``, as
+    bpftrace 0.21+ prints it (json keeps the number)."""
+
+    signed: bool = False
+    enum_id: int = 0            # the enum's BTF id in ``spec``
+    spec: Spec | None = None
+
+    def __str__(self) -> str:
+        return type_name(self.spec, self.enum_id) if self.spec else "enum"
+
+    def names(self) -> dict[int, str]:
+        """The enum's values -> their (first) names."""
+        return enum_names(self.spec, self.enum_id) if self.spec else {}
+
+
+_ENUM_NAMES: dict[tuple[int, int], dict[int, str]] = {}
+
+
+def enum_names(spec: Spec, enum_id: int) -> dict[int, str]:
+    """value -> name of a BTF enum's constants (the first name of a value), read once per enum."""
+    key = (id(spec), enum_id)
+    names = _ENUM_NAMES.get(key)
+    if names is None:
+        from btf.layout import skip
+
+        names = {}
+        for v in getattr(skip(spec.type(enum_id)), "values", ()):
+            names.setdefault(v.value, v.name)
+        _ENUM_NAMES[key] = names
+    return names
 
 
 @record(frozen=True)
@@ -94,6 +129,17 @@ class Username(TextInt):
 
     def __str__(self) -> str:
         return "username"
+
+
+@record(frozen=True)
+class Strerror(TextInt):
+    """What ``strerror(n)`` gives (bpftrace 0.21): the error number, printed as the C library's text
+    for it ("No such file or directory"), as bpftrace prints it."""
+
+    display: str = "strerror"
+
+    def __str__(self) -> str:
+        return "strerror_t"
 
 
 @record(frozen=True)
@@ -279,7 +325,7 @@ def from_btf(spec: Spec, type_id: int, *, user: bool = False) -> Type:
     if k == Kind.INT:
         return Int(t.size, bool(t.signed) and not t.is_bool)
     if k in (Kind.ENUM, Kind.ENUM64):
-        return Int(t.size, bool(getattr(t, "signed", False)))
+        return Enum(t.size, bool(getattr(t, "signed", False)), enum_id=t.id, spec=spec)
     if k == Kind.PTR:
         return Ptr(_skip_id(spec, t.type_id), user, spec)
     if k in (Kind.STRUCT, Kind.UNION):

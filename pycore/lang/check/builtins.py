@@ -10,7 +10,7 @@ from pycore.lang.check.records import USER_PROBES, Checked
 from pycore.lang.check.state import State
 from pycore.lang.errors import close_matches
 from pycore.lang.probes import Target
-from pycore.lang.types import COMM, INT64, UINT64, Ptr, Stack, Str, Username, Type, Void
+from pycore.lang.types import COMM, INT64, UINT64, Enum, Int, Ptr, Stack, Str, Username, Type, Void
 
 
 _BUILTIN_TYPES: dict[str, Type] = {
@@ -20,7 +20,7 @@ _BUILTIN_TYPES: dict[str, Type] = {
 }
 
 
-_OTHER_BUILTINS = ("func", "probe", "curtask", "retval", "args", "kstack", "ustack", "cpid", "ctx")
+_OTHER_BUILTINS = ("ncpus", "usermode", "func", "probe", "curtask", "retval", "args", "kstack", "ustack", "cpid", "ctx")
 
 
 class Builtins(State):
@@ -68,6 +68,16 @@ class Builtins(State):
         tgt = c.target
         if name in _BUILTIN_TYPES:
             return _BUILTIN_TYPES[name]
+        if name == "ncpus":     # bpftrace 0.24: the possible CPUs (the lowering writes the number)
+            return UINT64
+        if name == "usermode":  # bpftrace 0.24: 1 when the probe fired in user mode (x86-64's cs & 3)
+            from pycore.lang.probes import PROG_KPROBE, PROG_PERF_EVENT
+
+            if tgt.kind in ("BEGIN", "END"):
+                c.consts[id(e)] = 1
+            elif tgt.prog_type not in (PROG_KPROBE, PROG_PERF_EVENT):
+                c.consts[id(e)] = 0      # no registers (tracepoints, fentry, iter): bpftrace folds it to 0
+            return Int(1, False)
         if name == "cpid":
             if not self.cpid:
                 raise self.error(e, "cpid is the pid of the -c command: run with -c CMD")
@@ -106,6 +116,9 @@ class Builtins(State):
         value = self.named_constant(e, name)
         if value is not None:
             c.consts[id(e)] = value
+            enum_id = self._enum_of.get(name)
+            if enum_id:     # an enum's constant: printed by its name, as bpftrace 0.21+
+                return Enum(8, value < 0, enum_id=enum_id, spec=self.spec)
             return INT64
         from pycore.lang.newer import identifier_feature
 
@@ -162,6 +175,7 @@ class Builtins(State):
             return None
         found = self.spec.enumerator(name)      # a scan of BTF's enums: 3-25 ms
         if found is not None:
+            self._enum_of[name] = found[0]
             return found[1]
         if not self.has_head:
             return None
@@ -181,6 +195,8 @@ class Builtins(State):
         if not self.program.includes or self.declared() is None:
             return None
         found = self.spec.enumerator(name)
+        if found is not None:
+            self._enum_of[name] = found[0]
         return None if found is None else found[1]
 
     def uaddr(self, c: Checked, e: A.Call) -> Type:

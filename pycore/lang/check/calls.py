@@ -9,11 +9,14 @@ from pycore.lang.check.records import AGGREGATES, Checked, MapInfo
 from pycore.lang.check.state import State
 from pycore.lang.errors import close_matches
 from pycore.lang.types import (INT64, STRING_SIZE, UINT64, USYM, Array, Buffer, Inet, Int, Mac, Ptr, Record, Stack, Str,
-                               TextInt, Timestamp, CgroupPath, Tuple, Type, Void, type_name)
+                               Strerror, TextInt, Timestamp, CgroupPath, Tuple, Type, Void, type_name)
 
 
-_NO_VALUE_CALLS = {"printf", "print", "exit", "delete", "clear", "zero", "time", "join", "system", "signal", "cat",
+_NO_VALUE_CALLS = {"printf", "errorf", "warnf", "print", "exit", "delete", "clear", "zero", "time", "join", "system", "signal", "cat",
                    "override"}
+
+
+_CLOCKS = ("monotonic", "boot", "tai", "sw_tai")
 
 
 class Calls(State):
@@ -30,9 +33,9 @@ class Calls(State):
             raise self.error(e, f"{n}() gives no value")
         if n in ("system", "signal", "override") and not self.unsafe:
             raise self.error(e, f"{n}() is unsafe: {self.unsafe_hint}")
-        if n == "printf":
+        if n in ("printf", "errorf", "warnf"):     # errorf/warnf (0.24): printf to stderr, with the place
             if not args or not isinstance(args[0], A.Str):
-                raise self.error(e, "printf() needs a format string first")
+                raise self.error(e, f"{n}() needs a format string first")
             types = [self.expr(c, a) for a in args[1:]]
             for a, t in zip(args[1:], types):
                 kind = self.aggregate_map(a)
@@ -44,7 +47,7 @@ class Calls(State):
                                                                       if isinstance(t, Tuple) else ""))
             from pycore.lang.output import validate_format
 
-            why = validate_format(args[0].value, types)
+            why = validate_format(args[0].value, types, n)
             if why:
                 raise self.error(args[0], why)
             return Void()
@@ -247,14 +250,79 @@ class Calls(State):
             if c.target.kind not in ("kfunc", "kretfunc"):
                 raise self.error(e, "path() can only be used in kfunc and kretfunc probes (the kernel's bpf_d_path "
                                     f"helper), not in {c.target.probe}")
-            t = self.expr(c, args[0]) if len(args) == 1 else None
+            t = self.expr(c, args[0]) if 1 <= len(args) <= 2 else None
             spec = getattr(t, "spec", None)
             named = type_name(spec, t.target if isinstance(t, Ptr) else getattr(t, "btf_id", 0)) if spec else ""
             if not isinstance(t, (Ptr, Record)) or named != "struct path":
                 raise self.error(e, f"path() expects a struct path or a pointer to one, not {t}")
+            if len(args) == 2:      # bpftrace 0.21: path(p, size), the buffer bpf_d_path writes
+                size = self.constant(c, args[1])
+                if not 1 <= size <= 1024:
+                    raise self.error(args[1], f"path(): the size must be 1..1024, not {size}")
+                return Str(size)
             return Str(self.config.max_strlen)
         if n == "sizeof":
             c.consts[id(e)] = self.sizeof(c, e)
+            return UINT64
+        if n == "len":     # bpftrace 0.20: a map's elements, counted by the kernel (Linux 6.6+)
+            if len(args) == 1 and isinstance(args[0], (A.Builtin, A.Call)) and args[0].name in ("ustack", "kstack"):
+                from pycore.lang.newer import message
+
+                raise self.error(e, message("len(ustack) and len(kstack), a stack's depth", "0.22"))
+            if len(args) != 1 or not isinstance(args[0], A.MapRef) or args[0].keys:
+                raise self.error(e, "len() takes a whole map: len(@m)")
+            if "@" + args[0].name not in self.maps:
+                self.maps["@" + args[0].name] = MapInfo("@" + args[0].name, pos=args[0].pos)
+            c.types[id(args[0])] = Void()
+            from btf.kinds import Kind
+
+            found = self.spec.ids_named("bpf_map_sum_elem_count", (Kind.FUNC,))
+            if not found:
+                raise self.error(e, "len(@m) counts a map with the kernel's bpf_map_sum_elem_count (Linux 6.6 "
+                                    "and later), which this kernel does not have")
+            c.consts[id(args[0])] = found[0]
+            return INT64
+        if n == "str_concat":      # upstream after 0.26: the two strings as one
+            if len(args) != 2:
+                raise self.error(e, f"str_concat() requires 2 arguments ({len(args)} provided)")
+            a, b = (self.expr(c, x) for x in args)
+            for x, t in zip(args, (a, b)):
+                if not isinstance(t, Str):
+                    raise self.error(x, f"str_concat() takes strings, not {t}")
+            return Str(min(a.size + b.size - 1, 1024))
+        if n == "percpu_kaddr":     # bpftrace 0.22: a per-CPU kernel variable's address, this CPU's or cpu's
+            if not 1 <= len(args) <= 2 or not isinstance(args[0], A.Str):
+                raise self.error(e, 'percpu_kaddr("symbol"[, cpu])')
+            from btf.kinds import Kind
+
+            found = [i for i in self.spec.ids_named(args[0].value, (Kind.VAR,)) if i < self.spec.first_id
+                     or self.spec.base is None]
+            if not found:
+                raise self.error(args[0], f"percpu_kaddr: no per-CPU kernel variable {args[0].value!r} in the "
+                                          "kernel's BTF")
+            c.consts[id(args[0])] = found[0]
+            if len(args) == 2 and not _integer(self.expr(c, args[1])):
+                raise self.error(args[1], "percpu_kaddr(): the cpu must be an integer")
+            return Ptr(self.btf_type(e, "u64"), False, self.spec)
+        if n == "strerror":     # bpftrace 0.21: the number, named by the C library when printed
+            if len(args) != 1:
+                raise self.error(e, f"strerror() requires 1 argument ({len(args)} provided)")
+            t = self.expr(c, args[0])
+            if not _integer(t):
+                raise self.error(args[0], f"strerror() only supports integer arguments ({t} provided)")
+            return Strerror()
+        if n == "nsecs":        # bpftrace 0.19's clocks: nsecs(monotonic | boot | tai | sw_tai)
+            if len(args) != 1 or not isinstance(args[0], A.Builtin) or args[0].name not in _CLOCKS:
+                raise self.error(e, "nsecs() takes a clock: nsecs(monotonic), nsecs(boot), nsecs(tai) or "
+                                    "nsecs(sw_tai)")
+            return UINT64
+        if n in ("pid", "tid"):     # bpftrace 0.24's namespaces (pid() itself, init and curr_ns where they
+            if len(args) == 1 and isinstance(args[0], A.Builtin) and args[0].name == "curr_ns":   # agree: sugar)
+                raise self.error(e, f"{n}(curr_ns): pycore trace runs in a pid namespace other than the initial "
+                                    f"one, and reads {n}s in the initial one only: use {n}(init)")
+            raise self.error(e, f"{n}() takes a pid namespace: {n}(curr_ns) or {n}(init)")
+        if n == "offsetof":
+            c.consts[id(e)] = self.offsetof(c, e)
             return UINT64
         if n == "cat":
             if not args or not isinstance(args[0], A.Str):

@@ -12,7 +12,7 @@ from pycore.lang.check.state import State
 from pycore.lang.check.types import Types, _C_INTS
 from pycore.lang.errors import close_matches
 from pycore.lang.probes import Target
-from pycore.lang.types import (BOOL, INT64, STRING_SIZE, Array, Bool, Buffer, is_aggregate, Inet, Int, Ptr, Record,
+from pycore.lang.types import (BOOL, INT64, STRING_SIZE, Array, Bool, Buffer, Enum, is_aggregate, Inet, Int, Ptr, Record,
                                Stack, Str, TextInt, Tuple, Type, Void, from_btf, tuple_type)
 
 TYPE_CHECKING = False
@@ -32,6 +32,7 @@ class Checker(Types, Builtins, Calls, State):
         self.program = program
         self._macros: Macros | None = None
         self._named: dict[str, int | None] = {}   # name -> its enum or macro value: each looked up once
+        self._enum_of: dict[str, int] = {}        # an enum constant's name -> its enum's BTF id
         self._spec: Spec | None = None
         self._declared: Spec | None | bool = False     # False: not read yet (pycore.lang.cdecl)
         self.params = params
@@ -381,6 +382,8 @@ class Checker(Types, Builtins, Calls, State):
                     vt = old
             if isinstance(old, Int) and isinstance(vt, Int) and isinstance(old, Bool) != isinstance(vt, Bool):
                 old = vt = INT64     # true, then 5: an integer, as bpftrace 0.23 takes it
+            if _enum_and_int(old, vt):      # an enum's value and a plain integer: a plain integer
+                old = vt = Int(8, old.signed and vt.signed)   # type: ignore[union-attr]
             if old is not None and type(old) is not type(vt) and not (isinstance(old, Int) and isinstance(vt, Ptr)) \
                     or isinstance(old, Tuple) and old != vt or is_aggregate(old) and old != vt:
                 raise self.error(s, f"${target.name} holds {old}, cannot assign {vt}")
@@ -438,6 +441,8 @@ class Checker(Types, Builtins, Calls, State):
         """The type a value of type ``t`` has as (a part of) a map key."""
         if isinstance(t, Ptr):
             return Ptr(t.target, t.user, t.spec)   # printed in hex, as bpftrace prints pointer keys
+        if isinstance(t, Enum):
+            return Enum(8, t.signed, enum_id=t.enum_id, spec=t.spec)
         if isinstance(t, Int):
             return t if isinstance(t, (TextInt, Bool)) else Int(8, t.signed, t.display)
         if isinstance(t, Tuple):
@@ -459,6 +464,8 @@ class Checker(Types, Builtins, Calls, State):
             merged = []
             for i, (old, new) in enumerate(zip(m.keys, keys)):
                 node = ref.keys[i] if len(ref.keys) == len(keys) else ref
+                if _enum_and_int(old, new) or isinstance(old, Enum) and old != new:
+                    old = new = Int(8, old.signed and new.signed)   # type: ignore[union-attr]
                 if type(old) is not type(new) or isinstance(old, Tuple) and old != new:
                     raise self.error(node, f"{name}: key is {old} elsewhere, {new} here")
                 merged.append(Str(max(old.size, new.size)) if isinstance(old, Str) else old)
@@ -472,6 +479,9 @@ class Checker(Types, Builtins, Calls, State):
                                    f"here {_held(kind, value)}")
         m.kind = kind
         if value is not None:
+            if _enum_and_int(m.value, value) or isinstance(value, Enum) and isinstance(m.value, Enum) \
+                    and m.value.enum_id != value.enum_id:
+                value = Int(8, value.signed)     # enums of two types, or an enum and an integer: integers
             if isinstance(m.value, Str) and isinstance(value, Str):
                 value = Str(max(m.value.size, value.size))
             m.value = value
@@ -479,6 +489,16 @@ class Checker(Types, Builtins, Calls, State):
     def aggregate(self, c: Checked, call: A.Call, m: MapInfo) -> None:
         n = call.name
         want = {"count": 0, "sum": 1, "min": 1, "max": 1, "avg": 1, "stats": 1, "hist": 1, "lhist": 4}[n]
+        if n == "hist" and len(call.args) == 2:    # bpftrace 0.20: hist(v, k), 2**k buckets per power of 2
+            k = self.constant(c, call.args[1])
+            if not 0 <= k <= 5:
+                raise self.error(call.args[1], f"hist: the buckets per power of 2 are 2**k for k in 0..5, not {k}")
+            if m.kind == "hist" and m.log2_k != k:
+                raise self.error(call, f"{m.name}: hist() with k = {k} here and k = {m.log2_k} elsewhere")
+            m.log2_k = k
+            want = 2
+        elif n == "hist" and m.kind == "hist" and m.log2_k:
+            raise self.error(call, f"{m.name}: hist() with k = 0 here and k = {m.log2_k} elsewhere")
         if len(call.args) != want:
             raise self.error(call, f"{n}() takes {want} argument{'s' if want != 1 else ''}, not {len(call.args)}")
         for a in call.args[:1]:
@@ -667,6 +687,12 @@ def _literal(e: A.Expr) -> int | None:
     if isinstance(e, A.Unary) and e.op == "-" and isinstance(e.operand, A.Int):
         return -e.operand.value
     return None
+
+
+def _enum_and_int(a: Type | None, b: Type | None) -> bool:
+    """One is an enum's value and the other a plain integer (their mix is a plain integer)."""
+    return isinstance(a, Int) and isinstance(b, Int) and (type(a) is Enum) != (type(b) is Enum) \
+        and not isinstance(a, TextInt) and not isinstance(b, TextInt)
 
 
 def _held(kind: str, value: Type | None) -> str:

@@ -26,6 +26,7 @@ class MapInfo:
     kind: str = ""                             # "int", "str", or one of AGGREGATES
     value: Type | None = None                  # for "int"/"str"
     lhist: tuple[int, int, int] | None = None  # (min, max, step)
+    log2_k: int = 0                            # hist(v, k): 2**k buckets per power of 2 (bpftrace 0.20)
     pos: A.Pos | None = None
     decl: A.MapDecl | None = None              # its declaration (let @m = lruhash(N)), if any
 

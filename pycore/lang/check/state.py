@@ -32,6 +32,7 @@ class State:
     _loops: int                     #: while loops around the statement being checked
     _macros: Macros | None          #: the head's macros, read on first need
     _named: dict[str, int | None]   #: a name's enum or macro value, each looked up once
+    _enum_of: dict[str, int]        #: an enum constant's name -> its enum's BTF id
     _spec: Spec | None              #: the kernel's BTF (then the script's declarations on it), once read
     _declared: Spec | None | bool   #: the script's C declarations as BTF; False: not read yet
 

@@ -9,7 +9,7 @@ from pycore.lang import ast as A
 from pycore.lang.check.records import USER_PROBES, Checked
 from pycore.lang.check.state import State
 from pycore.lang.errors import CheckError, close_matches
-from pycore.lang.types import Int, Ptr, Record, Tuple, Type, Void, from_btf, type_name
+from pycore.lang.types import Array, Int, Ptr, Record, Tuple, Type, Void, from_btf, type_name
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -100,11 +100,15 @@ class Types(State):
         tn = e.type
         name = tn.name.strip()
         ints = _C_INTS
+        if tn.pointer_depth == 0 and ("[" in name or isinstance(inner, Array)):
+            return self._array_cast(c, e, inner, name)
         if not isinstance(inner, (Int, Ptr)):
             raise self.error(e, f"cannot cast {inner} to {name}{' *' * tn.pointer_depth}")
         if tn.pointer_depth == 0:
             if name in ints:
                 return Int(*ints[name])
+            if name.startswith("enum ") and isinstance(inner, Int):
+                return self._enum_cast(c, e, name)
             raise self.error(e, f"cannot cast to {name} (cast to an integer type, or to a pointer: ({name} *))")
         # an address from a register or an integer field points where the probe's code runs, as in
         # bpftrace: user memory in uprobes and USDT, kernel memory elsewhere (uptr()/kptr() say otherwise)
@@ -113,6 +117,42 @@ class Types(State):
         for _ in range(tn.pointer_depth - 1):
             target = self._pointer_to(target, spec)
         return Ptr(target, user, spec)
+
+    def _array_cast(self, c: Checked, e: A.Cast, inner: Type, name: str) -> Type:
+        """``(uint8[8])x`` and ``(uint64)$array`` (bpftrace 0.18): an integer's bytes as an integer array
+        and back, of one size, as bpftrace casts them."""
+        import re
+
+        m = re.fullmatch(r"(u?int(?:8|16|32|64))\[(\d+)\]", name)
+        if m is None:    # to an integer, from an integer array
+            if name not in _C_INTS or not isinstance(inner, Array) \
+                    or not isinstance(from_btf(inner.spec, inner.elem_id), Int) or inner.size != _C_INTS[name][0]:
+                raise self.error(e, f'Cannot cast from "{_int_array_name(inner)}" to "{name}"')
+            return Int(*_C_INTS[name])
+        elem, count = m.group(1), int(m.group(2))
+        size, signed = _C_INTS[elem]
+        if not isinstance(inner, Int) or count == 0 or size * count != inner.size:
+            raise self.error(e, f'Cannot cast from "{inner}" to "{name}"')
+        kernel = {1: "u8", 2: "u16", 4: "u32", 8: "u64"}[size] if not signed else {1: "s8", 2: "s16", 4: "s32",
+                                                                                      8: "s64"}[size]
+        return Array(self.btf_type(e, kernel), count, size, False, self.spec)
+
+    def _enum_cast(self, c: Checked, e: A.Cast, name: str) -> Type:
+        """``(enum foo)x`` (bpftrace 0.22): the integer, printed by the enum's names. A constant that is
+        none of the enum's values is refused, as bpftrace refuses it."""
+        from btf.kinds import Kind
+        from btf.layout import skip
+
+        from pycore.lang.types import Enum, enum_names
+
+        type_id, spec = self.named_type(c, e, name)
+        t = skip(spec.type(type_id))
+        if t.kind not in (Kind.ENUM, Kind.ENUM64):
+            raise self.error(e, f"cannot cast to {name}: not an enum")
+        value = _literal(e.expr, c)
+        if value is not None and value not in enum_names(spec, t.id):
+            raise self.error(e, f"Enum: {t.name} doesn't contain a variant value of {value}")
+        return Enum(t.size, bool(getattr(t, "signed", False)), enum_id=t.id, spec=spec)
 
     def named_type(self, c: Checked, node: A.Node, name: str) -> tuple[int, Spec]:
         """(BTF id, the spec holding it) of a C type name, looked up as bpftrace does: the script's own
@@ -243,12 +283,73 @@ class Types(State):
         return t.size
 
 
+    def offsetof(self, c: Checked, e: A.Call) -> int:
+        """offsetof(TYPE or expression, field[.sub...]) (bpftrace 0.18, sub-fields 0.22): bytes from
+        the start of the struct to the member, known when the script is checked."""
+        if len(e.args) != 2:
+            raise self.error(e, "offsetof() takes a struct and a field: offsetof(struct foo, field)")
+        a, f = e.args
+        path: list[str] = []
+        while isinstance(f, A.Field) and not f.arrow:
+            path.append(f.name)
+            f = f.expr
+        if not isinstance(f, A.Builtin):
+            raise self.error(e.args[1], "offsetof(): the second argument is a field name (a.b for a sub-field)")
+        path.append(f.name)
+        path.reverse()
+        if isinstance(a, A.TypeName):
+            if a.pointer_depth:
+                raise self.error(a, f"offsetof() of '{a.name} *': not a struct or union")
+            type_id, spec = self.named_type(c, a, a.name)
+        else:
+            t = self.expr(c, a)
+            if not isinstance(t, Record) or t.spec is None:
+                raise self.error(a, f"offsetof() takes a struct or union, not {t}")
+            type_id, spec = t.btf_id, t.spec
+        from btf.kinds import Kind
+        from btf.layout import skip
+
+        offset, t = 0, spec.type(type_id)
+        for name in path:
+            if skip(t).kind not in (Kind.STRUCT, Kind.UNION):
+                raise self.error(e.args[1], f"offsetof(): '{type_name(spec, skip(t).id)}' is not a struct or union, "
+                                            f"so it has no field '{name}'")
+            found = _find_member(spec, t, name, 0)
+            if found is None:
+                near = close_matches(name, _member_names(spec, t), n=1)
+                hint = f" (did you mean {near[0]!r}?)" if near else ""
+                raise self.error(e.args[1], f"'{type_name(spec, skip(t).id)}' has no field named '{name}'{hint}")
+            m, bits = found
+            offset += bits // 8
+            t = m.type
+        return offset
+
+
 _C_INTS = {"int8": (1, True), "int16": (2, True), "int32": (4, True), "int64": (8, True),
            "uint8": (1, False), "uint16": (2, False), "uint32": (4, False), "uint64": (8, False),
            "char": (1, True), "short": (2, True), "int": (4, True), "long": (8, True),
            "unsigned": (4, False), "unsigned int": (4, False), "unsigned long": (8, False),
            "u8": (1, False), "u16": (2, False), "u32": (4, False), "u64": (8, False),
            "s8": (1, True), "s16": (2, True), "s32": (4, True), "s64": (8, True)}
+
+
+def _int_array_name(t: Type) -> str:
+    """An integer array as bpftrace names it in messages ("uint8[8]"), another type as pycore does."""
+    if isinstance(t, Array) and t.spec is not None:
+        elem = from_btf(t.spec, t.elem_id)
+        if isinstance(elem, Int):
+            return f"{'' if elem.signed else 'u'}int{elem.size * 8}[{t.count}]"
+    return str(t)
+
+
+def _literal(e: A.Expr, c: Checked) -> int | None:
+    """The value of an integer written in the script (``3``, ``-1``, an enum constant), else None."""
+    if isinstance(e, A.Unary) and e.op == "-":
+        v = _literal(e.operand, c)
+        return None if v is None else -v
+    if isinstance(e, A.Int):
+        return e.value
+    return c.consts.get(id(e)) if isinstance(e, A.Builtin) else None
 
 
 def _find_member(spec, t, name: str, bit_base: int):  # noqa: ANN001, ANN202

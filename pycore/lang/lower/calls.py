@@ -22,9 +22,10 @@ class Calls(State):
     def call_stmt(self, call: A.Call) -> None:
         n = call.name
         e = self.e
-        if n == "printf":
+        if n in ("printf", "errorf", "warnf"):
             types = [self.t(a) for a in call.args[1:]]
-            idx = self.layout.action(Action(TAG_PRINTF, call.args[0].value, types))
+            extra = () if n == "printf" else ("ERROR" if n == "errorf" else "WARNING", *self._place(call))
+            idx = self.layout.action(Action(TAG_PRINTF, call.args[0].value, types, extra))
             self.emit_record(idx, call.args[1:], types)
         elif n == "print":
             a0 = call.args[0]
@@ -80,6 +81,29 @@ class Calls(State):
             e.call("send_signal")
         else:
             self.scalar_or_string(call)
+
+    def _place(self, call: A.Call) -> tuple[str, int, int, str]:
+        """(file, line, column, bpftrace's ``file:line:col-end``) of a call: errorf()'s place."""
+        line, col = call.pos
+        text = self.source.splitlines()[line - 1] if 0 < line <= len(self.source.splitlines()) else ""
+        depth, end, quoted, i = 0, 0, False, col - 1
+        while i < len(text):     # the call's closing parenthesis, strings skipped
+            ch = text[i]
+            if quoted:
+                i += ch == "\\"
+                quoted = ch != '"'
+            elif ch == '"':
+                quoted = True
+            elif ch == "(":
+                depth += 1
+            elif ch == ")":
+                depth -= 1
+                if depth == 0:
+                    end = i + 2
+                    break
+            i += 1
+        where = f"{self.filename}:{line}:{col}" + (f"-{end}" if end else "")
+        return self.filename, line, col, where
 
     def print_args(self, node: A.Builtin) -> None:
         """print(args): the whole context record (tracepoint fields or function arguments)."""
@@ -203,6 +227,46 @@ class Calls(State):
         if n == "strftime":      # the nanoseconds; the format is the type's, applied when printed
             self.scalar(node.args[1])
             return
+        if n == "len":           # bpf_map_sum_elem_count(&map): the kernel's count of its elements
+            ref = node.args[0]
+            m = self.layout.maps["@" + ref.name]
+            if not m.keys and m.kind == "count":
+                e.mov_imm(0, 1)     # a key-less count() always has its one element (bpftrace's array)
+                return
+            e.ld_map(1, self.fds["@" + ref.name])
+            e.call_kfunc(self.c.consts[id(ref)])
+            return
+        if n == "percpu_kaddr":  # bpf_this_cpu_ptr / bpf_per_cpu_ptr of the variable (its BTF id)
+            if len(node.args) == 2:
+                self.scalar(node.args[1])
+                e.mov_reg(2, 0)
+            e.ld_btf_id(1, self.c.consts[id(node.args[0])])
+            e.call("per_cpu_ptr" if len(node.args) == 2 else "this_cpu_ptr")
+            # the verifier's typed (maybe NULL) pointer made a plain address, as pycore reads through
+            # every pointer with bpf_probe_read_kernel: copied through the stack by that helper
+            src, dst = self.f.slot(), self.f.slot()
+            e.stx(8, 10, src, 0)
+            e.st(8, 10, dst, 0)
+            e.mov_reg(1, 10)
+            e.alu_imm("add", 1, dst)
+            e.mov_imm(2, 8)
+            e.mov_reg(3, 10)
+            e.alu_imm("add", 3, src)
+            e.call("probe_read_kernel")
+            e.ldx(8, 0, 10, dst)
+            return
+        if n == "strerror":      # the number; its text is found when printed
+            self.scalar(node.args[0])
+            return
+        if n == "nsecs":
+            clock = node.args[0].name
+            if clock == "sw_tai":   # bpftrace's: boot time plus TAI's distance from it, read when checked
+                e.call("ktime_get_boot_ns")
+                e.ld_imm64(1, tai_offset())
+                e.alu_reg("add", 0, 1)
+            else:
+                e.call({"monotonic": "ktime_get_ns", "boot": "ktime_get_boot_ns", "tai": "ktime_get_tai_ns"}[clock])
+            return
         if n == "cgroup_path":   # the id; its paths are found when printed
             self.scalar(node.args[0])
             return
@@ -273,6 +337,26 @@ class Calls(State):
         if isinstance(t, Str):
             raise self.error(node, f"{n}() is a string here")
         raise self.error(node, f"{n}() has no value")
+
+
+_TAI_OFFSET: list[int] = []
+
+
+def tai_offset() -> int:
+    """CLOCK_TAI less CLOCK_BOOTTIME, read once between two readings of the boot clock (bpftrace's
+    "triple vdso sandwich"): nsecs(sw_tai) for kernels without bpf_ktime_get_tai_ns (before 6.1)."""
+    if not _TAI_OFFSET:
+        import time
+
+        best = None
+        for _ in range(3):     # the tightest of three sandwiches
+            b1 = time.clock_gettime_ns(time.CLOCK_BOOTTIME)
+            tai = time.clock_gettime_ns(time.CLOCK_TAI)
+            b2 = time.clock_gettime_ns(time.CLOCK_BOOTTIME)
+            if best is None or b2 - b1 < best[0]:
+                best = (b2 - b1, tai - (b1 + b2) // 2)
+        _TAI_OFFSET.append(best[1])
+    return _TAI_OFFSET[0]
 
 
 _SIGNALS = {"SIGTERM": 15, "SIGKILL": 9, "SIGINT": 2, "SIGUSR1": 10, "SIGUSR2": 12, "SIGSTOP": 19,

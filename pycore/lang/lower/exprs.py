@@ -88,6 +88,15 @@ class Exprs(State):
             e.place(other)
             self.scalar(node.else_)
             e.place(done)
+        elif isinstance(node, A.Cast) and isinstance(self.t(node.expr), Array):    # (uint64)$bytes: its bytes
+            mark = self.f.mark()
+            at = self.f.region(8)
+            self.e.st(8, 8, at, 0)
+            self.aggregate_into(node.expr, at, t.size)     # a variable's, a map's or memory's bytes
+            self.e.ldx(t.size if t.size in (1, 2, 4, 8) else 8, 0, 8, at)
+            self.f.release(mark)
+            if isinstance(t, Int) and t.size < 8:
+                self.extend(0, t.size, t.signed)
         elif isinstance(node, A.Cast):
             self.scalar(node.expr)
             if isinstance(t, Int) and t.size < 8:
@@ -210,8 +219,22 @@ class Exprs(State):
                 e.alu_imm("rsh", 0, 32)
             else:
                 self.extend(0, 4, False)
-        elif n == "nsecs":
-            e.call("ktime_get_ns")
+        elif n == "nsecs":      # the boot clock, as bpftrace 0.19+ (0.17: ktime_get_ns, which stops in suspend)
+            e.call("ktime_get_boot_ns")
+        elif n == "ncpus":      # the possible CPUs, as bpftrace counts them
+            from pycore.lang.lower.maps import possible_cpus
+
+            e.mov_imm(0, possible_cpus())
+        elif n == "usermode":   # bpftrace 0.24: the pt_regs' code segment is a user one (x86-64)
+            e.ldx(8, 0, 9, REGS["cs"])
+            e.alu_imm("and", 0, 3)
+            yes, done = e.label(), e.label()
+            e.jmp_imm("jeq", 0, 3, yes)
+            e.mov_imm(0, 0)
+            e.ja(done)
+            e.place(yes)
+            e.mov_imm(0, 1)
+            e.place(done)
         elif n == "elapsed":
             e.call("ktime_get_ns")
             e.mov_reg(6, 0)
@@ -372,6 +395,13 @@ class Exprs(State):
             self.scalar(node)
             return
         t = self.t(node)
+        if isinstance(node, A.Cast) and isinstance(t, Array):     # (uint8[8])x: the integer's bytes, in scratch
+            self.scalar(node.expr)
+            at = self.f.region(8)
+            e.stx(8, 8, at, 0)
+            e.mov_reg(0, 8)
+            e.alu_imm("add", 0, at)
+            return
         if isinstance(node, A.Var) and is_aggregate(t):     # a struct or array copied into a variable
             e.mov_reg(0, 8)
             e.alu_imm("add", 0, self.vars_get(node))

@@ -296,7 +296,7 @@ class Maps(State):
         elif n in ("hist", "lhist"):
             e.ldx(8, 0, 10, v)
             if n == "hist":
-                self.log2_bucket()
+                self.log2_bucket(m.log2_k)
             else:
                 lo, hi, step = m.lhist
                 self.linear_bucket(lo, hi, step)
@@ -327,8 +327,13 @@ class Maps(State):
         e.stx(8, 0, 8 * word, 1)
         e.place(done)
 
-    def log2_bucket(self) -> None:
-        """r0 = hist bucket of r0: 0 negative, 1 zero, 2 + floor(log2 v) above."""
+    def log2_bucket(self, k: int = 0) -> None:
+        """r0 = hist bucket of r0: 0 negative, 1 zero, 2 + floor(log2 v) above; with ``k``, bpftrace's
+        2**k buckets per power of 2 (v + 1 up to 2**k - 1, then 1 + (l + 1 << k) + the k bits after
+        the leading 1, l being its position less k)."""
+        if k:
+            self._log2_split_bucket(k)
+            return
         e = self.e
         neg, zero, done = e.label(), e.label(), e.label()
         e.jmp_imm("jslt", 0, 0, neg)
@@ -350,6 +355,38 @@ class Maps(State):
         e.ja(done)
         e.place(zero)
         e.mov_imm(0, 1)
+        e.place(done)
+
+    def _log2_split_bucket(self, k: int) -> None:
+        e = self.e
+        mask = (1 << k) - 1
+        neg, small, done = e.label(), e.label(), e.label()
+        e.jmp_imm("jslt", 0, 0, neg)
+        e.jmp_imm("jle", 0, mask, small)
+        e.mov_reg(3, 0)             # n0
+        e.mov_imm(1, 0)             # r1 = floor(log2 n), by halving steps
+        for shift in (32, 16, 8, 4, 2, 1):
+            skip = e.label()
+            e.mov_reg(2, 0)
+            e.alu_imm("rsh", 2, shift)
+            e.jmp_imm("jeq", 2, 0, skip)
+            e.mov_reg(0, 2)
+            e.alu_imm("add", 1, shift)
+            e.place(skip)
+        e.alu_imm("sub", 1, k)      # l
+        e.mov_reg(0, 3)
+        e.alu_reg("rsh", 0, 1)
+        e.alu_imm("and", 0, mask)   # the k bits after the leading 1
+        e.alu_imm("add", 1, 1)
+        e.alu_imm("lsh", 1, k)
+        e.alu_reg("add", 0, 1)
+        e.alu_imm("add", 0, 1)
+        e.ja(done)
+        e.place(small)
+        e.alu_imm("add", 0, 1)
+        e.ja(done)
+        e.place(neg)
+        e.mov_imm(0, 0)
         e.place(done)
 
     def linear_bucket(self, lo: int, hi: int, step: int) -> None:

@@ -217,6 +217,9 @@ class Strings(State):
         if isinstance(t, Inet):
             self.inet_into(node, dst)
             return
+        if isinstance(node, A.Call) and node.name == "str_concat":    # its sources first: $p = str_concat($p, x)
+            self.str_concat_into(node, dst, size)
+            return
         for i in range(0, _align8(size), 8):
             e.st(8, 8, dst + i, 0)
         if self._is_tuple_field(node):
@@ -297,6 +300,42 @@ class Strings(State):
             e.call("probe_read_user_str" if self._user(node) else "probe_read_kernel_str")
             return
         raise self.error(node, f"{t} is not a string")
+
+    def str_concat_into(self, node: A.Call, dst: int, size: int) -> None:
+        """scratch[dst:dst+size] = str_concat(a, b): a copied with bpf_probe_read_kernel_str (which says
+        its length), then b at that length, in what is left of the size (both NUL-terminated)."""
+        e = self.e
+        a, b = node.args
+        asz, bsz = self.t(a).size, self.t(b).size
+        mark = self.f.mark()
+        ta, tb = self.f.region(asz), self.f.region(bsz)
+        self.string_into(a, ta, asz)
+        self.string_into(b, tb, bsz)
+        for i in range(0, _align8(size), 8):
+            e.st(8, 8, dst + i, 0)
+        e.mov_reg(1, 8)
+        e.alu_imm("add", 1, dst)
+        e.mov_imm(2, min(asz, size))
+        e.mov_reg(3, 8)
+        e.alu_imm("add", 3, ta)
+        e.call("probe_read_kernel_str")     # r0 = a's length + 1, or an error
+        ok, clamp = e.label(), e.label()
+        e.jmp_imm("jsgt", 0, 0, ok)
+        e.mov_imm(0, 1)
+        e.place(ok)
+        e.alu_imm("sub", 0, 1)              # a's length, bounded for the verifier
+        e.jmp_imm("jle", 0, min(asz, size) - 1, clamp)
+        e.mov_imm(0, min(asz, size) - 1)
+        e.place(clamp)
+        e.mov_reg(1, 8)
+        e.alu_imm("add", 1, dst)
+        e.alu_reg("add", 1, 0)
+        e.mov_imm(2, size)
+        e.alu_reg("sub", 2, 0)
+        e.mov_reg(3, 8)
+        e.alu_imm("add", 3, tb)
+        e.call("probe_read_kernel_str")
+        self.f.release(mark)
 
     def aggregate_into(self, node: A.Expr, dst: int, size: int) -> None:
         """scratch[dst:dst+size] = a struct or array value, byte for byte: from a map's value, from either

@@ -61,7 +61,7 @@ def arg_category(t: Any) -> str:
     if getattr(t, "display", ""):      # ksym/usym, strftime(), cgroup_path(): printed as text
         return "string"
     name = type(t).__name__
-    return "integer" if name in ("Int", "Bool") else _CATEGORY.get(name, "none")
+    return "integer" if name in ("Int", "Bool", "Enum") else _CATEGORY.get(name, "none")
 
 
 def validate_format(fmt: str, arg_types: Sequence[Any], func: str = "printf") -> str | None:
@@ -80,7 +80,7 @@ def validate_format(fmt: str, arg_types: Sequence[Any], func: str = "printf") ->
         token = m.group(1)
         expect = TOKENS[token]
         got = arg_category(t)
-        if got != expect and not (expect == "string" and type(t).__name__ == "Bool"):   # %s of true: 'true'
+        if got != expect and not (expect == "string" and type(t).__name__ in ("Bool", "Enum")):   # %s: true, a name
             return f"{func}: %{token} specifier expects a value of type {expect} ({got} supplied)"
     return None
 

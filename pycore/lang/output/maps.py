@@ -119,7 +119,7 @@ def sort_entries(kind: str, entries: Iterable[Entry] | Mapping[Any, Any], *, key
         items.sort(key=lambda e: _key_bytes(e[0], key_types))
         score = _hist_total if kind in _HISTS else _average
         return std_sort(items, key=lambda e: score(e[1]))
-    if _int_valued(kind, items, value_type):
+    if _int_valued(kind, items, value_type) or type(value_type).__name__ == "Enum":   # enums: by their numbers
         return std_sort(items, key=lambda e: int(e[1]))
     types = list(key_types or ())
     return sorted(items, key=lambda e: tuple(_key_sort(v, types[i] if i < len(types) else None)
@@ -134,12 +134,12 @@ def _int_text(value: Any, div: int) -> str:
     return str(_cdiv(int(value), div)) if div > 1 else str(int(value))
 
 
-def _hist_rows(value: Any, kind: str, lhist: tuple[int, int, int] | None, div: int) -> str:
+def _hist_rows(value: Any, kind: str, lhist: tuple[int, int, int] | None, div: int, k: int = 0) -> str:
     if kind == "lhist":
         if lhist is None:
             raise ValueError("an lhist map needs its (min, max, step) to be printed")
         return render_linear(value, *lhist)
-    rows = render_log2(value)
+    rows = render_log2(value, k)
     if div <= 1 or not rows:
         return rows
     # bpftrace divides the count column (not the bars) by div
@@ -155,7 +155,7 @@ def _hist_rows(value: Any, kind: str, lhist: tuple[int, int, int] | None, div: i
 
 def format_map(name: str, kind: str, entries: Iterable[Entry] | Mapping[Any, Any], *, keyed: bool | None = None,
                lhist: tuple[int, int, int] | None = None, top: int = 0, div: int = 0,
-               key_types: Sequence[Any] | None = None, value_type: Any = None) -> str:
+               key_types: Sequence[Any] | None = None, value_type: Any = None, k: int = 0) -> str:
     """One map as bpftrace's text output prints it: sorted, ``@name[k1, k2]: value`` lines, trailing newline(s).
 
     ``kind`` is the map's aggregation (count, sum, min, max, avg, stats,
@@ -164,6 +164,7 @@ def format_map(name: str, kind: str, entries: Iterable[Entry] | Mapping[Any, Any
     keys): avg/stats values are ``(count, total)``, hist/lhist values
     ``{bucket index: count}`` (or a list), stacks lists of frames.
     ``keyed`` is unused (keys say it) and kept for callers that pass it.
+    ``k`` is a hist's buckets per power of 2, as 2**k (``hist(v, k)``).
     """
     del keyed
     div = div or 1
@@ -175,7 +176,7 @@ def format_map(name: str, kind: str, entries: Iterable[Entry] | Mapping[Any, Any
     for key, value in items:
         head = name + (f"[{', '.join(format_key(key, key_types))}]" if key else "")
         if kind in _HISTS:
-            elems.append(f"{head}: \n{_hist_rows(value, kind, lhist, div)}")
+            elems.append(f"{head}: \n{_hist_rows(value, kind, lhist, div, k)}")
         elif kind == "stats":
             count, total = _stats(value)
             avg = _cdiv(total, count) if count else 0
@@ -195,7 +196,8 @@ def format_map(name: str, kind: str, entries: Iterable[Entry] | Mapping[Any, Any
     return sep.join(elems) + end
 
 
-def hist_json(value: Any, kind: str = "hist", lhist: tuple[int, int, int] | None = None, div: int = 1) -> str:
+def hist_json(value: Any, kind: str = "hist", lhist: tuple[int, int, int] | None = None, div: int = 1,
+              k: int = 0) -> str:
     """One histogram as bpftrace's json: ``[{"min": 4, "max": 7, "count": 1}, ...]``, zero rows trimmed."""
     counts: dict[int, int] = {}
     items = value.items() if isinstance(value, Mapping) else enumerate(value)
@@ -221,19 +223,21 @@ def hist_json(value: Any, kind: str = "hist", lhist: tuple[int, int, int] | None
             c //= div
             if i == 0:
                 bounds = '"max": -1, '
-            elif i == 1:
-                bounds = '"min": 0, "max": 0, '
-            elif i == 2:
-                bounds = '"min": 1, "max": 1, '
+            elif i <= 2 << k:     # bpftrace's: one value a bucket in the first two sets of 2**k
+                bounds = f'"min": {i - 1}, "max": {i - 1}, '
             else:
-                bounds = f'"min": {1 << (i - 2)}, "max": {(1 << (i - 1)) - 1}, '
+                n = 1 << k
+                low = (1 << (((i - 1) >> k) - 1)) * (n + ((i - 1) & (n - 1)))
+                high = (1 << ((i >> k) - 1)) * (n + (i & (n - 1))) - 1
+                bounds = f'"min": {low}, "max": {high}, '
         rows.append(f"{{{bounds}\"count\": {c}}}")
     return "[" + ", ".join(rows) + "]"
 
 
 def map_json(name: str, kind: str, entries: Iterable[Entry] | Mapping[Any, Any], *,
              lhist: tuple[int, int, int] | None = None, top: int = 0, div: int = 0,
-             key_types: Sequence[Any] | None = None, value_type: Any = None, keyed: bool | None = None) -> str:
+             key_types: Sequence[Any] | None = None, value_type: Any = None, keyed: bool | None = None,
+             k: int = 0) -> str:
     """One map as bpftrace's ``-f json`` line (with its newline), or "" for an empty map as bpftrace.
 
     ``{"type": "map"|"hist"|"stats", "data": {"@name": ...}}``: a keyed map's
@@ -249,10 +253,11 @@ def map_json(name: str, kind: str, entries: Iterable[Entry] | Mapping[Any, Any],
         top, div = 0, 1
     items = _top(items, top)
     has_keys = bool(items[0][0]) if keyed is None else keyed
+    json_keys = [None if type(t).__name__ == "Enum" else t for t in key_types or ()]   # enums: numbers in json
     elems = []
     for key, value in items:
         if kind in _HISTS:
-            text = hist_json(value, kind, lhist, div)
+            text = hist_json(value, kind, lhist, div, k)
         elif kind == "stats":
             count, total = _stats(value)
             avg = _cdiv(total, count) if count else 0
@@ -263,7 +268,7 @@ def map_json(name: str, kind: str, entries: Iterable[Entry] | Mapping[Any, Any],
             text = _int_text(value, div)
         else:
             text = format_value(value, value_type, json=True)
-        elems.append(f"{quoted(','.join(_json_key(key, key_types)))}: {text}" if key else text)
+        elems.append(f"{quoted(','.join(_json_key(key, json_keys)))}: {text}" if key else text)
     kind_name = "hist" if kind in _HISTS else "stats" if kind in _STATS else "map"
     body = "{" + ", ".join(elems) + "}" if has_keys else ", ".join(elems)
     return f'{{"type": "{kind_name}", "data": {{{quoted(name)}: {body}}}}}\n'

@@ -8,8 +8,9 @@ compact as ``{.a=1,.b=2}``, stacks indented by 4 instead of 8).
 Structs are printed from their bytes and their BTF type with bpftrace's
 rules, which are not C's: anonymous struct/union members are flattened into
 the parent, a named union prints every member, ``char``/``u8`` arrays as
-strings up to the first NUL, other arrays as ``[1,2,3]``, enums as unsigned
-ints. Two rules follow the lab (../shared/seeds, the kernel-tracing seed)
+strings up to the first NUL, other arrays as ``[1,2,3]``, enums by their
+constants' names as bpftrace 0.21+ prints them (0.17: unsigned ints; json
+keeps the number). Two rules follow the lab (../shared/seeds, the kernel-tracing seed)
 and newer bpftrace rather than 0.17: a pointer member prints in hex
 (``.file = 0xffff88a79ffa6900``; 0.17 printed a signed decimal, and json
 keeps that number), and a bitfield prints its own bits, shifted and masked
@@ -43,7 +44,7 @@ TEXT, JSON, KEY = "text", "json", "key"
 def btf_layout(spec: Spec, type_id: int) -> tuple:
     """How bpftrace sees BTF type ``type_id``: a small tuple tree, computed once per type.
 
-    ``("int", size, signed)``, ``("ptr",)``, ``("str", n)``,
+    ``("int", size, signed)``, ``("enum", size, signed, {value: name})``, ``("ptr",)``, ``("str", n)``,
     ``("array", n, elem_layout, elem_size)``,
     ``("record", ((name, offset, layout, size), ...), size)`` or ``("none", size)``.
     """
@@ -57,8 +58,11 @@ def btf_layout(spec: Spec, type_id: int) -> tuple:
     if k == Kind.INT:
         size = t.bits // 8 if t.bits and t.bits % 8 == 0 else t.size
         return ("int", size, bool(t.signed) and not t.is_bool)
-    if k in (Kind.ENUM, Kind.ENUM64):
-        return ("int", t.size, False)
+    if k in (Kind.ENUM, Kind.ENUM64):     # printed by name, as bpftrace 0.21+ (json: the number)
+        names: dict[int, str] = {}
+        for v in t.values:
+            names.setdefault(v.value, v.name)
+        return ("enum", t.size, bool(getattr(t, "signed", False)), names)
     if k == Kind.PTR:
         return ("ptr",)
     if k == Kind.ARRAY:
@@ -105,6 +109,18 @@ def _size(lay: tuple) -> int:
     return lay[2] if kind == "record" else lay[1]
 
 
+class EnumValue(int):
+    """An enum's value as printf's ``%s`` prints it, its constant's name (``%d`` prints the number)."""
+
+    def __new__(cls, value: int, name: str) -> EnumValue:
+        self = int.__new__(cls, value)
+        self.name = name
+        return self
+
+    def __str__(self) -> str:
+        return self.name
+
+
 def _cstr(raw: bytes) -> str:
     n = raw.find(b"\0")
     return (raw if n < 0 else raw[:n]).decode("utf-8", "replace")
@@ -117,6 +133,9 @@ def quoted(text: str) -> str:
 
 def _render_bytes(lay: tuple, data: bytes, mode: str) -> str:
     kind = lay[0]
+    if kind == "enum":
+        v = int.from_bytes(data[:lay[1]].ljust(lay[1], b"\0"), "little", signed=lay[2])
+        return str(v) if mode == JSON else lay[3].get(v, str(v))
     if kind == "int":
         size = lay[1]
         chunk = data[:size].ljust(size, b"\0")
@@ -174,6 +193,9 @@ def _render_obj(lay: tuple, value: Any, mode: str) -> str:
         return str(v) if mode == JSON else f"0x{v & _M64:x}"
     if kind == "bits":
         return str(v)
+    if kind == "enum":
+        v = _signed(v, lay[1] * 8) if lay[2] else v & ((1 << lay[1] * 8) - 1)
+        return str(v) if mode == JSON else lay[3].get(v, str(v))
     if kind == "int":
         bits = lay[1] * 8
         v &= (1 << bits) - 1
@@ -257,10 +279,13 @@ def _render(value: Any, t: Any, mode: str) -> str:
     if isinstance(value, bool):
         value = int(value)
     if isinstance(value, int):
+        if name == "Enum" and mode != JSON:     # an enum's value by its name, as bpftrace 0.21+ (json: the number)
+            v = int(value)
+            return t.names().get(v, str(_signed(v, 64) if mode == KEY else v))
         if name == "Int" and getattr(t, "display", "") in ("ksym", "usym"):
             s = f"0x{value & _M64:x}" if value else "0"     # an unresolved symbol: C++'s (void *)addr
             return quoted(s) if mode == JSON else s
-        return str(_signed(value, 64)) if mode == KEY else str(value)
+        return str(_signed(value, 64)) if mode == KEY else str(int(value))   # int(): an EnumValue's number
     if isinstance(value, str):
         return quoted(value) if mode == JSON else value
     if isinstance(value, (bytes, bytearray)):

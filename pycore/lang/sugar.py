@@ -1,0 +1,86 @@
+"""Later bpftraces' spellings of what the tree already says, rewritten to it before the checker runs.
+
+bpftrace 0.24 lets every builtin be called like a function (``comm()``, ``pid()``), names the pid
+namespace (``pid(curr_ns)``, ``pid(init)``), and its standard library has ``ppid`` and ``pcomm``
+(0.24: ``ppid(task)``, 0.25: bare ``ppid``), which are ``task->real_parent->tgid`` and ``->comm``.
+These are the same programs as the plain forms, so they are rewritten to them here, with each new
+node at the place of the text it stands for (errors point there), and the checker and the lowering
+never see them. The rewrite needs no BTF and no machine, so it is a function of the tree alone.
+"""
+
+from __future__ import annotations
+
+from pycore.lang import ast as A
+from pycore.record import record_fields
+
+__all__ = ["desugar"]
+
+#: Builtins that 0.24 also takes with a call's empty parentheses (kstack/ustack are functions already).
+_CALLABLE = frozenset({"pid", "tid", "uid", "gid", "username", "comm", "nsecs", "elapsed", "cpu", "numaid",
+                       "cgroup", "rand", "jiffies", "curtask", "func", "probe", "cpid", "ncpus", "usermode",
+                       "retval", "ppid", "pcomm"})
+
+#: The parent's field each standard-library name reads (bpftrace's ``task.real_parent.NAME``).
+_PARENT = {"ppid": "tgid", "pcomm": "comm"}
+
+
+def desugar(program: A.Program) -> A.Program:
+    """``program`` with later bpftraces' spellings of builtins rewritten to the plain ones (a new tree
+    where anything changed; the parser's tree, kept in its cache, is not touched)."""
+    return _rewrite(program)   # type: ignore[return-value]
+
+
+def _rewrite(node: A.Node) -> A.Node:
+    new = _replace(node)
+    if new is not None:
+        return new
+    changed: dict[str, object] = {}
+    for name in record_fields(type(node)):
+        if name == "pos":
+            continue
+        value = getattr(node, name)
+        if isinstance(value, A.Node):
+            r = _rewrite(value)
+            if r is not value:
+                changed[name] = r
+        elif isinstance(value, (list, tuple)) and any(isinstance(v, A.Node) for v in value):
+            items = [_rewrite(v) if isinstance(v, A.Node) else v for v in value]
+            if any(a is not b for a, b in zip(items, value)):
+                changed[name] = type(value)(items)
+    if not changed:
+        return node
+    fields = {n: changed.get(n, getattr(node, n)) for n in record_fields(type(node)) if n != "pos"}
+    return type(node)(**fields, pos=node.pos)
+
+
+def _replace(node: A.Node) -> A.Node | None:
+    """The plain form of one node, or None when it is plain already."""
+    if isinstance(node, A.Builtin) and node.name in _PARENT:
+        return _parent(A.Builtin("curtask", pos=node.pos), node.name, node.pos)
+    if not isinstance(node, A.Call):
+        return None
+    name, args = node.name, node.args
+    if name in _PARENT and len(args) <= 1 and all(isinstance(a, A.Expr) for a in args):
+        task = _rewrite(args[0]) if args else A.Builtin("curtask", pos=node.pos)
+        return _parent(task, name, node.pos)   # type: ignore[arg-type]
+    if name in _CALLABLE and not args:
+        return A.Builtin(name, pos=node.pos)
+    if name in ("pid", "tid") and len(args) == 1 and isinstance(args[0], A.Builtin) \
+            and (args[0].name == "init" or (args[0].name == "curr_ns" and _initial_pid_namespace())):
+        return A.Builtin(name, pos=node.pos)     # pycore's pid and tid are the initial namespace's
+    return None
+
+
+def _initial_pid_namespace() -> bool:
+    """Whether pycore runs in the initial pid namespace, where ``curr_ns`` and ``init`` agree (its
+    inode is the kernel's constant PROC_PID_INIT_INO)."""
+    import os
+
+    try:
+        return os.stat("/proc/self/ns/pid").st_ino == 0xEFFFFFFC
+    except OSError:
+        return False
+
+
+def _parent(task: A.Expr, name: str, pos: A.Pos) -> A.Expr:
+    return A.Field(A.Field(task, "real_parent", arrow=True, pos=pos), _PARENT[name], arrow=True, pos=pos)
