@@ -4,7 +4,8 @@ Run with python3.11: ``python3.11 tests/profile_workload.py [SECONDS]``.  In
 rounds of ``ROUND`` seconds of this thread's CPU time, each function below
 burns its share of the round, timed by the workload itself with
 ``time.thread_time()`` (CPU time, so a busy machine that takes the CPU away
-does not move the split).  On SIGTERM (or after SECONDS) it prints, as JSON
+does not move the split).  SIGUSR1 starts the measurement
+afresh (SECONDS count from then).  On SIGTERM (or after SECONDS) it prints, as JSON
 on stdout, the CPU seconds each function really took and the work it did
 (``ops``: busy-loop iterations; the benchmark compares them with and
 without a profiler).
@@ -88,8 +89,18 @@ def on_term(signum, frame):
     stop = True
 
 
+def on_usr1(signum, frame):
+    """Measure from now on (bench/bench_profile.py: once the profiler is running)."""
+    global start, cpu0
+    start, cpu0 = time.monotonic(), clock()
+    for name in SHARES:
+        used[name], ops[name] = 0.0, 0
+
+
 def main():
+    global start, cpu0
     signal.signal(signal.SIGTERM, on_term)
+    signal.signal(signal.SIGUSR1, on_usr1)
     limit = float(sys.argv[1]) if len(sys.argv) > 1 else None
     start, cpu0 = time.monotonic(), clock()
     print("ready", flush=True, file=sys.stderr)

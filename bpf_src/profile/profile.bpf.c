@@ -23,6 +23,7 @@ char LICENSE[] SEC("license") = "GPL";
 #define MAX_STACK 127
 #define MAX_PY 256
 #define MAX_THREADS 64
+#define RING_SIZE (16 * 1024 * 1024)
 
 struct py_frame {
 	__u64 code;		/* PyCodeObject * */
@@ -81,7 +82,7 @@ struct {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
-	__uint(max_entries, 16 * 1024 * 1024);
+	__uint(max_entries, RING_SIZE);
 } samples SEC(".maps");
 PYCORE_RING_EVENT(samples, struct profile_sample);
 
@@ -214,7 +215,7 @@ int on_sample(struct bpf_perf_event_data *ctx)
 	__u64 id = bpf_get_current_pid_tgid();
 	__u32 tgid = id >> 32, zero = 0, n;
 	struct profile_sample *s;
-	__u64 size;
+	__u64 size, wake;
 
 	if (!tgid || tgid == self_tgid)
 		return 0;
@@ -236,7 +237,9 @@ int on_sample(struct bpf_perf_event_data *ctx)
 	if (n > MAX_PY)
 		n = MAX_PY;
 	size = __builtin_offsetof(struct profile_sample, py) + (__u64)n * sizeof(struct py_frame);
-	if (bpf_ringbuf_output(&samples, s, size, 0))
+	/* No wake-up per sample: user space drains every 100 ms; woken only when the ring is half full. */
+	wake = bpf_ringbuf_query(&samples, BPF_RB_AVAIL_DATA) > RING_SIZE / 2 ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP;
+	if (bpf_ringbuf_output(&samples, s, size, wake))
 		__sync_fetch_and_add(&pycore_dropped, 1);
 	return 0;
 }

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import struct
+from functools import lru_cache
 
 from pycore.record import record
 
@@ -25,6 +26,7 @@ __all__ = ["CodeInfo", "CodeReader", "PythonProcess", "find_python", "line_of"]
 
 _MAX_STRING = 4096
 _MAX_TABLE = 1 << 20
+_USER_END = 1 << 47                 # x86-64 user addresses (4-level paging; 5-level: 1 << 56)
 
 
 @record
@@ -113,8 +115,8 @@ class CodeReader:
             self._fd = None
 
     def _read(self, addr: int, size: int) -> bytes:
-        if self._fd is None or not addr:
-            raise OSError("no memory")
+        if self._fd is None or not 0 < addr < _USER_END:
+            raise OSError("no memory")      # a torn read in BPF gives garbage pointers: never pread them
         data = os.pread(self._fd, size, addr)
         if len(data) != size:
             raise OSError("short read")
@@ -132,10 +134,14 @@ class CodeReader:
             return "?"
         length = min(length, _MAX_STRING)
         if ascii_:
-            return self._read(obj + L.ascii_data, length).decode("ascii", "replace")
-        width = {1: 1, 2: 2, 4: 4}.get(kind, 1)
-        raw = self._read(obj + L.compact_data, length * width)
-        return raw.decode({1: "latin-1", 2: "utf-16-le", 4: "utf-32-le"}[width], "replace")
+            text = self._read(obj + L.ascii_data, length).decode("ascii", "replace")
+        else:
+            width = {1: 1, 2: 2, 4: 4}.get(kind, 1)
+            raw = self._read(obj + L.compact_data, length * width)
+            text = raw.decode({1: "latin-1", 2: "utf-16-le", 4: "utf-32-le"}[width], "replace")
+        if not text.isprintable():      # not a name: a frame read while it changed, a freed code object
+            raise OSError("not a string")
+        return text
 
     def code(self, addr: int) -> CodeInfo | None:
         if addr in self._codes:
@@ -150,7 +156,7 @@ class CodeReader:
                             firstlineno=struct.unpack("<i", self._read(addr + L.code_firstlineno, 4))[0],
                             linetable=self._read(table_obj + L.bytes_data, size) if size > 0 else b"",
                             bytecode=addr + L.code_adaptive)
-        except (OSError, struct.error, UnicodeDecodeError, KeyError):
+        except (OSError, struct.error, UnicodeDecodeError, KeyError, OverflowError, ValueError):
             info = None
         self._codes[addr] = info
         return info
@@ -169,7 +175,7 @@ class PythonProcess:
 
 def find_python(pid: int) -> tuple[PythonProcess | None, str]:
     """The CPython of ``pid`` (its executable, else a mapped libpython), or None and why not."""
-    from pycore.elf.cpython import PythonBinary, layout_for
+    from pycore.elf.cpython import layout_for
     from pycore.errors import ElfError
 
     try:
@@ -190,7 +196,7 @@ def find_python(pid: int) -> tuple[PythonProcess | None, str]:
             continue
         root = f"/proc/{pid}/root{path}"
         try:
-            binary = PythonBinary(root if os.path.exists(root) else path)
+            binary = _binary(root if os.path.exists(root) else path)
         except (ElfError, OSError):
             continue
         if binary.version is None:
@@ -209,6 +215,20 @@ def find_python(pid: int) -> tuple[PythonProcess | None, str]:
     return None, why
 
 
+def _binary(path: str):  # noqa: ANN202 - a PythonBinary
+    """The file's CPython facts, read once per file version (-a looks at every process)."""
+    st = os.stat(path)
+    return _binary_at(path, (st.st_dev, st.st_ino, st.st_mtime_ns))
+
+
+@lru_cache(maxsize=512)
+def _binary_at(path: str, _identity: tuple[int, int, int]):  # noqa: ANN202
+    from pycore.elf.cpython import PythonBinary
+
+    return PythonBinary(path)
+
+
+@lru_cache(maxsize=512)
 def binary_segments(path: str) -> list[tuple[int, int, int]]:
     from pycore.elf.file import ElfFile
 

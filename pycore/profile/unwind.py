@@ -24,9 +24,8 @@ __all__ = ["HEADER", "MAX_STACK", "Unwinder"]
 
 MAX_STACK = 127
 HEADER = struct.Struct("<IIIiiiII16s")          # struct profile_sample up to kstack
-_STACKS = struct.Struct(f"<{MAX_STACK}Q{MAX_STACK}Q")
 _PY = struct.Struct("<QQII")
-_PY_AT = HEADER.size + _STACKS.size
+_PY_AT = HEADER.size + 2 * MAX_STACK * 8
 
 
 class Unwinder:
@@ -41,6 +40,7 @@ class Unwinder:
         self.comms: dict[int, str] = {}
         self.python_unread = 0
         self.truncated = 0
+        self._frames: dict[tuple, tuple[Frame, bool]] = {}
 
     def close(self) -> None:
         for reader in self.codes.values():
@@ -67,9 +67,9 @@ class Unwinder:
         comm = comm_raw.split(b"\0", 1)[0].decode("utf-8", "replace")
         if pid not in self.maps:
             self._process(pid, comm)
-        stacks = _STACKS.unpack_from(data, HEADER.size)
-        kstack = stacks[:max(klen, 0) // 8]
-        ustack = stacks[MAX_STACK:MAX_STACK + max(ulen, 0) // 8]
+        nk, nu = min(max(klen, 0) // 8, MAX_STACK), min(max(ulen, 0) // 8, MAX_STACK)
+        kstack = struct.unpack_from(f"<{nk}Q", data, HEADER.size)
+        ustack = struct.unpack_from(f"<{nu}Q", data, HEADER.size + MAX_STACK * 8)
         py: tuple = ()
         if status == -4:
             self.truncated += 1
@@ -77,17 +77,24 @@ class Unwinder:
             self.python_unread += 1
         reader = self.codes.get(pid)
         if n_py and reader is not None:
+            n = min(n_py, (len(data) - _PY_AT) // _PY.size)
+            cache = self._frames
             frames = []
-            for i in range(min(n_py, (len(data) - _PY_AT) // _PY.size)):
-                code, instr, flags, _ = _PY.unpack_from(data, _PY_AT + i * _PY.size)
-                info = reader.code(code)
-                if info is None:
-                    frames.append((Frame("python", f"[code {code:#x}]"), bool(flags & 1)))
-                else:
-                    frames.append((Frame("python", info.qualname, info.filename, info.line(instr)),
-                                   bool(flags & 1)))
+            for key in _PY.iter_unpack(data[_PY_AT:_PY_AT + n * _PY.size]):
+                frame = cache.get((pid, key))
+                if frame is None:
+                    frame = cache[(pid, key)] = self._python_frame(reader, *key)
+                frames.append(frame)
             py = tuple(frames)
         self.raw[(pid, tid, comm, kstack, ustack, py)] += 1
+
+    @staticmethod
+    def _python_frame(reader: CodeReader, code: int, instr: int, flags: int, _pad: int) -> tuple[Frame, bool]:
+        """One Python frame named, (frame, is_entry): once per (code, instruction) of a process."""
+        info = reader.code(code)
+        if info is None:
+            return Frame("python", f"[code {code:#x}]"), bool(flags & 1)
+        return Frame("python", info.qualname, info.filename, info.line(instr)), bool(flags & 1)
 
     def profile(self, kernel_names=None) -> Profile:  # noqa: ANN001 - a KernelSymbols, made when None
         """The samples so far, named."""
