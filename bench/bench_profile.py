@@ -11,7 +11,10 @@
    workload (what the profiler costs inside the process: the BPF program runs in its timer
    interrupt, py-spy's reads while it is stopped cost it nothing) and per wall second (py-spy's
    pauses included; on a shared machine this one is noisy: medians of the rounds).
-2. Time to the first sample: a fresh interpreter importing pycore.profile, loading and attaching
+2. The direct cost, free of the machine's noise: the program's run time (BPF stats, every run on
+   every CPU, the other processes' samples included) over the workload's CPU time in the same
+   window (an upper bound of what sampling takes from the process), and pycore's own CPU.
+3. Time to the first sample: a fresh interpreter importing pycore.profile, loading and attaching
    (Sampler.start) until the first record arrives, for a busy python3.11 at 99 Hz; and the same
    interpreter's bare start (python -c pass) for reference.
 
@@ -77,6 +80,52 @@ def slowdown(rounds: int, seconds: float) -> dict:
             for name, rs in runs.items() if name != "alone"}
 
 
+def _cpu(pid: int) -> float:
+    """User + system CPU seconds of a process so far (/proc/PID/stat)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _prog_stats() -> tuple[int, int]:
+    out = subprocess.run(["bpftool", "-j", "prog", "show", "name", "on_sample"], capture_output=True,
+                         text=True, check=True).stdout
+    prog = json.loads(out)
+    prog = prog[0] if isinstance(prog, list) else prog
+    return prog.get("run_time_ns", 0), prog.get("run_cnt", 0)
+
+
+def direct_cost(seconds: float) -> dict:
+    """The program's own run time (BPF stats) against the workload's CPU time, and pycore's CPU, at 99 Hz."""
+    with open("/proc/sys/kernel/bpf_stats_enabled") as f:
+        was = f.read().strip()
+    wl = subprocess.Popen([PYTHON, WORKLOAD, str(seconds + 60)], stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True)
+    wl.stderr.readline()
+    prof = subprocess.Popen([sys.executable, "-m", "pycore", "profile", "-p", str(wl.pid), "-o", os.devnull,
+                             "--format", "folded"], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        time.sleep(1.5)
+        with open("/proc/sys/kernel/bpf_stats_enabled", "w") as f:
+            f.write("1")
+        ns0, runs0 = _prog_stats()
+        wl0, prof0, t0 = _cpu(wl.pid), _cpu(prof.pid), time.monotonic()
+        time.sleep(seconds)
+        ns1, runs1 = _prog_stats()
+        wl1, prof1, t1 = _cpu(wl.pid), _cpu(prof.pid), time.monotonic()
+    finally:
+        with open("/proc/sys/kernel/bpf_stats_enabled", "w") as f:
+            f.write(was)
+        prof.send_signal(signal.SIGINT)
+        prof.wait(timeout=30)
+        wl.send_signal(signal.SIGTERM)
+        wl.communicate()
+    runs = max(runs1 - runs0, 1)
+    return {"BPF ns per run": (ns1 - ns0) / runs, "runs per s": runs / (t1 - t0),
+            "BPF time / workload CPU %": 100.0 * (ns1 - ns0) / 1e9 / max(wl1 - wl0, 1e-9),
+            "pycore CPU % of a core": 100.0 * (prof1 - prof0) / (t1 - t0)}
+
+
 FIRST = r"""
 import sys, time
 t0 = time.monotonic()
@@ -115,6 +164,8 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=5.0, help="workload seconds per run")
     args = ap.parse_args()
     print("time to first sample (median of", args.n, "):", json.dumps(first_sample(args.n)))
+    cost = direct_cost(args.seconds * 2)
+    print("direct cost at 99 Hz:", json.dumps({k: round(v, 3) for k, v in cost.items()}))
     for name, figs in slowdown(args.n, args.seconds).items():
         print(f"{name}: slowdown {figs['per_cpu']:+.2f}% per CPU second, {figs['per_wall']:+.2f}% per wall second")
 
