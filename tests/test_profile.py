@@ -235,15 +235,16 @@ def test_cmd_python_and_formats(tmp_path):
     assert {"<module>", "main", "spin", "deep", "spin_at_bottom", "digest", "reads"} <= names
 
 
-def test_sigterm_writes_and_detaches(tmp_path):
-    """SIGTERM stops sampling, writes what was sampled and leaves no program attached."""
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_signal_writes_and_detaches(tmp_path, sig):
+    """SIGTERM or Ctrl-C stops sampling, writes what was sampled and leaves no program attached."""
     wl = start_workload()
     out = tmp_path / "t.folded"
     try:
         prof = subprocess.Popen(PYCORE + ["-p", str(wl.pid), "-o", str(out)], stderr=subprocess.PIPE,
                                 text=True, cwd=ROOT)
         time.sleep(3)
-        prof.send_signal(signal.SIGTERM)
+        prof.send_signal(sig)
         _, err = prof.communicate(timeout=60)
     finally:
         stop_workload(wl)
@@ -303,3 +304,27 @@ def test_all_processes(tmp_path):
     mine = [frames for frames, _ in stacks if frames[0] == f"python3.11 ({wl.pid})"]
     assert mine and any("spin" in map(python_name, frames) for frames in mine)
     assert not any(frames[0].endswith(f"({prof.pid})") for frames, _ in stacks)
+
+
+PYENV_311 = Path.home() / ".pyenv" / "versions" / "3.11.7" / "bin" / "python3.11"
+
+
+def test_shared_libpython(tmp_path):
+    """The image's pyenv 3.11.7 keeps CPython in libpython3.11.so: _PyRuntime is found through the
+    library's load bias, and its own .symtab names the native leaf frames."""
+    if not PYENV_311.exists():
+        pytest.fail(f"{PYENV_311} is missing (the image's pyenv build of 3.11)")
+    code = "def f(n):\n    return f(n - 1) if n else sum(range(10**6))\nwhile True:\n    f(40)\n"
+    busy = subprocess.Popen([str(PYENV_311), "-c", code])
+    out = tmp_path / "pyenv.folded"
+    try:
+        time.sleep(0.5)
+        res = run_profile("-p", str(busy.pid), "-d", "2", "-F", "199", "-o", str(out))
+    finally:
+        busy.kill()
+        busy.wait()
+    assert res.returncode == 0, res.stderr
+    stacks = folded_stacks(out)
+    assert max(sum(f == "f (<string>:2)" for f in frames) for frames, _ in stacks) == 41
+    assert any(frames[-1] in ("builtin_sum", "rangeiter_next", "PyLong_FromLong", "_PyObject_Malloc",
+                              "_PyObject_Free") for frames, _ in stacks)
