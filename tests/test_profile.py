@@ -328,3 +328,26 @@ def test_shared_libpython(tmp_path):
     assert max(sum(f == "f (<string>:2)" for f in frames) for frames, _ in stacks) == 41
     assert any(frames[-1] in ("builtin_sum", "rangeiter_next", "PyLong_FromLong", "_PyObject_Malloc",
                               "_PyObject_Free") for frames, _ in stacks)
+
+
+def test_splice_puts_python_runs_in_place_of_eval_frames():
+    """Each native _PyEval_EvalFrameDefault runs the Python frames down to an is_entry one (py-spy
+    --native's rule); runs without a native eval frame (the walk stopped early) go at the root."""
+    from pycore.profile.stacks import EVAL_FRAME, Frame, splice
+
+    def n(name):
+        return Frame("native", name)
+
+    def p(name):
+        return Frame("python", name, "x.py", 1)
+
+    native = [n("main"), n(EVAL_FRAME), n("call_c"), n(EVAL_FRAME), n("PyNumber_Add")]
+    python = [(p("inner2"), False), (p("inner1"), True), (p("outer2"), False), (p("outer1"), True)]
+    assert [f.name for f in splice(native, python)] == ["main", "outer1", "outer2", "call_c", "inner1",
+                                                        "inner2", "PyNumber_Add"]
+    # the frame-pointer walk stopped at the leaf: all Python frames above it
+    assert [f.name for f in splice([n("PyNumber_Add")], python)] == ["outer1", "outer2", "inner1", "inner2",
+                                                                    "PyNumber_Add"]
+    # one eval frame unwound, two runs: the outer run at the root, the inner one in its place
+    assert [f.name for f in splice([n("x"), n(EVAL_FRAME), n("leaf")], python)] == [
+        "outer1", "outer2", "x", "inner1", "inner2", "leaf"]
