@@ -24,6 +24,7 @@ char LICENSE[] SEC("license") = "GPL";
 #define MAX_PY 256
 #define MAX_THREADS 64
 #define RING_SIZE (16 * 1024 * 1024)
+#define UCOPY 8192
 
 struct py_frame {
 	__u64 code;		/* PyCodeObject * */
@@ -44,6 +45,10 @@ struct profile_sample {
 	char comm[TASK_COMM_LEN];
 	__u64 kstack[MAX_STACK];
 	__u64 ustack[MAX_STACK];
+	__u64 uregs[3];		/* the user ip, sp, bp (for unwinding the copy with .eh_frame) */
+	__u32 ucopy_len;	/* bytes of user stack copied from sp */
+	__u32 pad2;
+	__u8 ucopy[UCOPY];
 	struct py_frame py[MAX_PY];
 };
 
@@ -154,7 +159,7 @@ static __always_inline __u64 field64(const __u8 *buf, __u32 off)
 {
 	__u64 v;
 
-	__builtin_memcpy(&v, buf + (off & 63), sizeof(v));
+	__builtin_memcpy(&v, buf + (off & 127), sizeof(v));
 	return v;
 }
 
@@ -162,7 +167,7 @@ static long frame_step(__u64 i, void *data)
 {
 	struct frame_walk *w = data;
 	struct py_frame *pf;
-	__u8 buf[FRAME_READ + 8] = {};
+	__u8 buf[FRAME_READ + 64] = {};	/* offsets masked to 0..127: reads stay inside */
 
 	if (!w->frame)
 		return 1;
@@ -177,7 +182,7 @@ static long frame_step(__u64 i, void *data)
 	pf = &w->s->py[i];
 	pf->code = field64(buf, off_frame_code);
 	pf->instr = field64(buf, off_frame_instr);
-	pf->flags = buf[off_frame_is_entry & 63] & 1;
+	pf->flags = buf[off_frame_is_entry & 127] & 1;
 	pf->pad = 0;
 	w->frame = field64(buf, off_frame_previous);
 	w->s->n_py = i + 1;
@@ -209,6 +214,26 @@ static __always_inline void python_frames(struct profile_sample *s, __u32 tgid)
 	s->py_status = w.status ? w.status : (__s32)s->n_py;
 }
 
+/* The user registers (saved at the kernel's entry, or the interrupted ones: the same pt_regs)
+ * and the top of the user stack, for an .eh_frame unwinder in user space (pycore/profile/cfi.py):
+ * code without frame pointers defeats bpf_get_stack's walk past the leaf. */
+static __always_inline void user_stack_copy(struct profile_sample *s)
+{
+	struct task_struct *task = (struct task_struct *)bpf_get_current_task_btf();
+	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(task);
+	__u64 sp;
+
+	s->ucopy_len = 0;
+	s->pad2 = 0;
+	s->uregs[0] = BPF_CORE_READ(regs, ip);
+	sp = s->uregs[1] = BPF_CORE_READ(regs, sp);
+	s->uregs[2] = BPF_CORE_READ(regs, bp);
+	if (!bpf_probe_read_user(s->ucopy, UCOPY, (void *)sp))
+		s->ucopy_len = UCOPY;
+	else if (!bpf_probe_read_user(s->ucopy, UCOPY / 4, (void *)sp))
+		s->ucopy_len = UCOPY / 4;	/* near the top of the stack's mapping */
+}
+
 SEC("perf_event")
 int on_sample(struct bpf_perf_event_data *ctx)
 {
@@ -231,6 +256,7 @@ int on_sample(struct bpf_perf_event_data *ctx)
 	bpf_get_current_comm(s->comm, sizeof(s->comm));
 	s->kstack_len = bpf_get_stack(ctx, s->kstack, sizeof(s->kstack), 0);
 	s->ustack_len = bpf_get_stack(ctx, s->ustack, sizeof(s->ustack), BPF_F_USER_STACK);
+	user_stack_copy(s);
 	python_frames(s, tgid);
 	__sync_fetch_and_add(&samples_taken, 1);
 	n = s->n_py;

@@ -173,6 +173,14 @@ class ProcessMaps:
         """Whether ``addr`` is in an executable file mapping (a frame-pointer walk's sanity check)."""
         return self._mapping(addr) is not None
 
+    def locate(self, addr: int) -> tuple[str, int] | None:
+        """(the file as pycore opens it, the link-time address) of ``addr``, None outside every file."""
+        m = self._mapping(addr)
+        if m is None:
+            return None
+        vaddr = module_for(m.path).vaddr(addr - m.start + m.offset)
+        return None if vaddr is None else (m.path, vaddr)
+
     def lookup(self, addr: int) -> tuple[str, str]:
         """(function name or ``[file+0xvaddr]``, the file's path as the process sees it)."""
         found = self._names.get(addr)

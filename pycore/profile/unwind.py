@@ -24,8 +24,12 @@ __all__ = ["HEADER", "MAX_STACK", "Unwinder"]
 
 MAX_STACK = 127
 HEADER = struct.Struct("<IIIiiiII16s")          # struct profile_sample up to kstack
+UCOPY = 8192
+_REGS = struct.Struct("<QQQII")                 # uregs[3], ucopy_len, pad2
+_REGS_AT = HEADER.size + 2 * MAX_STACK * 8
+_COPY_AT = _REGS_AT + _REGS.size
 _PY = struct.Struct("<QQII")
-_PY_AT = HEADER.size + 2 * MAX_STACK * 8
+_PY_AT = _COPY_AT + UCOPY
 
 
 class Unwinder:
@@ -41,6 +45,7 @@ class Unwinder:
         self.python_unread = 0
         self.truncated = 0
         self._frames: dict[tuple, tuple[Frame, bool]] = {}
+        self.dwarf = 0                 # samples whose user stack came from .eh_frame
 
     def close(self) -> None:
         for reader in self.codes.values():
@@ -70,6 +75,15 @@ class Unwinder:
         nk, nu = min(max(klen, 0) // 8, MAX_STACK), min(max(ulen, 0) // 8, MAX_STACK)
         kstack = struct.unpack_from(f"<{nk}Q", data, HEADER.size)
         ustack = struct.unpack_from(f"<{nu}Q", data, HEADER.size + MAX_STACK * 8)
+        ip, sp, bp, copied, _ = _REGS.unpack_from(data, _REGS_AT)
+        if copied and ip:
+            # .eh_frame over the copied stack; the frame-pointer walk when it gets further
+            from pycore.profile.cfi import unwind
+
+            walked = unwind(self.maps[pid].locate, ip, sp, bp, data[_COPY_AT:_COPY_AT + min(copied, UCOPY)])
+            if len(walked) >= len(ustack):
+                ustack = tuple(walked)
+                self.dwarf += 1
         py: tuple = ()
         if status == -4:
             self.truncated += 1
