@@ -7,6 +7,9 @@ A layer above ``elf``/``kernel``/``link``/``native`` and beside ``tools``
   one CPU-clock perf event per CPU, the ring buffer drained into raw samples;
 - :mod:`~pycore.profile.pyframes`: CPython code objects read from the target's
   memory, and 3.11's line table (``co_linetable``);
+- :mod:`~pycore.profile.cfi`: native stacks unwound with ``.eh_frame`` from a copy
+  of the user stack (code without frame pointers);
+- :mod:`~pycore.profile.unwind`: raw records counted and turned into named stacks;
 - :mod:`~pycore.profile.symbols`: kernel addresses from kallsyms, user ones
   from the process's maps and its ELF files (read through ``/proc/PID/root``);
 - :mod:`~pycore.profile.stacks`: frames, the splice of Python frames into the
