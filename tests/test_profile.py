@@ -236,7 +236,7 @@ def test_non_python_process(tmp_path):
 def test_cmd_python_and_formats(tmp_path):
     """-c runs the command to its end; the Python frames are there; pprof and speedscope are written."""
     folded = tmp_path / "c.folded"
-    res = run_profile("-c", f"{PYTHON} {WORKLOAD} 1.5", "-o", str(folded))
+    res = run_profile("-c", f"{PYTHON} {WORKLOAD} 2", "-F", "499", "-o", str(folded))
     assert res.returncode == 0, res.stderr
     names = {python_name(f) for frames, _ in folded_stacks(folded) for f in frames}
     assert {"<module>", "main", "spin", "deep", "spin_at_bottom", "digest", "reads"} <= names

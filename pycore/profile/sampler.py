@@ -114,13 +114,12 @@ class Sampler:
 
     @property
     def lost(self) -> int:
-        try:
-            return int(self._obj.globals["pycore_dropped"]) if self._obj is not None else 0
-        except (KeyError, Exception):  # noqa: BLE001 - a closed object has no counter left to read
-            return 0
+        """Samples the ring buffer had no room for (the program's count)."""
+        return int(self._obj.globals["pycore_dropped"]) if self._obj is not None else 0
 
     @property
     def taken(self) -> int:
+        """Samples the program kept (the target's, or every process's with ``-a``)."""
         return int(self._obj.globals["samples_taken"]) if self._obj is not None else 0
 
     def close(self) -> None:
