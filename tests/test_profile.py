@@ -358,3 +358,32 @@ def test_splice_puts_python_runs_in_place_of_eval_frames():
     # one eval frame unwound, two runs: the outer run at the root, the inner one in its place
     assert [f.name for f in splice([n("x"), n(EVAL_FRAME), n("leaf")], python)] == [
         "outer1", "outer2", "x", "inner1", "inner2", "leaf"]
+
+
+TRIXIE_ROOT = Path.home() / ".cache" / "pycore" / "trixie-root"
+
+
+def test_other_mount_namespace(tmp_path):
+    """A process in a chroot (Debian 13's root) is named with its own binaries: its dash's build id,
+    not the host's, read through /proc/PID/root."""
+    from pycore.elf.debugfile import build_id
+    from pycore.elf.file import ElfFile
+
+    dash = TRIXIE_ROOT / "usr" / "bin" / "dash"
+    if not dash.exists():
+        pytest.fail(f"{dash} is missing (./dev.sh bpftrace-0.23 makes the Debian 13 root)")
+    with ElfFile(str(dash)) as f, ElfFile("/usr/bin/dash") as host:
+        theirs, ours = build_id(f.elf), build_id(host.elf)
+    assert theirs != ours
+    busy = subprocess.Popen(["chroot", str(TRIXIE_ROOT), "/bin/sh", "-c", "while :; do :; done"])
+    out = tmp_path / "chroot.folded"
+    try:
+        time.sleep(0.5)
+        res = run_profile("-p", str(busy.pid), "-d", "1.5", "-F", "199", "-o", str(out))
+    finally:
+        busy.kill()
+        busy.wait()
+    assert res.returncode == 0, res.stderr
+    frames = {f for fs, _ in folded_stacks(out) for f in fs}
+    assert any(f.startswith("[dash+") and f.endswith(f" {theirs}]") for f in frames), sorted(frames)[:20]
+    assert not any(ours in f for f in frames)
