@@ -33,6 +33,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "build": ("pycore.commands.build", "compile your own BPF C into a CO-RE object: pycore build prog.bpf.c -o prog.bpf.o"),
     "skel": ("pycore.commands.skel", "a typed Python skeleton of a BPF object: pycore skel prog.bpf.o -o prog_skel.py"),
     "cmake-dir": ("pycore.commands.cmake_dir", "print the directory of pycore's CMake package (pycore_add_bpf_object)"),
+    "profile": ("pycore.commands.profile", "sample stacks with Python, native and kernel frames: pycore profile -p PID [-d SECONDS] [-o out.folded]"),
     "pins": ("pycore.commands.pins", "list what is pinned on bpffs (maps, programs, links): pycore pins [DIR] [--remove]"),
 }
 

@@ -37,12 +37,40 @@ class FrameLayout:
     tstate_cframe: int          # PyThreadState.cframe
     cframe_current_frame: int   # _PyCFrame.current_frame
     frame_previous: int         # _PyInterpreterFrame.previous
+    # pycore profile: threads not holding the GIL, each frame's code and instruction, code objects
+    interpreters_head: int = 0  # _PyRuntimeState.interpreters.head
+    interp_threads_head: int = 0  # PyInterpreterState.threads.head
+    tstate_next: int = 0        # PyThreadState.next
+    frame_code: int = 0         # _PyInterpreterFrame.f_code
+    frame_instr: int = 0        # _PyInterpreterFrame.prev_instr
+    frame_is_entry: int = 0     # _PyInterpreterFrame.is_entry
+    code_filename: int = 0      # PyCodeObject.co_filename
+    code_name: int = 0          # PyCodeObject.co_name
+    code_qualname: int = 0      # PyCodeObject.co_qualname
+    code_linetable: int = 0     # PyCodeObject.co_linetable (3.11's location table, PEP 657)
+    code_firstlineno: int = 0   # PyCodeObject.co_firstlineno
+    code_adaptive: int = 0      # PyCodeObject.co_code_adaptive (the bytecode, inline)
+    unicode_state: int = 32     # PyASCIIObject.state
+    unicode_length: int = 16    # PyASCIIObject.length
+    ascii_data: int = 48        # sizeof(PyASCIIObject): a compact ASCII string's characters
+    compact_data: int = 72      # sizeof(PyCompactUnicodeObject): a compact non-ASCII string's
+    bytes_size: int = 16        # PyVarObject.ob_size
+    bytes_data: int = 32        # PyBytesObject.ob_sval
+
+    @property
+    def profiles(self) -> bool:
+        """Whether the layout has what ``pycore profile`` reads (not only py-calls' depth)."""
+        return bool(self.frame_code and self.code_adaptive)
 
 
 # (major, minor) -> layout, x86-64 release builds (not Py_DEBUG).
 LAYOUTS: dict[tuple[int, int], FrameLayout] = {
     (3, 11): FrameLayout(tstate_current=576, tstate_thread_id=160, tstate_cframe=56,
-                         cframe_current_frame=8, frame_previous=48),
+                         cframe_current_frame=8, frame_previous=48,
+                         interpreters_head=40, interp_threads_head=16, tstate_next=8,
+                         frame_code=32, frame_instr=56, frame_is_entry=68,
+                         code_filename=112, code_name=120, code_qualname=128, code_linetable=136,
+                         code_firstlineno=72, code_adaptive=184),
 }
 
 RUNTIME_SYMBOL = "_PyRuntime"

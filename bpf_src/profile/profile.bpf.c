@@ -1,0 +1,271 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * profile: on-CPU stack sampling for `pycore profile` (pycore/profile/).
+ *
+ * Attached to one CPU-clock perf event per CPU (HZ samples a second). Each
+ * sample is one ring-buffer record: pid, tid, the thread's name, the kernel
+ * stack and the user stack (the kernel's frame-pointer walk, as
+ * bpf_get_stack gives them) and, for a process whose CPython layout user
+ * space registered in `py_procs`, the Python frames of the sampled thread.
+ *
+ * The Python walk is py-calls' (bpf_src/tools/py_calls.bpf.c) with the
+ * offsets of pycore/elf/cpython.py (one place for every version), extended
+ * for a thread that does not hold the GIL (in a syscall, say): its thread
+ * state is found on the interpreter's list by native_thread_id. Each frame is
+ * recorded as its code object's address and its prev_instr; user space reads
+ * the code object (name, file, line table) once per code object, so the
+ * program reads no strings.
+ */
+#include "tools/tools.bpf.h"
+
+char LICENSE[] SEC("license") = "GPL";
+
+#define MAX_STACK 127
+#define MAX_PY 256
+#define MAX_THREADS 64
+#define RING_SIZE (16 * 1024 * 1024)
+#define UCOPY 8192
+
+struct py_frame {
+	__u64 code;		/* PyCodeObject * */
+	__u64 instr;		/* prev_instr: the instruction running (last started) */
+	__u32 flags;		/* 1: is_entry (the first frame of a C-level eval call) */
+	__u32 pad;
+};
+
+struct profile_sample {
+	__u32 pid;
+	__u32 tid;
+	__u32 cpu;
+	__s32 kstack_len;	/* bytes, or a negative errno */
+	__s32 ustack_len;
+	__s32 py_status;	/* frames, or -1: no layout, -2: no thread state, -3: unreadable, -4: truncated */
+	__u32 n_py;
+	__u32 pad;
+	char comm[TASK_COMM_LEN];
+	__u64 kstack[MAX_STACK];
+	__u64 ustack[MAX_STACK];
+	__u64 uregs[3];		/* the user ip, sp, bp (for unwinding the copy with .eh_frame) */
+	__u32 ucopy_len;	/* bytes of user stack copied from sp */
+	__u32 pad2;
+	__u8 ucopy[UCOPY];
+	struct py_frame py[MAX_PY];
+};
+
+PYCORE_EVENT(profile_sample);
+
+const volatile __u32 self_tgid = 0;
+const volatile __u8 all_processes = 0;		/* -a: every process but pycore and the idle task */
+const volatile __u32 off_tstate_current = 0;	/* _PyRuntimeState.gilstate.tstate_current */
+const volatile __u32 off_interpreters_head = 0;	/* _PyRuntimeState.interpreters.head */
+const volatile __u32 off_interp_threads_head = 0;	/* PyInterpreterState.threads.head */
+const volatile __u32 off_tstate_next = 0;	/* PyThreadState.next */
+const volatile __u32 off_tstate_thread_id = 0;	/* PyThreadState.native_thread_id */
+const volatile __u32 off_tstate_cframe = 0;	/* PyThreadState.cframe */
+const volatile __u32 off_cframe_frame = 0;	/* _PyCFrame.current_frame */
+const volatile __u32 off_frame_previous = 0;	/* _PyInterpreterFrame.previous */
+const volatile __u32 off_frame_code = 0;	/* _PyInterpreterFrame.f_code */
+const volatile __u32 off_frame_instr = 0;	/* _PyInterpreterFrame.prev_instr */
+const volatile __u32 off_frame_is_entry = 0;	/* _PyInterpreterFrame.is_entry */
+
+__u64 samples_taken SEC(".bss");
+
+/* tgid -> the run-time address of that process's _PyRuntime (user space fills it). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32);
+	__type(value, __u64);
+} py_procs SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct profile_sample);
+} scratch SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, RING_SIZE);
+} samples SEC(".maps");
+PYCORE_RING_EVENT(samples, struct profile_sample);
+
+/* The current thread's id in its own pid namespace: what CPython stored in native_thread_id. */
+static __always_inline __u32 ns_tid(void)
+{
+	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
+	struct pid *pid = BPF_CORE_READ(task, thread_pid);
+	unsigned int level = BPF_CORE_READ(pid, level);
+	int nr = 0;
+
+	bpf_core_read(&nr, sizeof(nr), &pid->numbers[level & 31].nr);
+	return nr;
+}
+
+struct thread_find {
+	__u64 tstate;
+	__u64 found;
+	__u32 tid;
+};
+
+static long thread_step(__u64 i, void *data)
+{
+	struct thread_find *f = data;
+	__u64 id = 0;
+
+	if (!f->tstate)
+		return 1;
+	if (bpf_probe_read_user(&id, sizeof(id), (void *)(f->tstate + off_tstate_thread_id)))
+		return 1;
+	if (id == f->tid) {
+		f->found = f->tstate;
+		return 1;
+	}
+	if (bpf_probe_read_user(&f->tstate, sizeof(f->tstate), (void *)(f->tstate + off_tstate_next)))
+		f->tstate = 0;
+	return 0;
+}
+
+/* The sampled thread's PyThreadState: the GIL holder's if it is this thread, else from the list. */
+static __always_inline __u64 find_tstate(__u64 runtime)
+{
+	struct thread_find f = { .tid = ns_tid() };
+	__u64 tstate = 0, id = 0, interp = 0;
+
+	if (!bpf_probe_read_user(&tstate, sizeof(tstate), (void *)(runtime + off_tstate_current)) && tstate &&
+	    !bpf_probe_read_user(&id, sizeof(id), (void *)(tstate + off_tstate_thread_id)) && id == f.tid)
+		return tstate;
+	if (bpf_probe_read_user(&interp, sizeof(interp), (void *)(runtime + off_interpreters_head)) || !interp)
+		return 0;
+	if (bpf_probe_read_user(&f.tstate, sizeof(f.tstate), (void *)(interp + off_interp_threads_head)))
+		return 0;
+	bpf_loop(MAX_THREADS, thread_step, &f, 0);
+	return f.found;
+}
+
+struct frame_walk {
+	struct profile_sample *s;
+	__u64 frame;
+	__s32 status;
+};
+
+/* One read per frame: the first FRAME_READ bytes of the _PyInterpreterFrame hold every
+ * field used (3.11: f_code 32, previous 48, prev_instr 56, is_entry 68); four reads a
+ * frame made a 220-frame stack cost four times as much. */
+#define FRAME_READ 72
+
+static __always_inline __u64 field64(const __u8 *buf, __u32 off)
+{
+	__u64 v;
+
+	__builtin_memcpy(&v, buf + (off & 127), sizeof(v));
+	return v;
+}
+
+static long frame_step(__u64 i, void *data)
+{
+	struct frame_walk *w = data;
+	struct py_frame *pf;
+	__u8 buf[FRAME_READ + 64] = {};	/* offsets masked to 0..127: reads stay inside */
+
+	if (!w->frame)
+		return 1;
+	if (i >= MAX_PY) {
+		w->status = -4;
+		return 1;
+	}
+	if (bpf_probe_read_user(buf, FRAME_READ, (void *)w->frame)) {
+		w->status = -3;
+		return 1;
+	}
+	pf = &w->s->py[i];
+	pf->code = field64(buf, off_frame_code);
+	pf->instr = field64(buf, off_frame_instr);
+	pf->flags = buf[off_frame_is_entry & 127] & 1;
+	pf->pad = 0;
+	w->frame = field64(buf, off_frame_previous);
+	w->s->n_py = i + 1;
+	return 0;
+}
+
+static __always_inline void python_frames(struct profile_sample *s, __u32 tgid)
+{
+	struct frame_walk w = { .s = s };
+	__u64 *runtime, tstate, cframe = 0;
+
+	s->n_py = 0;
+	runtime = bpf_map_lookup_elem(&py_procs, &tgid);
+	if (!runtime) {
+		s->py_status = -1;
+		return;
+	}
+	tstate = find_tstate(*runtime);
+	if (!tstate) {
+		s->py_status = -2;
+		return;
+	}
+	if (bpf_probe_read_user(&cframe, sizeof(cframe), (void *)(tstate + off_tstate_cframe)) || !cframe ||
+	    bpf_probe_read_user(&w.frame, sizeof(w.frame), (void *)(cframe + off_cframe_frame))) {
+		s->py_status = -3;
+		return;
+	}
+	bpf_loop(MAX_PY + 1, frame_step, &w, 0);
+	s->py_status = w.status ? w.status : (__s32)s->n_py;
+}
+
+/* The user registers (saved at the kernel's entry, or the interrupted ones: the same pt_regs)
+ * and the top of the user stack, for an .eh_frame unwinder in user space (pycore/profile/cfi.py):
+ * code without frame pointers defeats bpf_get_stack's walk past the leaf. */
+static __always_inline void user_stack_copy(struct profile_sample *s)
+{
+	struct task_struct *task = (struct task_struct *)bpf_get_current_task_btf();
+	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(task);
+	__u64 sp;
+
+	s->ucopy_len = 0;
+	s->pad2 = 0;
+	s->uregs[0] = BPF_CORE_READ(regs, ip);
+	sp = s->uregs[1] = BPF_CORE_READ(regs, sp);
+	s->uregs[2] = BPF_CORE_READ(regs, bp);
+	if (!bpf_probe_read_user(s->ucopy, UCOPY, (void *)sp))
+		s->ucopy_len = UCOPY;
+	else if (!bpf_probe_read_user(s->ucopy, UCOPY / 4, (void *)sp))
+		s->ucopy_len = UCOPY / 4;	/* near the top of the stack's mapping */
+}
+
+SEC("perf_event")
+int on_sample(struct bpf_perf_event_data *ctx)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tgid = id >> 32, zero = 0, n;
+	struct profile_sample *s;
+	__u64 size, wake;
+
+	if (!tgid || tgid == self_tgid)
+		return 0;
+	if (!all_processes && tgid != targ_tgid)
+		return 0;
+	s = bpf_map_lookup_elem(&scratch, &zero);
+	if (!s)
+		return 0;
+	s->pid = tgid;
+	s->tid = (__u32)id;
+	s->cpu = bpf_get_smp_processor_id();
+	s->pad = 0;
+	bpf_get_current_comm(s->comm, sizeof(s->comm));
+	s->kstack_len = bpf_get_stack(ctx, s->kstack, sizeof(s->kstack), 0);
+	s->ustack_len = bpf_get_stack(ctx, s->ustack, sizeof(s->ustack), BPF_F_USER_STACK);
+	user_stack_copy(s);
+	python_frames(s, tgid);
+	__sync_fetch_and_add(&samples_taken, 1);
+	n = s->n_py;
+	if (n > MAX_PY)
+		n = MAX_PY;
+	size = __builtin_offsetof(struct profile_sample, py) + (__u64)n * sizeof(struct py_frame);
+	/* No wake-up per sample: user space drains every 100 ms; woken only when the ring is half full. */
+	wake = bpf_ringbuf_query(&samples, BPF_RB_AVAIL_DATA) > RING_SIZE / 2 ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP;
+	if (bpf_ringbuf_output(&samples, s, size, wake))
+		__sync_fetch_and_add(&pycore_dropped, 1);
+	return 0;
+}

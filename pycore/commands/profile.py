@@ -1,0 +1,271 @@
+"""Sample on-CPU stacks: pycore profile [-p PID | -c CMD | -a] [-F HZ] [-d SECONDS] [-o FILE] [--format F].
+
+Each sample holds the kernel stack, the native user stack and, for a CPython
+3.11 process, its Python frames (name, file, line) where the interpreter runs
+them; the process and the thread are the root frames.  Without -o: the
+functions with the most samples, by self and total time.  docs/profile.md
+says more.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+import time
+
+__all__ = ["add_arguments", "run", "FORMATS"]
+
+# --format -> the file name endings that choose it
+FORMATS = {"folded": (".folded", ".txt"), "pprof": (".pb.gz", ".pprof"),
+           "speedscope": (".speedscope.json", ".json"), "top": ()}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    target = parser.add_mutually_exclusive_group(required=True)
+    target.add_argument("-p", "--pid", type=int, help="sample this process (all its threads)")
+    target.add_argument("-c", "--cmd", metavar="CMD", help="run CMD and sample it until it exits")
+    target.add_argument("-a", "--all", action="store_true", help="sample every process")
+    parser.add_argument("-F", "--frequency", type=int, default=99, metavar="HZ",
+                        help="samples a second on each CPU (default 99)")
+    parser.add_argument("-d", "--duration", type=float, metavar="SECONDS",
+                        help="stop after this long (default: Ctrl-C, or the process's exit)")
+    parser.add_argument("-o", "--output", metavar="FILE", help="write the profile here (format from "
+                        "--format or the name: .folded, .pb.gz, .speedscope.json)")
+    parser.add_argument("--format", choices=list(FORMATS), help="folded, pprof, speedscope or top "
+                        "(default: from -o's name; top without -o)")
+    parser.add_argument("--top", type=int, default=25, metavar="N", help="rows of the table (default 25)")
+    parser.add_argument("--sort", choices=("self", "total"), default="self", help="the table's order")
+
+
+def _fail(message: str) -> int:
+    print(f"pycore profile: {message}", file=sys.stderr)
+    return 2
+
+
+def _format_of(args: argparse.Namespace) -> str | None:
+    if args.format:
+        return args.format
+    if not args.output:
+        return "top"
+    for name, endings in FORMATS.items():
+        if args.output.endswith(endings):
+            return name
+    return None
+
+
+def _spawn_held(argv: list[str]) -> tuple[int, int]:
+    """Fork a child that execs ``argv`` once released (a byte on the returned pipe end)."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.close(w)
+            os.read(r, 1)
+            os.close(r)
+            os.execvp(argv[0], argv)
+        finally:
+            os._exit(127)
+    os.close(r)
+    return pid, w
+
+
+class _Stop(Exception):
+    """SIGTERM: stop sampling and write what was sampled, as Ctrl-C does."""
+
+
+def run(args: argparse.Namespace) -> int:
+    import shlex
+    import shutil
+
+    fmt = _format_of(args)
+    if fmt is None:
+        return _fail(f"{args.output}: cannot tell the format from the name; say --format "
+                     + "|".join(FORMATS))
+    if not 1 <= args.frequency <= 10000:
+        return _fail(f"-F {args.frequency}: the frequency must be 1 to 10000 Hz")
+    if args.duration is not None and args.duration <= 0:
+        return _fail(f"-d {args.duration:g}: the duration must be positive")
+    argv: list[str] = []
+    if args.pid is not None and (args.pid <= 0 or not os.path.exists(f"/proc/{args.pid}")):
+        return _fail(f"-p {args.pid}: no such process")
+    if args.cmd is not None:
+        try:
+            argv = shlex.split(args.cmd)
+        except ValueError as e:
+            return _fail(f"-c: {e}")
+        if not argv or shutil.which(argv[0]) is None:
+            return _fail(f"-c: command not found: {argv[0] if argv else '(empty)'}")
+
+    from pycore.kernel.privileges import missing_privileges
+
+    why = missing_privileges()
+    if why:
+        return _fail(why)
+
+    from pycore.profile.sampler import Sampler
+    from pycore.profile.unwind import HEADER, Unwinder
+
+    child, release = (None, None)
+    if argv:
+        child, release = _spawn_held(argv)
+    target = args.pid or child
+    sampler = Sampler(target, args.frequency, all_processes=args.all)
+    unwinder = Unwinder(args.frequency, sampler.pythons)
+    seen: set[int] = set()
+
+    def handle(data: bytes) -> None:
+        pid = HEADER.unpack_from(data)[0]
+        if pid not in seen:
+            seen.add(pid)
+            if args.all:
+                sampler.register(pid, quiet=True)
+        unwinder.add(data)
+
+    def on_term(signum, frame) -> None:  # noqa: ANN001
+        raise _Stop
+
+    old_term = signal.signal(signal.SIGTERM, on_term)
+    ended = ""
+    start = time.monotonic()
+    try:
+        try:
+            sampler.start()
+        except Exception as e:  # noqa: BLE001 - one line: what failed to load or attach
+            return _fail(f"cannot start sampling: {e}")
+        start = time.monotonic()
+        if args.pid:
+            if sampler.register(args.pid) is None:
+                _note_not_python(args.pid, sampler.not_python.get(args.pid, ""))
+        if child is not None:
+            os.write(release, b"x")
+            os.close(release)
+            release = None
+            _register_after_exec(sampler, child)
+        deadline = start + args.duration if args.duration else None
+        while True:
+            now = time.monotonic()
+            if deadline is not None and now >= deadline:
+                break
+            sampler.poll(handle, 0.1 if deadline is None else min(0.1, max(deadline - now, 0.0)))
+            if child is not None:
+                if child not in sampler.pythons and time.monotonic() - start < 1.0:
+                    sampler.register(child, quiet=True)
+                if os.waitpid(child, os.WNOHANG)[0]:
+                    child = None
+                    ended = "done"
+                    break
+            elif args.pid and not os.path.exists(f"/proc/{args.pid}"):
+                ended = f"process {args.pid} exited after {time.monotonic() - start:.1f} s"
+                sampler.poll(handle, 0)
+                break
+        sampler.poll(handle, 0)
+    except (KeyboardInterrupt, _Stop):
+        pass
+    finally:
+        signal.signal(signal.SIGTERM, old_term)
+        if release is not None:
+            os.close(release)
+        try:
+            sampler.poll(handle, 0)
+        except Exception:  # noqa: BLE001 - the ring may be closed already (a failed start)
+            pass
+        lost = sampler.lost
+        sampler.close()
+        unwinder.close()
+        if child is not None:
+            _end_child(child)
+    if args.cmd and args.pid is None and child is None and not seen and ended != "done":
+        return 2
+    duration = time.monotonic() - start
+    profile = unwinder.profile()
+    profile.duration = duration
+    profile.lost = lost
+    if ended and ended != "done":
+        print(f"pycore profile: {ended}; writing the {profile.samples} samples taken", file=sys.stderr)
+    _write(profile, fmt, args)
+    _summary(profile, args)
+    return 0
+
+
+def _register_after_exec(sampler, pid: int) -> None:  # noqa: ANN001
+    """Wait (up to 1 s) for the child's exec, then register its CPython if it has one."""
+    own = os.stat("/proc/self/exe").st_ino
+    end = time.monotonic() + 1.0
+    while time.monotonic() < end:
+        try:
+            if os.stat(f"/proc/{pid}/exe").st_ino != own:
+                break
+        except OSError:
+            return
+        time.sleep(0.001)
+    sampler.register(pid, quiet=True)
+
+
+def _end_child(pid: int) -> None:
+    """The -c command outlived the profile (-d, Ctrl-C): end it, nothing is left behind."""
+    try:
+        os.kill(pid, signal.SIGTERM)
+        for _ in range(100):
+            if os.waitpid(pid, os.WNOHANG)[0]:
+                return
+            time.sleep(0.01)
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+    except (ProcessLookupError, ChildProcessError):
+        pass
+
+
+def _note_not_python(pid: int, why: str) -> None:
+    try:
+        with open(f"/proc/{pid}/comm") as f:
+            comm = f.read().strip()
+    except OSError:
+        comm = "?"
+    print(f"pycore profile: process {pid} ({comm}): {why}; sampling native and kernel frames only",
+          file=sys.stderr)
+
+
+def _write(profile, fmt: str, args: argparse.Namespace) -> None:  # noqa: ANN001
+    if fmt == "pprof":
+        from pycore.profile.pprof import write_pprof
+
+        if args.output:
+            with open(args.output, "wb") as f:
+                write_pprof(profile, f)
+        else:
+            sys.stdout.flush()
+            write_pprof(profile, sys.stdout.buffer)
+        return
+    out = open(args.output, "w") if args.output else sys.stdout
+    try:
+        if fmt == "folded":
+            from pycore.profile.folded import write_folded
+
+            write_folded(profile, out)
+        elif fmt == "speedscope":
+            from pycore.profile.speedscope import write_speedscope
+
+            write_speedscope(profile, out)
+        else:
+            from pycore.profile.top import write_top
+
+            write_top(profile, out, args.top, args.sort)
+    finally:
+        if args.output:
+            out.close()
+
+
+def _summary(profile, args: argparse.Namespace) -> None:  # noqa: ANN001
+    notes = []
+    if profile.lost:
+        notes.append(f"{profile.lost} lost")
+    if profile.python_unread:
+        notes.append(f"{profile.python_unread} without readable Python frames")
+    if profile.truncated:
+        notes.append(f"{profile.truncated} with Python stacks cut at 256 frames")
+    extra = f" ({', '.join(notes)})" if notes else ""
+    where = f", written to {args.output}" if args.output else ""
+    print(f"pycore profile: {profile.samples} samples in {profile.duration:.1f} s{extra}{where}",
+          file=sys.stderr)

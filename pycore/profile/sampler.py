@@ -1,0 +1,144 @@
+"""The sampling side: the BPF object, one CPU-clock perf event per CPU, the ring buffer.
+
+Every CPU gets a software CPU-clock event at ``hz`` samples a second (the
+frequency mode, as bpftrace's ``profile:hz:99`` and perf do) running the
+``on_sample`` program; the program keeps the samples of the target process
+(``-p``/``-c``) or of every process but pycore and the idle task (``-a``).
+:meth:`Sampler.close` closes the links, the perf events and the object, in
+that order, and is safe to call twice: the command calls it on every way out
+(the end, ``-d``, Ctrl-C, SIGTERM, an error).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from pycore.profile.pyframes import PythonProcess, find_python
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+__all__ = ["OBJECT", "Sampler"]
+
+OBJECT = "profile"
+
+
+class Sampler:
+    """Load, attach, drain.  ``pid``: the one process sampled (None with ``all_processes``)."""
+
+    def __init__(self, pid: int | None, hz: int = 99, *, all_processes: bool = False) -> None:
+        self.pid = pid
+        self.hz = hz
+        self.all_processes = all_processes
+        self.pythons: dict[int, PythonProcess] = {}
+        self.not_python: dict[int, str] = {}           # pid -> why its Python frames are not read
+        self._perf_fds: list[int] = []
+        self._link_fds: list[int] = []
+        self._obj = None
+        self._ring = None
+        self.started_at = 0.0
+
+    def start(self) -> None:
+        """Load the program and start sampling (everything opened is closed again on failure)."""
+        from pycore.elf.cpython import LAYOUTS
+        from pycore.link.base import online_cpus
+        from pycore.link.perf_event import PERF_COUNT_SW_CPU_CLOCK, PERF_TYPE_SOFTWARE, PerfEventAttr, \
+            attach_bpf, perf_event_open
+        from pycore.native.object import BpfObject
+        from pycore.native.ringbuf import RingBuffer
+        from pycore.native.shipped import object_path
+
+        try:
+            obj = self._obj = BpfObject(object_path(OBJECT))
+            g = obj.globals
+            g["self_tgid"] = os.getpid()
+            g["targ_tgid"] = self.pid or 0
+            g["all_processes"] = 1 if self.all_processes else 0
+            # every known layout of a profiled version shares these offsets so far (3.11 only);
+            # a second version with other offsets needs them per process (a map), not .rodata
+            layout = LAYOUTS[(3, 11)]
+            for name, value in (("off_tstate_current", layout.tstate_current),
+                                ("off_interpreters_head", layout.interpreters_head),
+                                ("off_interp_threads_head", layout.interp_threads_head),
+                                ("off_tstate_next", layout.tstate_next),
+                                ("off_tstate_thread_id", layout.tstate_thread_id),
+                                ("off_tstate_cframe", layout.tstate_cframe),
+                                ("off_cframe_frame", layout.cframe_current_frame),
+                                ("off_frame_previous", layout.frame_previous),
+                                ("off_frame_code", layout.frame_code),
+                                ("off_frame_instr", layout.frame_instr),
+                                ("off_frame_is_entry", layout.frame_is_entry)):
+                g[name] = value
+            obj.load()
+            if self.pid:
+                self.register(self.pid)
+            elif self.all_processes:
+                for entry in os.listdir("/proc"):
+                    if entry.isdigit() and int(entry) != os.getpid():
+                        self.register(int(entry), quiet=True)
+            self._ring = RingBuffer(obj, "samples", bytes)
+            prog_fd = obj.programs["on_sample"].fd
+            attr = PerfEventAttr(type=PERF_TYPE_SOFTWARE, config=PERF_COUNT_SW_CPU_CLOCK,
+                                 sample_period=self.hz, freq=True)
+            for cpu in online_cpus():
+                fd = perf_event_open(attr, pid=-1, cpu=cpu, what=f"cpu-clock sampling at {self.hz} Hz")
+                self._perf_fds.append(fd)
+                link = attach_bpf(prog_fd, fd, what="profile")
+                if link is not None:
+                    self._link_fds.append(link)
+            self.started_at = time.monotonic()
+        except BaseException:
+            self.close()
+            raise
+
+    def register(self, pid: int, *, quiet: bool = False) -> PythonProcess | None:
+        """Tell the program where ``pid``'s CPython keeps its threads (None: not a CPython it can read)."""
+        if pid in self.pythons:
+            return self.pythons[pid]
+        py, why = find_python(pid)
+        if py is None:
+            self.not_python[pid] = why
+            return None
+        if py.layout.tstate_current != self._obj.globals["off_tstate_current"]:
+            self.not_python[pid] = f"{py.name}: its offsets differ from the 3.11 ones the program was loaded with"
+            return None
+        self._obj.maps["py_procs"][pid] = py.runtime
+        self.pythons[pid] = py
+        return py
+
+    def poll(self, handle: Callable[[bytes], object], timeout: float) -> int:
+        """Hand each record waiting (for up to ``timeout`` s) to ``handle``."""
+        return self._ring.poll(handle, timeout) if self._ring is not None else 0
+
+    @property
+    def lost(self) -> int:
+        """Samples the ring buffer had no room for (the program's count)."""
+        return int(self._obj.globals["pycore_dropped"]) if self._obj is not None else 0
+
+    @property
+    def taken(self) -> int:
+        """Samples the program kept (the target's, or every process's with ``-a``)."""
+        return int(self._obj.globals["samples_taken"]) if self._obj is not None else 0
+
+    def close(self) -> None:
+        """Detach and release everything (links, perf events, ring, object); safe twice."""
+        for fd in self._link_fds + self._perf_fds:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self._link_fds, self._perf_fds = [], []
+        if self._ring is not None:
+            self._ring.close()
+            self._ring = None
+        if self._obj is not None:
+            self._obj.close()
+            self._obj = None
+
+    def __enter__(self) -> Sampler:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,46 @@
+"""speedscope's own file format (``.speedscope.json``): one "sampled" profile per process.
+
+Frames are shared (``shared.frames``: name, file, line); each sample is a
+list of frame indexes, root first, and its weight is its time in seconds.
+The schema: https://www.speedscope.app/file-format-schema.json.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TextIO
+
+from pycore.profile.stacks import Frame, Profile
+
+__all__ = ["write_speedscope"]
+
+SCHEMA = "https://www.speedscope.app/file-format-schema.json"
+
+
+def write_speedscope(profile: Profile, out: TextIO, name: str = "pycore profile") -> None:
+    frames: list[dict] = []
+    index: dict[Frame, int] = {}
+
+    def frame_id(f: Frame) -> int:
+        i = index.get(f)
+        if i is None:
+            i = index[f] = len(frames)
+            entry: dict = {"name": f.label() if f.kind == "kernel" else f.name}
+            if f.file:
+                entry["file"] = f.file
+            if f.line:
+                entry["line"] = f.line
+            frames.append(entry)
+        return i
+
+    period = 1.0 / profile.hz if profile.hz else 0.0
+    by_process: dict[Frame, tuple[list, list]] = {}
+    for stack, n in sorted(profile.stacks.items(), key=lambda kv: [f.label() for f in kv[0]]):
+        samples, weights = by_process.setdefault(stack[0], ([], []))
+        samples.append([frame_id(f) for f in stack[1:]])
+        weights.append(n * period)
+    profiles = [{"type": "sampled", "name": proc.name, "unit": "seconds", "startValue": 0,
+                 "endValue": sum(weights), "samples": samples, "weights": weights}
+                for proc, (samples, weights) in by_process.items()]
+    json.dump({"$schema": SCHEMA, "shared": {"frames": frames}, "profiles": profiles, "name": name,
+               "activeProfileIndex": 0, "exporter": "pycore"}, out)

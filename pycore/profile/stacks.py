@@ -1,0 +1,102 @@
+"""Frames, whole stacks (root first) and the aggregate every format reads.
+
+A sample's stack, root first: the process (``NAME (PID)``), the thread
+(``NAME (TID)``), then the user frames with the Python frames spliced in,
+then the kernel frames.  The splice follows py-spy ``--native``: each native
+``_PyEval_EvalFrameDefault`` frame runs the Python frames from the newest
+down to the one marked ``is_entry`` (the frame that C call started with), so
+the innermost such native frame is replaced by the innermost run of Python
+frames, and so on outwards.  Runs left over (the native walk stopped early:
+CPython built without frame pointers, as Debian's is, gives the kernel's
+frame-pointer walk little beyond the leaf) go at the root of the user part,
+above the native frames that were unwound: the Python frames are never lost.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import NamedTuple
+
+__all__ = ["EVAL_FRAME", "Frame", "Profile", "splice"]
+
+EVAL_FRAME = "_PyEval_EvalFrameDefault"
+
+
+class Frame(NamedTuple):
+    """One frame: ``kind`` is process, thread, python, native or kernel."""
+
+    kind: str
+    name: str
+    file: str = ""
+    line: int = 0
+
+    def label(self) -> str:
+        """The frame as folded stacks and the terminal show it."""
+        if self.kind == "python":
+            return f"{self.name} ({self.file}:{self.line})"
+        if self.kind == "kernel":
+            return f"{self.name}_[k]"
+        return self.name
+
+
+def splice(native: list[Frame], python: list[tuple[Frame, bool]]) -> list[Frame]:
+    """User frames root first: ``native`` (root first) with ``python`` ((frame, is_entry), newest
+    first) put in place of the ``_PyEval_EvalFrameDefault`` frames that run them."""
+    runs: list[list[Frame]] = []          # innermost run first, each root first
+    current: list[Frame] = []
+    for frame, is_entry in python:
+        current.append(frame)
+        if is_entry:
+            runs.append(current[::-1])
+            current = []
+    if current:
+        runs.append(current[::-1])
+    evals = [i for i, f in enumerate(native) if f.name == EVAL_FRAME]
+    replaced: dict[int, list[Frame]] = {}
+    for pos in reversed(evals):           # innermost eval frame first
+        if not runs:
+            break
+        replaced[pos] = runs.pop(0)
+    out: list[Frame] = []
+    for run in reversed(runs):            # runs with no native eval frame: outermost first, at the root
+        out.extend(run)
+    for i, f in enumerate(native):
+        out.extend(replaced.get(i, (f,)))
+    return out
+
+
+class Profile:
+    """Whole stacks (root first) with their sample counts, and what the run was."""
+
+    def __init__(self, hz: int) -> None:
+        self.hz = hz
+        self.stacks: Counter[tuple[Frame, ...]] = Counter()
+        self.duration = 0.0            # seconds sampled
+        self.lost = 0                  # samples the ring buffer dropped
+        self.python_unread = 0         # samples of a Python process whose frames could not be read
+        self.truncated = 0             # samples with more Python frames than the program reads
+
+    @property
+    def samples(self) -> int:
+        return sum(self.stacks.values())
+
+    def add(self, stack: tuple[Frame, ...], count: int = 1) -> None:
+        self.stacks[stack] += count
+
+    def functions(self) -> tuple[Counter[Frame], Counter[Frame]]:
+        """(self, total) samples per function (a frame without its line), the roots left out;
+        total counts a function once per sample however often it recurs."""
+        own: Counter[Frame] = Counter()
+        total: Counter[Frame] = Counter()
+        for stack, n in self.stacks.items():
+            funcs = [_function(f) for f in stack if f.kind not in ("process", "thread")]
+            if not funcs:
+                continue
+            own[funcs[-1]] += n
+            for f in set(funcs):
+                total[f] += n
+        return own, total
+
+
+def _function(f: Frame) -> Frame:
+    return f._replace(line=0) if f.kind == "python" else f

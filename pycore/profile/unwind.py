@@ -1,0 +1,136 @@
+"""Raw samples (the BPF program's records) to whole, named stacks.
+
+Records are counted by their raw content (pid, tid, thread name, the two
+address stacks, the Python frames as code and line) as they arrive, and named
+once per distinct stack at the end, so a long run costs one dictionary
+update per sample.  What must be read while the process lives is read on its
+first sample: its maps (for the native names) and each code object (the
+Python names and line tables).
+"""
+
+from __future__ import annotations
+
+import struct
+from collections import Counter
+
+from pycore.profile.stacks import Frame, Profile, splice
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from pycore.profile.pyframes import CodeReader, PythonProcess
+    from pycore.profile.symbols import ProcessMaps
+
+__all__ = ["HEADER", "MAX_STACK", "Unwinder"]
+
+MAX_STACK = 127
+HEADER = struct.Struct("<IIIiiiII16s")          # struct profile_sample up to kstack
+UCOPY = 8192
+_REGS = struct.Struct("<QQQII")                 # uregs[3], ucopy_len, pad2
+_REGS_AT = HEADER.size + 2 * MAX_STACK * 8
+_COPY_AT = _REGS_AT + _REGS.size
+_PY = struct.Struct("<QQII")
+_PY_AT = _COPY_AT + UCOPY
+
+
+class Unwinder:
+    """Counts raw samples and turns them into a :class:`~pycore.profile.stacks.Profile`."""
+
+    def __init__(self, hz: int, pythons: dict[int, PythonProcess] | None = None) -> None:
+        self.hz = hz
+        self.pythons = pythons if pythons is not None else {}
+        self.raw: Counter[tuple] = Counter()
+        self.maps: dict[int, ProcessMaps] = {}
+        self.codes: dict[int, CodeReader] = {}
+        self.comms: dict[int, str] = {}
+        self.python_unread = 0
+        self.truncated = 0
+        self._frames: dict[tuple, tuple[Frame, bool]] = {}
+        self.dwarf = 0                 # samples whose user stack came from .eh_frame
+
+    def close(self) -> None:
+        for reader in self.codes.values():
+            reader.close()
+        self.codes.clear()
+
+    def _process(self, pid: int, comm: str) -> None:
+        from pycore.profile.pyframes import CodeReader
+        from pycore.profile.symbols import ProcessMaps
+
+        self.maps[pid] = ProcessMaps(pid)
+        try:
+            with open(f"/proc/{pid}/comm") as f:
+                self.comms[pid] = f.read().strip() or comm
+        except OSError:
+            self.comms[pid] = comm
+        py = self.pythons.get(pid)
+        if py is not None:
+            self.codes[pid] = CodeReader(pid, py.layout)
+
+    def add(self, data: bytes) -> None:
+        """One record of the ring buffer."""
+        pid, tid, _cpu, klen, ulen, status, n_py, _pad, comm_raw = HEADER.unpack_from(data)
+        comm = comm_raw.split(b"\0", 1)[0].decode("utf-8", "replace")
+        if pid not in self.maps:
+            self._process(pid, comm)
+        nk, nu = min(max(klen, 0) // 8, MAX_STACK), min(max(ulen, 0) // 8, MAX_STACK)
+        kstack = struct.unpack_from(f"<{nk}Q", data, HEADER.size)
+        ustack = struct.unpack_from(f"<{nu}Q", data, HEADER.size + MAX_STACK * 8)
+        ip, sp, bp, copied, _ = _REGS.unpack_from(data, _REGS_AT)
+        if copied and ip:
+            # .eh_frame over the copied stack; the frame-pointer walk when it gets further
+            from pycore.profile.cfi import unwind
+
+            walked = unwind(self.maps[pid].locate, ip, sp, bp, data[_COPY_AT:_COPY_AT + min(copied, UCOPY)])
+            if len(walked) >= len(ustack):
+                ustack = tuple(walked)
+                self.dwarf += 1
+        py: tuple = ()
+        if status == -4:
+            self.truncated += 1
+        elif status == -3 or (status == -2 and pid in self.pythons):
+            self.python_unread += 1
+        reader = self.codes.get(pid)
+        if n_py and reader is not None:
+            n = min(n_py, (len(data) - _PY_AT) // _PY.size)
+            cache = self._frames
+            frames = []
+            for key in _PY.iter_unpack(data[_PY_AT:_PY_AT + n * _PY.size]):
+                frame = cache.get((pid, key))
+                if frame is None:
+                    frame = cache[(pid, key)] = self._python_frame(reader, *key)
+                frames.append(frame)
+            py = tuple(frames)
+        self.raw[(pid, tid, comm, kstack, ustack, py)] += 1
+
+    @staticmethod
+    def _python_frame(reader: CodeReader, code: int, instr: int, flags: int, _pad: int) -> tuple[Frame, bool]:
+        """One Python frame named, (frame, is_entry): once per (code, instruction) of a process."""
+        info = reader.code(code)
+        if info is None:
+            return Frame("python", f"[code {code:#x}]"), bool(flags & 1)
+        return Frame("python", info.qualname, info.filename, info.line(instr)), bool(flags & 1)
+
+    def profile(self, kernel_names=None) -> Profile:  # noqa: ANN001 - a KernelSymbols, made when None
+        """The samples so far, named."""
+        from pycore.profile.symbols import KernelSymbols
+
+        kernel = kernel_names or KernelSymbols()
+        prof = Profile(self.hz)
+        prof.python_unread, prof.truncated = self.python_unread, self.truncated
+        for (pid, tid, comm, kstack, ustack, py), n in self.raw.items():
+            maps = self.maps[pid]
+            native: list[Frame] = []
+            for i, addr in enumerate(ustack):
+                # the kernel's frame-pointer walk: past the leaf, an address outside every
+                # executable mapping means the walk went astray (code built without frame pointers)
+                if i and not maps.executable(addr - 1):
+                    break
+                name, path = maps.lookup(addr if i == 0 else addr - 1)
+                native.append(Frame("native", name, path))
+            native.reverse()
+            stack = [Frame("process", f"{self.comms.get(pid, comm)} ({pid})"),
+                     Frame("thread", f"{comm} ({tid})")]
+            stack += splice(native, list(py))
+            stack += [Frame("kernel", kernel(a)) for a in reversed(kstack)]
+            prof.add(tuple(stack), n)
+        return prof

@@ -1,0 +1,117 @@
+"""A CPU-bound workload with a known split, for pycore profile's tests and bench/bench_profile.py.
+
+Run with python3.11: ``python3.11 tests/profile_workload.py [SECONDS]``.  In
+rounds of ``ROUND`` seconds of this thread's CPU time, each function below
+burns its share of the round, timed by the workload itself with
+``time.thread_time()`` (CPU time, so a busy machine that takes the CPU away
+does not move the split).  SIGUSR1 starts the measurement
+afresh (SECONDS count from then).  On SIGTERM (or after SECONDS) it prints, as JSON
+on stdout, the CPU seconds each function really took and the work it did
+(``ops``: busy-loop iterations; the benchmark compares them with and
+without a profiler).
+
+- ``spin``: a pure Python busy loop;
+- ``deep``: recursion 220 frames down, then the same busy loop at the bottom;
+- ``digest``: hashlib's SHA-256 over 256 KiB (C, the GIL released);
+- ``reads``: os.read of /dev/zero (the time in the kernel, GIL released).
+"""
+
+import hashlib
+import json
+import os
+import signal
+import sys
+import time
+
+SHARES = {"spin": 0.30, "deep": 0.25, "digest": 0.20, "reads": 0.25}
+ROUND = 0.02
+DEPTH = 220
+
+clock = time.thread_time
+used = dict.fromkeys(SHARES, 0.0)
+ops = dict.fromkeys(SHARES, 0)
+stop = False
+
+
+def spin(budget):
+    end = clock() + budget
+    n = 0
+    while clock() < end:
+        for _ in range(200):
+            n += 1
+    return n
+
+
+def deep(budget, depth=DEPTH):
+    if depth > 1:
+        return deep(budget, depth - 1)
+    return spin_at_bottom(budget)
+
+
+def spin_at_bottom(budget):
+    end = clock() + budget
+    n = 0
+    while clock() < end:
+        for _ in range(200):
+            n += 1
+    return n
+
+
+DATA = os.urandom(256 * 1024)
+
+
+def digest(budget):
+    end = clock() + budget
+    n = 0
+    while clock() < end:
+        hashlib.sha256(DATA).digest()
+        n += 1
+    return n
+
+
+ZERO = os.open("/dev/zero", os.O_RDONLY)
+
+
+def reads(budget):
+    end = clock() + budget
+    n = 0
+    while clock() < end:
+        os.read(ZERO, 1 << 20)
+        n += 1
+    return n
+
+
+FUNCS = {"spin": spin, "deep": deep, "digest": digest, "reads": reads}
+
+
+def on_term(signum, frame):
+    global stop
+    stop = True
+
+
+def on_usr1(signum, frame):
+    """Measure from now on (bench/bench_profile.py: once the profiler is running)."""
+    global start, cpu0
+    start, cpu0 = time.monotonic(), clock()
+    for name in SHARES:
+        used[name], ops[name] = 0.0, 0
+
+
+def main():
+    global start, cpu0
+    signal.signal(signal.SIGTERM, on_term)
+    signal.signal(signal.SIGUSR1, on_usr1)
+    limit = float(sys.argv[1]) if len(sys.argv) > 1 else None
+    start, cpu0 = time.monotonic(), clock()
+    print("ready", flush=True, file=sys.stderr)
+    while not stop and (limit is None or time.monotonic() - start < limit):
+        for name, share in SHARES.items():
+            t0 = clock()
+            ops[name] += FUNCS[name](share * ROUND)
+            used[name] += clock() - t0
+    print(json.dumps({"used": used, "ops": ops, "cpu": clock() - cpu0,
+                      "wall": time.monotonic() - start}), flush=True)
+
+
+if __name__ == "__main__":
+    main()
