@@ -156,6 +156,16 @@ def test_labels_resolve_forwards_and_backwards() -> None:
     assert a.slots == 8
 
 
+def test_ld_func_holds_the_distance_to_its_subprogram() -> None:
+    """A callback's address (BPF_PSEUDO_FUNC): its distance in slots from the next slot, in imm."""
+    cb = Label("cb")
+    out = assemble([b.ld_func(R2, cb), b.alu64_imm("mov", R0, 0), b.exit(), cb, b.alu64_imm("mov", R0, 1), b.exit()])
+    ld = out[0]
+    # the kernel finds it at insn_idx + imm + 1, insn_idx the ld_imm64's first slot: 0 + 3 + 1 = slot 4
+    assert (ld.code, ld.src, ld.dst, ld.off, ld.imm) == (op.LD | op.DW | op.IMM, op.PSEUDO_FUNC, R2, 0, 3)
+    assert encode(out)[:16] == bytes([0x18, 0x42, 0, 0, 3, 0, 0, 0]) + bytes(8)
+
+
 def test_label_errors_are_clear() -> None:
     nowhere = Label("nowhere")
     with pytest.raises(AsmError, match="label nowhere, which is never placed"):

@@ -51,7 +51,10 @@ TOKENS = ["BEGIN", "END", "kprobe:vfs_read", "uprobe:/bin/bash:readline", "trace
           "macro", "macro f(", "macro g($a, @b, c)", "f()", "f", "g($x, @m, 1)", "getopt(\"d\", 3)", "is_err(",
           # bpftrace 0.18-0.26's builtins, casts and functions
           "(uint8[8])", "(int16 [4])", "(uint8[])", "(enum e)", "offsetof(", "hist(", "nsecs(boot)", "comm()",
-          "ppid", "pid(init)"]
+          "ppid", "pid(init)",
+          # for loops (bpftrace 0.21, 0.24): the keyword, the range's '..', whole heads
+          "for", "..", "0..5", "$kv.0", "$kv.1.0", "for ($kv : @m) {", "for $i : 0..3 {", "for ($i : (-3)..$x) {",
+          "continue"]
 
 # Scripts in the newer syntax (valid: each parses), for the mutation test and as a check of their own.
 NEW_SCRIPTS = [
@@ -143,7 +146,8 @@ def test_deep_expressions(openers: list[str], close: bool) -> None:
 
 @settings(max_examples=30, deadline=timedelta(seconds=3), database=None)
 @given(st.integers(1, 2000), st.sampled_from(["if (1) { ", "while (1) { ", "unroll (2) { ", "{ ", "if $x { ",
-                                              "while !$x { ", "unroll 2 { ", "if (1) { let $v = 1; "]))
+                                              "while !$x { ", "unroll 2 { ", "if (1) { let $v = 1; ",
+                                              "for ($i : 0..1) { ", "for $kv : @m { "]))
 def test_deep_statements(n: int, opener: str) -> None:
     check("BEGIN { " + opener * n + "}" * n + " }")
     check("BEGIN { " + opener * n + " }")
@@ -251,3 +255,28 @@ def test_random_macro_programs(text: str) -> None:
     kinds = {type(n).__name__ for n in A.walk(program)}
     assert "MacroDef" not in kinds
     assert not any(isinstance(n, A.Call) and n.name == "getopt" for n in A.walk(program))
+
+
+# well-formed for loops, nested and mixed with the statements they may hold: each parses, and into
+# the loops it was built from
+_HEADS = ["for ($kv : @m) {", "for $kv : @m {", "for ($i : 0..5) {", "for $i : 1..$x {",
+          "for ($i : (-3)..(2 * 4)) {", "for ($i : @n[1]..-1) {", "for ($k : @) {"]
+_BODIES = ["", "printf(\"%d\\n\", $kv.0);", "$x += 1;", "break;", "continue;", "return;", "if ($i) { break; }",
+           "@s[$kv.0] = $kv.1;", "while (1) { break; }", "exit();"]
+
+
+@settings(max_examples=200, deadline=timedelta(seconds=2), database=None)
+@given(st.lists(st.tuples(st.sampled_from(_HEADS), st.sampled_from(_BODIES), st.booleans()), min_size=1, max_size=6))
+def test_for_loops(loops: list[tuple[str, str, bool]]) -> None:
+    text, closing = "", ""
+    for head, body, nest in loops:
+        if nest:
+            text += f"{head} {body} "
+            closing += "}"
+        else:
+            text += f"{closing}{head} {body} }} "
+            closing = ""
+    program = parse(f"BEGIN {{ {text}{closing} }}")
+    found = [n for n in A.walk(program) if isinstance(n, (A.ForMap, A.ForRange))]
+    assert len(found) == len(loops)
+    assert [isinstance(n, A.ForRange) for n in found] == [".." in h for h, _, _ in loops]

@@ -66,6 +66,9 @@ def assemble(items: Iterable[Insn | Label]) -> list[Insn]:
         if dest >= slot:
             raise AsmError(f"jump at slot {start} to {target}, placed after the last instruction")
         off = dest - (start + 1)
+        if insn.wide:   # ld_imm64 of a subprogram (BPF_PSEUDO_FUNC): the distance is its immediate
+            out.append(Insn(insn.code, insn.dst, insn.src, 0, off))
+            continue
         if not -(1 << 15) <= off < (1 << 15):
             raise AsmError(f"jump at slot {start} to {target} (slot {dest}): offset {off} "
                            "does not fit in 16 bits; the program is too long for a direct jump")

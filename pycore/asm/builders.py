@@ -22,7 +22,7 @@ from pycore.asm.insn import AsmError, Insn
 
 __all__ = [
     "alu64_imm", "alu64_reg", "alu32_imm", "alu32_reg", "neg64", "neg32", "bswap",
-    "ld_imm64", "ld_map_fd", "ld_map_value", "ldx", "stx", "st", "atomic_add",
+    "ld_imm64", "ld_map_fd", "ld_map_value", "ld_func", "ldx", "stx", "st", "atomic_add",
     "jmp_imm", "jmp_reg", "jmp32_imm", "jmp32_reg", "ja", "call", "exit",
 ]
 
@@ -132,6 +132,12 @@ def ld_imm64(dst: int, imm: int, src: int = 0) -> Insn:
 def ld_map_fd(dst: int, map_fd: int) -> Insn:
     """``dst = &map`` (BPF_PSEUDO_MAP_FD): the verifier turns the fd into the map's address."""
     return ld_imm64(dst, map_fd, op.PSEUDO_MAP_FD)
+
+
+def ld_func(dst: int, target: object) -> Insn:
+    """``dst = &subprogram`` (BPF_PSEUDO_FUNC) at label ``target``: a callback for ``bpf_loop`` or
+    ``bpf_for_each_map_elem``; the assembler puts the distance in slots in the immediate."""
+    return Insn(op.LD | op.DW | op.IMM, _reg(dst), op.PSEUDO_FUNC, 0, 0, target)
 
 
 def ld_map_value(dst: int, map_fd: int, offset: int = 0) -> Insn:

@@ -50,9 +50,12 @@ Assign(target, op, value)             ``$x = e``, ``@m[k] += e``; op is ``=`` or
 If(cond, then, else_)                 else_ is None, or a list (``else if`` is a list of one If)
 While(cond, body)                     ``while (cond) { body }``
 Unroll(count, body)                   ``unroll (count) { body }``; count an expression (checked constant later)
+ForMap(decl, map, body)               ``for ($kv : @m) { body }`` (bpftrace 0.21): $kv is (key, value); map any
+                                      expression here, the checker requires a map with keys
+ForRange(decl, start, end, body)      ``for ($i : start..end) { body }`` (bpftrace 0.24): start included, end not
 Return()                              ``return``
-Break()                               ``break`` (inside while)
-Continue()                            ``continue`` (inside while)
+Break()                               ``break`` (inside while or for)
+Continue()                            ``continue`` (inside while or for)
 Block(body)                           a bare ``{ ... }`` inside a body
 Let(var, type, value)                 ``let $x;``, ``let $x = e;``, ``let $x: type = e;`` (type, value: None
                                       when not written)
@@ -73,7 +76,8 @@ __all__ = [
     "Pos", "NOPOS", "Node", "Expr", "Stmt", "Program", "ConfigAssign", "Include", "Directive", "CDefinition", "ProbeBlock",
     "MacroDef", "ProbeSpec", "TypeName", "Int", "Bool", "Str", "Builtin", "Positional", "Var", "MapRef", "Call", "Binary", "Unary",
     "Ternary", "Cast", "Field", "Index", "Tuple", "IncDec", "ExprStmt", "Assign", "If", "While", "Unroll",
-    "Return", "Break", "Continue", "Block", "Let", "MapDecl", "walk", "children", "depth", "Visitor",
+    "ForMap", "ForRange", "Return", "Break", "Continue", "Block", "Let", "MapDecl", "walk", "children", "depth",
+    "Visitor",
 ]
 
 
@@ -342,6 +346,26 @@ class Unroll(Stmt):
     """``unroll (count) { body }``: body repeated count times (the checker requires a constant)."""
 
     count: Expr
+    body: list[Stmt]
+
+
+@record
+class ForMap(Stmt):
+    """``for ($kv : @m) { body }``: body once per element of the map, $kv = (key, value)."""
+
+    decl: Var
+    map: Expr
+    body: list[Stmt]
+
+
+@record
+class ForRange(Stmt):
+    """``for ($i : start..end) { body }``: body for each integer from start up to end, end excluded;
+    both ends evaluated once, before the first iteration."""
+
+    decl: Var
+    start: Expr
+    end: Expr
     body: list[Stmt]
 
 

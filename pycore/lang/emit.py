@@ -23,6 +23,12 @@ class Emitter(Assembler):
     def __init__(self) -> None:
         super().__init__()
         self.marks: list[tuple[int, object]] = []   # (first slot, script node)
+        self.funcs: list[tuple[int, str]] = [(0, "main")]   # (first slot, name) of each BPF function
+
+    def func(self, name: str) -> None:
+        """Start a BPF-to-BPF subprogram (a loop's callback) at the next instruction: the loader
+        describes each to the verifier (func_info), which a callback's address needs."""
+        self.funcs.append((self.slots, name))
 
     def mark(self, node: object) -> None:
         self.marks.append((self.slots, node))
@@ -69,6 +75,9 @@ class Emitter(Assembler):
         from pycore.asm import opcodes as op
 
         self.emit(B.ld_imm64(dst, btf_id, op.PSEUDO_BTF_ID))
+
+    def ld_func(self, dst: int, target: Label) -> None:
+        self.emit(B.ld_func(dst, target))
 
     def ld_map(self, dst: int, fd: int) -> None:
         self.emit(B.ld_map_fd(dst, fd))

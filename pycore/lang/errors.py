@@ -53,6 +53,11 @@ class CheckError(ScriptError):
     """A script that parses but cannot run: unknown names, wrong types, a refused program."""
 
 
+class MapNotTypedYet(CheckError):
+    """A for loop over a map no statement checked so far assigns: the runtime checks that block
+    again once the others have typed the script's maps (bpftrace types maps over the whole script)."""
+
+
 class ScriptFeatureMissing(CheckError, FeatureMissing):
     """A probe the running kernel cannot attach (a kprobe without CONFIG_KPROBES...), at its place in
     the script: a :class:`~pycore.errors.FeatureMissing` that is also a :class:`ScriptError`."""

@@ -19,8 +19,6 @@ _KW = r"(?<![\w$@.])"   # a keyword: not part of a name, a $variable, a @map or 
 #: run over the script with its strings and comments blanked; the first that matches at or before the
 #: place the parser stopped, nearest that place, names the feature.
 _SYNTAX: list[tuple[re.Pattern[str], str, str]] = [(re.compile(p, re.M), what, version) for p, what, version in [
-    (_KW + r"for\s*\(?\s*\$\w+\s*:[^{;]*\.\.", "range loops (`for ($i : 1..5)`)", "0.24"),
-    (_KW + r"for\s*\(?\s*\$\w+\s*:", "for-each loops over a map (`for ($kv : @m)`)", "0.21"),
 ]]
 
 #: Functions of later bpftraces: name -> (what it is, version).

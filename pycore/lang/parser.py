@@ -63,7 +63,7 @@ _TARGETED = {"kprobe", "kretprobe", "kfunc", "kretfunc", "rawtracepoint", "uprob
 _OFFSETS = {"kprobe", "uprobe"}
 # the builtins bpftrace's parser keeps from being a macro's parameter (its Parser::is_builtin)
 _MACRO_BUILTINS = {"args", "ctx", "kstack", "nsecs", "pid", "tid", "ustack"}
-_KEYWORDS = {"if", "else", "while", "unroll", "return", "break", "continue", "struct", "union", "enum", "let"}
+_KEYWORDS = {"if", "else", "while", "unroll", "for", "return", "break", "continue", "struct", "union", "enum", "let"}
 
 #: bpftrace 0.24's duration literals (``100ms``): nanoseconds per unit.
 DURATIONS: dict[str, int] = {"ns": 1, "us": 10**3, "ms": 10**6, "s": 10**9, "m": 60 * 10**9, "h": 3600 * 10**9,
@@ -349,7 +349,7 @@ def _deepest(node: A.Node) -> A.Node:
 
 _EXPR_START = {"INT", "STRING", "IDENT", "VAR", "MAP", "POSITIONAL", "PARAMCOUNT", "LPAR", "CAST", "MINUS",
                "BANG", "TILDE", "STAR", "INC", "DEC"}
-_STMT_START = {"IF", "WHILE", "UNROLL", "RETURN", "BREAK", "CONTINUE", "LBRACE", "LET"}
+_STMT_START = {"IF", "WHILE", "UNROLL", "FOR", "RETURN", "BREAK", "CONTINUE", "LBRACE", "LET"}
 _OPERATORS = {"OROR", "ANDAND", "BOR", "BXOR", "BAND", "EQ", "NE", "LT", "GT", "LE", "GE", "SHL", "SHR", "PLUS",
               "MINUS", "STAR", "SLASH", "PERCENT", "_QMARK", "DOT", "ARROW", "_LBRACK", "INC", "DEC"}
 _NAMES = {
@@ -360,6 +360,7 @@ _NAMES = {
     "$END": "the end of the script", "IF": "'if'", "LET": "'let'", "WHILE": "'while'", "UNROLL": "'unroll'",
     "RETURN": "'return'", "BREAK": "'break'", "CONTINUE": "'continue'", "CAST": "a cast", "VAR": "a $variable",
     "MAP": "a @map",
+    "FOR": "'for'", "_DOTDOT": "'..'",
     "CPREPROC": "a '#' line", "C_DEFINITION": "a C definition",
 }
 _ORDER = ["PROBE", "$END", "_SEMI", "_RBRACE", "LBRACE", "SLASH", "PRED_END", "_RPAR", "_COMMA", "_RBRACK", "_COLON",
@@ -402,7 +403,7 @@ def _token(tok: Token) -> str:
         return f"string {v}" if len(v) <= 40 else f"string {v[:37]}...\""
     if t in kinds:
         return f"{kinds[t]} '{v if len(v) <= 40 else v[:37] + '...'}'"
-    if t in ("IF", "_ELSE", "WHILE", "UNROLL", "RETURN", "BREAK", "CONTINUE", "STRUCT", "LET"):
+    if t in ("IF", "_ELSE", "WHILE", "UNROLL", "FOR", "RETURN", "BREAK", "CONTINUE", "STRUCT", "LET"):
         return f"keyword '{v}'"
     if t == "PRED_END":
         return "'/'"
@@ -758,6 +759,16 @@ class _Builder:
         if len(c) == 2 and c[1].type == "INT":     # string[N]: a string of N bytes
             return A.TypeName(f"{first}[{_int(str(c[1]), c[1].line, c[1].column)}]", 0, pos=_tpos(first))
         return A.TypeName(str(first), len(c) - 1, pos=_tpos(first))
+
+    def for_stmt(self, c: list[Any]) -> A.Stmt:
+        kw, body = c[0], c[-1]
+        decl, what = [x for x in c[1:-1] if isinstance(x, (A.Node, tuple))]
+        if isinstance(what, tuple):
+            return A.ForRange(decl, what[0], what[1], body.body, pos=_tpos(kw))
+        return A.ForMap(decl, what, body.body, pos=_tpos(kw))
+
+    def for_range(self, c: list[Any]) -> tuple[A.Expr, A.Expr]:
+        return c[0], c[1]
 
     def block_stmt(self, c: list[Any]) -> A.Block:
         return c[0]

@@ -25,7 +25,7 @@ from pycore.lang.codegen import (SCRATCH_SIZE, TAG_CAT, TAG_CLEAR, TAG_EXIT, TAG
                                   TAG_PRINT_VALUE, TAG_PRINTF, TAG_SYSTEM, TAG_TIME, TAG_ZERO, Action, Layout,
                                   generate)
 from pycore.errors import FeatureMissing
-from pycore.lang.errors import MissingFunction, NoMatch, ProbeError, ScriptFeatureMissing
+from pycore.lang.errors import MapNotTypedYet, MissingFunction, NoMatch, ProbeError, ScriptFeatureMissing
 from pycore.lang.probes import PROG_RAW_TRACEPOINT, Resolver, Target
 from pycore.lang.types import Array, Bool, Buffer, Enum, Inet, Int, Mac, Ptr, Record, Stack, Str, Timestamp, CgroupPath, Username, Strerror, Tuple, Type, width
 from pycore.record import field, record
@@ -212,9 +212,21 @@ class Script:
         """Type every block against every target it attaches to."""
         if self.compiled:
             return self.compiled
+        later: list[tuple[int, A.ProbeBlock, Target]] = []
         for block, targets in self.resolve():
             for t in targets:
-                self.compiled.append(Compiled(block, t, self.checker.check(block, t)))
+                try:
+                    self.compiled.append(Compiled(block, t, self.checker.check(block, t)))
+                except MapNotTypedYet:   # a for loop over a map a later block assigns: once they have
+                    later.append((len(self.compiled), block, t))
+                    self.compiled.append(None)   # type: ignore[arg-type]
+        for i, block, t in later:
+            self.compiled[i] = Compiled(block, t, self.checker.check(block, t))
+        for i, c in enumerate(self.compiled):
+            # a map loop's (key, value) as the whole script types the map (a later block may widen a
+            # string key or value): checked again once every block has been
+            if c.checked.loops:
+                self.compiled[i] = Compiled(c.block, c.target, self.checker.check(c.block, c.target))
         for m in self.checker.maps.values():
             if not m.kind:
                 m.kind = "int"
@@ -281,7 +293,8 @@ class Script:
             prog_type = t.prog_type if t.kind not in ("BEGIN", "END") else PROG_RAW_TRACEPOINT
             try:
                 prog = load_program(c.insns, prog_type, name=_prog_name(t),
-                                    expected_attach_type=t.attach_type, attach_btf_id=t.attach_btf_id)
+                                    expected_attach_type=t.attach_type, attach_btf_id=t.attach_btf_id,
+                                    funcs=em.funcs)
             except OSError as e:
                 raise self._load_error(c, e, em) from None
             self._progs.append(prog)

@@ -150,10 +150,56 @@ class LoadedProgram(_OwnedFd):
         return int(opts.retval)
 
 
+_BPF_BTF_LOAD = 18
+_NR_BPF = {"x86_64": 321, "aarch64": 280, "arm64": 280, "riscv64": 280, "s390x": 351, "ppc64le": 361}
+
+
+def func_btf(names: Sequence[str]) -> bytes:
+    """The smallest BTF that describes a program's functions: ``long NAME(void)``, static, one a name.
+
+    The verifier wants func_info (one BTF FUNC per BPF function, at its first instruction) before it
+    takes a subprogram's address (BPF_PSEUDO_FUNC: a callback), and wants it static; it checks the
+    prototypes of global functions only, so these name the functions and no more."""
+    import struct
+
+    strings = bytearray(b"\0long\0")
+    types = bytearray()
+    types += struct.pack("<III", 1, 1 << 24, 8) + struct.pack("<I", (1 << 24) | 64)   # [1] INT long, signed
+    types += struct.pack("<III", 0, 13 << 24, 1)                                      # [2] FUNC_PROTO long (void)
+    for n in names:                                                                    # [3..] FUNC n, static
+        off = len(strings)
+        strings += n.encode() + b"\0"
+        types += struct.pack("<III", off, 12 << 24, 2)
+    header = struct.pack("<HBBIIIII", 0xEB9F, 1, 0, 24, 0, len(types), len(types), len(strings))
+    return header + bytes(types) + bytes(strings)
+
+
+def load_btf(data: bytes) -> int:
+    """Load BTF into the kernel (BPF_BTF_LOAD); returns its fd. libbpf has bpf_btf_load, but pycore's
+    bindings are the syscall's: one call, a 28-byte attribute."""
+    import struct
+
+    nr = _NR_BPF.get(os.uname().machine)
+    if nr is None:
+        raise BpfError("BPF_BTF_LOAD", errno.ENOSYS, hint="no bpf syscall number known here")
+    blob = ffi.from_buffer(data)
+    log = ffi.new("char[]", 1 << 16)
+    for level in (0, 1):
+        attr = ffi.new("char[]", struct.pack("<QQIII", int(ffi.cast("uintptr_t", blob)),
+                                             int(ffi.cast("uintptr_t", log)) if level else 0, len(data),
+                                             (1 << 16) if level else 0, level) + bytes(4))
+        fd = L.libc.syscall(ffi.cast("long", nr), ffi.cast("int", _BPF_BTF_LOAD), ffi.cast("void *", attr),
+                            ffi.cast("unsigned int", 32))
+        if fd >= 0:
+            return int(fd)
+        err = ffi.errno
+    raise BpfError("load the BTF of a program's functions", err, ffi.string(log).decode("utf-8", "replace").splitlines())
+
+
 def load_program(insns: Sequence[Insn] | bytes, prog_type: int, *, name: str = "pycore", license: str = "GPL",
                  expected_attach_type: int | None = None, attach_btf_id: int | None = None,
                  attach_btf_obj_fd: int | None = None, kern_version: int = 0,
-                 log_level: int = 0) -> LoadedProgram:
+                 log_level: int = 0, funcs: Sequence[tuple[int, str]] = ()) -> LoadedProgram:
     """Load instructions as a program of ``prog_type`` (a :class:`ProgType`); the verifier's log is kept on failure.
 
     ``log_level`` 0 asks for a log only if the load fails; 1 or 2 (verbose)
@@ -173,6 +219,27 @@ def load_program(insns: Sequence[Insn] | bytes, prog_type: int, *, name: str = "
         opts.attach_btf_obj_fd = attach_btf_obj_fd
     opts.kern_version = kern_version
     c_name, c_license = kname.encode(), license.encode()
+    btf_fd = -1
+    if len(funcs) > 1:   # subprograms: the verifier needs their func_info (see func_btf)
+        import struct
+
+        # the main function named as the program (the kernel names its symbol, in stacks, after it)
+        main = re.sub(r"\W", "_", kname) if re.match(r"[A-Za-z_]", kname) else "_" + re.sub(r"\W", "_", kname)
+        btf_fd = load_btf(func_btf([main] + [n for _, n in funcs[1:]]))
+        records = ffi.new("char[]", b"".join(struct.pack("<II", slot, 3 + i) for i, (slot, _) in enumerate(funcs)))
+        opts.prog_btf_fd = btf_fd
+        opts.func_info = records
+        opts.func_info_cnt = len(funcs)
+        opts.func_info_rec_size = 8
+    try:
+        return _load(opts, prog_type, name, c_name, c_license, code, count, log_level, expected_attach_type)
+    finally:
+        if btf_fd >= 0:
+            os.close(btf_fd)
+
+
+def _load(opts, prog_type: int, name: str, c_name: bytes, c_license: bytes, code: bytes, count: int,  # noqa: ANN001
+          log_level: int, expected_attach_type: int | None) -> LoadedProgram:
 
     def attempt(level: int, size: int) -> tuple[int, str]:
         buf = ffi.new("char[]", size) if level else ffi.NULL

@@ -10,7 +10,7 @@ from pycore.lang.check.calls import Calls
 from pycore.lang.check.records import AGGREGATES, READ_AGGREGATES, USER_PROBES, Checked, MapInfo
 from pycore.lang.check.state import State
 from pycore.lang.check.types import Types, _C_INTS
-from pycore.lang.errors import close_matches
+from pycore.lang.errors import MapNotTypedYet, close_matches
 from pycore.lang.probes import Target
 from pycore.lang.types import (BOOL, INT64, STRING_SIZE, Array, Bool, Buffer, Enum, is_aggregate, Inet, Int, Ptr, Record,
                                Stack, Str, TextInt, Tuple, Type, Void, from_btf, tuple_type)
@@ -165,7 +165,7 @@ class Checker(Types, Builtins, Calls, State):
         has = self._let_seen
         if has is None:
             nodes = A.walk(self.program) if self.program is not None else ()
-            has = self._let_seen = any(isinstance(n, A.Let) for n in nodes)
+            has = self._let_seen = any(isinstance(n, (A.Let, A.ForMap, A.ForRange)) for n in nodes)
         return has
 
     def let(self, c: Checked, s: A.Let) -> None:
@@ -267,6 +267,8 @@ class Checker(Types, Builtins, Calls, State):
             if not 1 <= n <= 100:
                 raise self.error(s, f"unroll count must be 1..100, not {n}")
             self.scoped(c, s.body)
+        elif isinstance(s, (A.ForMap, A.ForRange)):
+            self.for_loop(c, s)
         elif isinstance(s, A.Block):
             self.scoped(c, s.body)
         elif isinstance(s, A.Let):
@@ -278,6 +280,60 @@ class Checker(Types, Builtins, Calls, State):
                 raise self.error(s, f"{type(s).__name__.lower()} used outside of a loop")
         else:
             raise self.error(s, f"unsupported statement {type(s).__name__}")
+
+    def for_loop(self, c: Checked, s: A.ForMap | A.ForRange) -> None:
+        """``for ($kv : @m)`` and ``for ($i : a..b)``: the variable is (key, value), or the range's
+        integer, a variable of the body's block (as the variables the body assigns first). The body
+        may read and write the variables assigned before the loop (0.22+), and break, continue and
+        return as bpftrace 0.24+ allow (0.23 refused them in a for loop)."""
+        name = s.decl.name
+        if self._lookup(name) is not None:
+            raise self.error(s.decl, f"Loop declaration shadows existing variable: ${name}")
+        if isinstance(s, A.ForRange):
+            types = []
+            for end, which in ((s.start, "start"), (s.end, "end")):
+                t = self.expr(c, end)
+                kind = self.aggregate_map(end)
+                if not isinstance(t, Int) or isinstance(t, TextInt) or isinstance(t, Ptr) or kind:
+                    raise self.error(end, f"Loop range requires an integer for the {which} value, "
+                                          f"not {kind + '_t' if kind else t}")
+                types.append(t)
+            vt: Type = Int(8, types[0].signed)    # the start's type, as upstream's (int64 for 0..n)
+        else:
+            vt = self.for_map_type(c, s.map)
+        self._scopes.append({})
+        try:
+            v = self.declare_var(c, s.decl)
+            c.variables[v.key] = vt
+            c.types[id(s.decl)] = vt
+            c.loops[id(s)] = vt
+            self._loops += 1
+            self.stmts(c, s.body)
+            self._loops -= 1
+        finally:
+            self._scopes.pop()
+
+    def for_map_type(self, c: Checked, e: A.Expr) -> Type:
+        """The (key, value) tuple a for loop over the map ``e`` gives: ((k1, k2...), value) for
+        several keys; a count, sum, min, max or avg map's value is its CPUs' combined value."""
+        if not isinstance(e, A.MapRef) or e.keys:
+            raise self.error(e, "Loop expression must be a map")
+        m = self.maps.get("@" + e.name)
+        c.types[id(e)] = Void()
+        if m is None or not m.kind:
+            pos = e.pos
+            raise MapNotTypedYet(f"Undefined map: @{e.name} (no statement assigns it)", pos.line, pos.col,
+                                 self.filename, self.source)
+        if not m.keys:
+            raise self.error(e, "Maps used as for-loop expressions must have keys to iterate over")
+        if m.kind in ("hist", "lhist", "stats"):
+            raise self.error(e, f"Loop expression does not support type: {m.kind}_t")
+        key = m.keys[0] if len(m.keys) == 1 else tuple_type(m.keys)
+        if m.kind in READ_AGGREGATES:
+            value: Type = Int(8, m.kind != "count")
+        else:
+            value = m.value if m.value is not None else INT64
+        return tuple_type((key, value))
 
     def condition(self, c: Checked, e: A.Expr, where: str) -> None:
         """A predicate's, if's, while's or ternary's condition: an integer or a pointer, as in bpftrace."""

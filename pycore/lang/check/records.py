@@ -50,6 +50,7 @@ class Checked:
     blobs: dict[int, bytes] = field(default_factory=dict)      # id(node) -> bytes known when checked (pton)
     variables: dict[str, Type] = field(default_factory=dict)   # a variable's key -> its type
     var_keys: dict[int, str] = field(default_factory=dict)     # id(Var node) -> its variable's key
+    loops: dict[int, Type] = field(default_factory=dict)       # id(for statement) -> its variable's type
 
     def type_of(self, node: A.Expr) -> Type:
         return self.types[id(node)]

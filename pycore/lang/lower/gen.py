@@ -9,6 +9,7 @@ from pycore.lang.check import Checked
 from pycore.lang.lower.calls import Calls
 from pycore.lang.lower.exprs import Exprs
 from pycore.lang.lower.layout import Layout, _Frame
+from pycore.lang.lower.loops import Loops
 from pycore.lang.lower.maps import Maps
 from pycore.lang.lower.statements import Statements
 from pycore.lang.lower.strings import Strings
@@ -18,7 +19,7 @@ if TYPE_CHECKING:
     from pycore.lang.emit import Emitter
 
 
-class Gen(Statements, Maps, Calls, Exprs, Strings):
+class Gen(Statements, Loops, Maps, Calls, Exprs, Strings):
     """Emits one program: one (probe block, target) pair.
 
     The concerns are mixins that call each other through ``self`` (an expression may need a
@@ -38,6 +39,7 @@ class Gen(Statements, Maps, Calls, Exprs, Strings):
         self.vars = {}
         self.exit_label = emit.label()
         self._loops = []
+        self._pending = []
 
 
 

@@ -161,7 +161,14 @@ class Maps(State):
         if _kernel_release() < (5, 19):
             raise self.error(ref, f"reading {m.name}, a {m.kind}() map, as a value needs Linux 5.19 or newer "
                                   f"(bpf_map_lookup_percpu_elem), as in bpftrace; this kernel is {_kernel_release_text()}")
-        key = self.key(ref, m)
+        self.aggregate_at(ref, m, self.key(ref, m))
+
+    def aggregate_at(self, ref: A.MapRef, m: MapInfo, key: int) -> None:
+        """r0 = the combined value of the key at scratch[key] (as :meth:`aggregate_read`)."""
+        e = self.e
+        if _kernel_release() < (5, 19):
+            raise self.error(ref, f"reading {m.name}, a {m.kind}() map, as a value needs Linux 5.19 or newer "
+                                  f"(bpf_map_lookup_percpu_elem), as in bpftrace; this kernel is {_kernel_release_text()}")
         i, acc, aux = self.f.slot(), self.f.slot(), self.f.slot()
         e.st(8, 10, i, 0)
         e.st(8, 10, acc, 0)    # the sum, the total, or the min/max so far

@@ -33,7 +33,11 @@ class State:
     f: _Frame                       #: the stack frame's slots
     vars: dict[str, int]            #: $x -> stack slot (ints) or scratch region (strings)
     exit_label: Any                 #: the program's end
-    _loops: list[tuple[Any, Any]]   #: (top, end) labels of the while loops around a statement
+    _loops: list[tuple[Any, Any]]   #: (continue, break) labels of the loops around a statement
+    _pending: list[tuple]           #: for loops whose callbacks are still to emit (pycore.lang.lower.loops)
+    _var_end: int                   #: stack bytes of this frame's variables (what a loop's callback copies)
+    _var_stack: int
+    _var_scratch: int
 
     def error(self, node: A.Node | None, message: str) -> CheckError:
         """An error at ``node`` (else at the probe block) in the script's terms."""

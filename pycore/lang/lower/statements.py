@@ -41,6 +41,7 @@ class Statements(State):
                     e.st(8, 8, home + off, 0)
             else:
                 e.st(8, 10, home, 0)
+        self._var_end = self._var_stack     # the slots a loop's callback copies (pycore.lang.lower.loops)
         block = self.c.block
         if block.predicate is not None:
             e.mark(block.predicate)
@@ -50,6 +51,7 @@ class Statements(State):
         e.place(self.exit_label)
         e.mov_imm(0, 0)
         e.exit()
+        self.emit_pending()
 
     # -- statements ------------------------------------------------------------------------------
 
@@ -110,6 +112,8 @@ class Statements(State):
             for _ in range(n):
                 if not self.stmts(s.body):
                     return False
+        elif isinstance(s, (A.ForMap, A.ForRange)):
+            self.for_loop(s)
         elif isinstance(s, A.Block):
             return self.stmts(s.body)
         elif isinstance(s, A.Let):
