@@ -16,6 +16,7 @@ import pytest
 
 from tests import bpftrace023
 from tests.conftest import require_root
+from tests.traced import traced
 from tests.test_trace_values import pycore, same_as_023
 
 # -- let and block scoping (bpftrace 0.22; 0.23.2's output) ---------------------------------------
@@ -240,12 +241,6 @@ def test_declaration_and_condition_refusals(script: str, where: str, message: st
 
 # -- in a real probe: a tracepoint on a workload's getppid() calls (0.23.2 runs tracepoints here) ------
 
-_WORKLOAD = ("import os, signal; os.kill(os.getpid(), signal.SIGSTOP)\n"
-             "for cpu, n in ((0, 3), (1, 5), (0, 2)):\n"
-             "    os.sched_setaffinity(0, {cpu})\n"
-             "    for _ in range(n):\n"
-             "        os.getppid()\n")
-
 # let, a variable of each branch, a variable made in the loop of one block and the if of another
 TRACED_023 = ('tracepoint:syscalls:sys_enter_getppid /pid == $1/ { let $n; if (cpu == 0) { $n = 10; } '
               'else { $n = 20; } @by[$n] = count(); if (1) { $k = "cpu"; @s[$k, cpu] = count(); } '
@@ -255,46 +250,6 @@ TRACED_023 = ('tracepoint:syscalls:sys_enter_getppid /pid == $1/ { let $n; if (c
 TRACED_NEW = ('let @by = percpulruhash(16); tracepoint:syscalls:sys_enter_getppid /pid == $1/ { let $n; '
               'if !cpu { $n = 10; } else { $n = 20; } @by[$n] = count(); $c = cpu ?: 99; @c[$c] = count(); '
               '@same = curtask.pid == pid ? true : false; @ms = 1ms; }')
-
-
-def _traced(argv: list[str], script: str, **popen) -> str:
-    """``script`` traced over a stopped workload (its pid is $1) that then calls getppid() 5 times on
-    CPU 0 and 5 on CPU 1; the tracer stopped with SIGINT; its stdout."""
-    import os
-    import signal
-    import sys
-    import time
-
-    w = subprocess.Popen([sys.executable, "-c", _WORKLOAD])
-    try:
-        deadline = time.monotonic() + 10
-        while open(f"/proc/{w.pid}/stat").read().split(") ")[1][0] != "T":
-            assert time.monotonic() < deadline
-            time.sleep(0.01)
-        t = subprocess.Popen([*argv, "-B", "line", "-e", script, str(w.pid)], stdout=subprocess.PIPE,
-                             stderr=subprocess.STDOUT, text=True, **popen)
-        try:
-            seen: list[str] = []
-            while not (seen and seen[-1].startswith("Attaching")):
-                line = t.stdout.readline()
-                assert line and len(seen) < 20, "".join(seen + [line])
-                seen.append(line)
-            time.sleep(2)                   # bpftrace says it before it attaches
-            os.kill(w.pid, signal.SIGCONT)
-            w.wait(timeout=30)
-            time.sleep(0.5)
-            t.send_signal(signal.SIGINT)
-            out = t.communicate(timeout=30)[0]
-        finally:
-            if t.poll() is None:
-                t.kill()
-                t.wait()
-        assert t.returncode == 0, out
-        return "".join(line for line in out.splitlines(keepends=True) if "RLIMIT_MEMLOCK" not in line)
-    finally:
-        if w.poll() is None:
-            w.kill()
-            w.wait()
 
 
 def _cpus01() -> None:
@@ -310,8 +265,8 @@ def test_scoping_in_a_tracepoint_as_bpftrace_023() -> None:
     bpftrace023.require()
     from tests.test_trace_values import PYCORE
 
-    theirs = _traced(bpftrace023.argv(), TRACED_023, env=bpftrace023.env())
-    ours = _traced(PYCORE, TRACED_023)
+    theirs = traced(bpftrace023.argv(), TRACED_023, env=bpftrace023.env())
+    ours = traced(PYCORE, TRACED_023)
     # the maps' lines (equal counts print in either order; 0.23.2 prints no blank line between maps here)
     maps = ["@by[10]: 5", "@by[20]: 5", "@s[cpu, 0]: 5", "@s[cpu, 1]: 5", "@same: 1", "@z: 2"]
     assert sorted(ln for ln in theirs.splitlines()[1:] if ln) == maps, theirs
@@ -326,6 +281,6 @@ def test_new_syntax_in_a_tracepoint() -> None:
 
     theirs = bpftrace023.run(TRACED_NEW, "--dry-run", "1")
     assert theirs.returncode != 0 and "ERROR" in theirs.stderr
-    ours = _traced(PYCORE, TRACED_NEW)
+    ours = traced(PYCORE, TRACED_NEW)
     assert sorted(ln for ln in ours.splitlines()[1:] if ln) == [
         "@by[10]: 5", "@by[20]: 5", "@c[1]: 5", "@c[99]: 5", "@ms: 1000000", "@same: true"], ours

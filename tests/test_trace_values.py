@@ -5,15 +5,14 @@ from __future__ import annotations
 
 import os
 import re
-import signal
 import subprocess
 import sys
-import time
 
 import pytest
 
 from tests import bpftrace023
 from tests.conftest import require_root
+from tests.traced import traced
 
 PYCORE = [sys.executable, "-m", "pycore", "trace"]
 
@@ -94,55 +93,11 @@ def test_aggregate_refusals_as_bpftrace_023(script: str, ours: str) -> None:
     assert p.returncode != 0 and ours in p.stderr and "Traceback" not in p.stderr, p.stderr
 
 
-_WORKLOAD = r"""
-import os, sys
-for cpu, n in ((0, 3), (1, 5), (0, 2)):
-    os.sched_setaffinity(0, {cpu})
-    for _ in range(n):
-        os.getppid()
-"""
 PER_CPU = ('tracepoint:syscalls:sys_enter_getppid /pid == $1/ { @c = count(); @s = sum(cpu + 1); '
            '@a = avg(cpu * 10 - 7); @mi = min(cpu); @ma = max(cpu); } '
            'END { printf("%d %d %d %d %d\\n", (int64)@c, (int64)@s, (int64)@a, (int64)@mi, (int64)@ma); '
            'clear(@c); clear(@s); clear(@a); clear(@mi); clear(@ma); }')
 
-
-def _traced_workload(argv: list[str], **popen) -> str:
-    """Run a tracer with PER_CPU on a stopped workload process, let it getppid() on CPUs 0 and 1, stop
-    the tracer with SIGINT; its stdout."""
-    w = subprocess.Popen([sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGSTOP)\n"
-                          + _WORKLOAD])
-    try:
-        deadline = time.monotonic() + 10
-        while open(f"/proc/{w.pid}/stat").read().split(") ")[1][0] != "T":
-            assert time.monotonic() < deadline
-            time.sleep(0.01)
-        t = subprocess.Popen([*argv, "-B", "line", "-e", PER_CPU, str(w.pid)], stdout=subprocess.PIPE,
-                             stderr=subprocess.STDOUT, text=True, **popen)
-        try:
-            # "Attaching 2 probes..." (0.23.2 on stdout, line-buffered by -B line; pycore on stderr), after
-            # warnings (bpftrace's memlock one in its chroot)
-            seen = []
-            while not (seen and seen[-1].startswith("Attaching")):
-                line = t.stdout.readline()
-                assert line and len(seen) < 20, "".join(seen + [line])   # ended, or never said it
-                seen.append(line)
-            time.sleep(2)                   # bpftrace says it before it attaches
-            os.kill(w.pid, signal.SIGCONT)
-            w.wait(timeout=30)
-            time.sleep(0.5)
-            t.send_signal(signal.SIGINT)
-            out = t.communicate(timeout=30)[0]
-        finally:
-            if t.poll() is None:
-                t.kill()
-                t.wait()
-        assert t.returncode == 0, out
-        return "".join(line for line in out.splitlines(keepends=True) if "RLIMIT_MEMLOCK" not in line)
-    finally:
-        if w.poll() is None:
-            w.kill()
-            w.wait()
 
 
 def test_aggregate_reads_combine_cpus_as_bpftrace_023() -> None:
@@ -152,8 +107,8 @@ def test_aggregate_reads_combine_cpus_as_bpftrace_023() -> None:
     if len(os.sched_getaffinity(0)) < 2 or not {0, 1} <= os.sched_getaffinity(0):
         pytest.skip("needs CPUs 0 and 1")
     bpftrace023.require()
-    theirs = _traced_workload(bpftrace023.argv(), env=bpftrace023.env())
-    ours = _traced_workload(PYCORE)
+    theirs = traced(bpftrace023.argv(), PER_CPU, env=bpftrace023.env())
+    ours = traced(PYCORE, PER_CPU)
     # 10 calls: 5 on CPU 0, 5 on CPU 1; sum 5*1 + 5*2; avg (5*-7 + 5*3)/10 = -2
     # (bpftrace 0.23.2 then prints its cleared scalar maps as 0, pycore none: the first line is the values)
     assert theirs.splitlines()[0] == "10 15 -2 0 1"
