@@ -41,26 +41,27 @@ NAMES = ('fentry:vfs_read /pid == cpid/ { printf("A %s %s\\n", probe, func); } '
          'f:vfs_read /pid == cpid/ { printf("B %s %s\\n", probe, func); } '
          'fexit:vfs_read /pid == cpid/ { printf("C %s %s\\n", probe, func); } '
          'kprobe:vmlinux:vfs_read /pid == cpid/ { printf("D %s %s\\n", probe, func); } '
-         'kprobe:vfs_rea? /pid == cpid/ { printf("E %s %s\\n", probe, func); } '
+         'kprobe:vfs_read* /pid == cpid/ { printf("E %s %s\\n", probe, func); } '
          'kretprobe:vfs_read /pid == cpid/ { printf("F %s %s\\n", probe, func); }')
 
 
 @kernel
 def test_probe_and_func_names_as_023() -> None:
     """``probe`` and ``func`` of fentry/fexit (and f:), kprobe:MODULE:FUNC and a kprobe wildcard, as
-    0.23.2 prints them (the loader's reads of /bin/true: the same lines, whatever their number)."""
+    0.23.2 prints them (the loader's reads of /bin/true: the same lines, whatever their number).
+    0.23.2 refuses ``?`` in a probe's name (a syntax error; pycore takes it): ``*`` here."""
     ours, theirs = pycore("trace", "-c", "/bin/true", "-e", NAMES), bpftrace("-c", "/bin/true", "-e", NAMES)
     assert theirs.returncode == 0, theirs.stderr
     assert ours.returncode == 0, ours.stderr
     mine, refs = sorted(set(ours.stdout.split("\n")) - {""}), sorted(set(theirs.stdout.split("\n")) - {""})
-    assert mine == refs and len(mine) == 6, (mine, refs)
+    assert mine == refs and {line[0] for line in mine} == set("ABCDEF"), (mine, refs)
 
 
 @kernel
 def test_kernel_listings_as_023() -> None:
     """``-l 'iter:*'`` (every iterator of this kernel), ``-lv iter:task_vma`` and ``-l`` of a program's
     fentry/fexit/kprobe probes print what 0.23.2 prints."""
-    program = "fentry:vfs_read {} fexit:vfs_read {} kprobe:vfs_rea? {} iter:task {}"
+    program = "fentry:vfs_read {} fexit:vfs_read {} kprobe:vfs_read* {} iter:task {}"
     for args in (["-l", "iter:*"], ["-lv", "iter:task_vma"], ["-l", "-e", program]):
         theirs = bpftrace(*args)
         ours = pycore("trace", *args)

@@ -13,6 +13,7 @@ in this process, where bpftrace uses a uprobe on itself.
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import struct
@@ -643,7 +644,9 @@ class Script:
         elif tag == TAG_JOIN:
             parts = [s.split(b"\0", 1)[0].decode("utf-8", "replace") for s in
                      (data[8 + 64 * i: 8 + 64 * (i + 1)] for i in range(16))]
-            words = [p for p in parts if p]
+            # the words up to the first empty one, as bpftrace prints them: execve's argv ends at its
+            # NULL, and the slots after it hold what followed the array (the environment, or junk)
+            words = list(itertools.takewhile(bool, parts))
             yield Event("join", a.text.join(words) + "\n", words)
         elif tag in (TAG_SYSTEM, TAG_CAT):
             values = self._values(data, a.args)
