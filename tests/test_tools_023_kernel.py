@@ -167,6 +167,9 @@ PENDING: dict[str, str] = {
     "biostacks.bt": "tuples as map keys",
     "tcpconnect.bt": "let declarations (h-syntax)",
     "tcpdrop.bt": "let declarations (h-syntax)",
+    # not another helper's (yet): 0.23.2 prints a count map after clear() as "@: 0", pycore prints
+    # nothing (tests/test_trace_probes_023.py::test_cleared_count_map_prints_zero)
+    "pidpersec.bt": "print(@) of a cleared count map as '@: 0'",
 }
 
 
@@ -284,8 +287,34 @@ def shape(line: str) -> str:
 
 
 def texts(out: list[str]) -> list[str]:
-    """The lines that hold no number and no map key: headers and titles, in order."""
-    return [ln.strip() for ln in out if ln.strip() and not _NUM.search(ln) and not re.match(r"@\w*\[", ln)]
+    """Headers and titles, in order: the lines that hold no number and no map key, at the start, after a
+    blank line or after another such line (not the lines an event's text runs on to: execsnoop.bt's
+    arguments with newlines in them)."""
+    found, prev = [], True      # the start counts as a blank line
+    for ln in out:
+        text = bool(ln.strip()) and not _NUM.search(ln) and not re.match(r"@\w*\[", ln)
+        if text and prev:
+            found.append(ln.strip())
+        prev = text or not ln.strip()
+    return found
+
+
+# bpftrace 0.23.2 prints a warning on stdout for each delete() of a key that is not there (runqlat.bt,
+# tcplife.bt, dcsnoop.bt): pycore does not (tests/test_trace_probes_023.py::test_delete_missing_key_warning
+# names the gap); the warning's four lines are left out of 0.23.2's output before comparing.
+_DELETE_WARNING = re.compile(r"WARNING: Can't delete map element because it does not exist\.$")
+
+
+def without_delete_warnings(out: list[str]) -> list[str]:
+    kept, skip = [], 0
+    for ln in out:
+        if skip:
+            skip -= 1
+        elif _DELETE_WARNING.search(ln):
+            skip = 3        # "Additional Info - helper: ...", the source line, the ~~~ under it
+        else:
+            kept.append(ln)
+    return kept
 
 
 def maps(out: list[str]) -> set[str]:
@@ -311,6 +340,7 @@ def compare(tool: str, ours: Run, theirs: Run) -> list[str]:
     """What differs between the two outputs, as lines of a message ([] when nothing does)."""
     case = CASES[tool]
     wrong = []
+    theirs = Run(theirs.rc, without_delete_warnings(theirs.out), theirs.err)
     if texts(ours.out) != texts(theirs.out):
         wrong.append(f"text lines: pycore {texts(ours.out)} / bpftrace {texts(theirs.out)}")
     if maps(ours.out) != maps(theirs.out):
@@ -333,9 +363,9 @@ PARALLEL = 3        # tools run at once: their start-ups overlap (see test_tools
 
 
 @pytest.fixture(scope="module")
-def outcomes(tmp_path_factory) -> dict[str, concurrent.futures.Future[Outcome]]:
-    """Every tool run side by side, PARALLEL at a time, started on first use; the C workload built first
-    (the guest's /tmp, bound on the Debian 13 root's /mnt for the bpftrace side)."""
+def outcomes(request, tmp_path_factory) -> dict[str, concurrent.futures.Future[Outcome]]:
+    """Every selected tool run side by side, PARALLEL at a time, started on first use; the C workload
+    built first (the guest's /tmp, bound on the Debian 13 root's /mnt for the bpftrace side)."""
     require_root()
     bpftrace023.require()
     if not os.uname().release.startswith("6.12."):
@@ -345,7 +375,9 @@ def outcomes(tmp_path_factory) -> dict[str, concurrent.futures.Future[Outcome]]:
     subprocess.run(["gcc", "-O1", "-o", str(d / "pcwork"), str(Path(__file__).with_name("pcwork.c")),
                     "-lssl", "-lcrypto", "-lpthread"], check=True, timeout=240)
     pool = concurrent.futures.ThreadPoolExecutor(PARALLEL)
-    futures = {tool: pool.submit(side_by_side, tool, i, d) for i, tool in enumerate(SHIPPED)}
+    selected = {item.callspec.params["tool"] for item in request.session.items
+                if item.originalname == "test_tool_side_by_side"}
+    futures = {tool: pool.submit(side_by_side, tool, i, d) for i, tool in enumerate(SHIPPED) if tool in selected}
     yield futures
     pool.shutdown(wait=True, cancel_futures=True)
 
@@ -370,8 +402,8 @@ def test_tool_side_by_side(tool: str, outcomes, record_property) -> None:
     got = outcomes[tool].result()
     ours, theirs = got.ours, got.theirs
     record_property("seconds", f"{got.seconds:.1f}")
-    report = (f"\n--- pycore (exit {ours.rc}) ---\n" + "\n".join(ours.out[:60]) + "\n" + ours.err[-2000:]
-              + f"\n--- bpftrace 0.23.2 (exit {theirs.rc}) ---\n" + "\n".join(theirs.out[:60]) + "\n"
+    report = (f"\n--- pycore (exit {ours.rc}) ---\n" + "\n".join(ours.out[:300]) + "\n" + ours.err[-2000:]
+              + f"\n--- bpftrace 0.23.2 (exit {theirs.rc}) ---\n" + "\n".join(theirs.out[:300]) + "\n"
               + theirs.err[-2000:])
     print(f"{tool}: {got.seconds:.1f} s{report}")
     assert "Traceback" not in ours.err, report

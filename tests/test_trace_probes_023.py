@@ -246,3 +246,24 @@ def test_software_probes_fire_in_script_order_as_023() -> None:
         assert r.returncode == 0, r.stderr
         seq = "".join(ln for ln in r.stdout.split() if ln in "abcd")
         assert seq.count("a") >= 10 and seq.replace("ab", "").replace("cd", "") == "", (argv[0], seq)
+
+
+# -- two differences the 39 tools showed (tests/test_tools_023_kernel.py), in no helper's part yet -----
+
+@pytest.mark.xfail(strict=True, reason="pycore prints a cleared count map as nothing, 0.23.2 as '@: 0'")
+def test_cleared_count_map_prints_zero() -> None:
+    """pidpersec.bt: ``@ = count(); clear(@); print(@)`` prints ``@: 0`` in 0.23.2 (and at the end)."""
+    program = 'BEGIN { @ = count(); clear(@); print(@); printf("--\\n"); exit(); }'
+    ours, theirs = pycore("trace", "-q", "-e", program), bpftrace("-q", "-e", program)
+    assert theirs.stdout == "@: 0\n--\n\n\n@: 0\n", theirs.stdout
+    assert ours.stdout == theirs.stdout
+
+
+@pytest.mark.xfail(strict=True, reason="pycore does not print 0.23.2's warning for delete() of a missing key")
+def test_delete_missing_key_warning() -> None:
+    """runqlat.bt, tcplife.bt, dcsnoop.bt: 0.23.2 warns on stdout at each delete() of a key that is not
+    there (upstream: still so when delete()'s result is not used)."""
+    program = "BEGIN { @m[1] = 1; delete(@m[2]); exit(); }"
+    ours, theirs = pycore("trace", "-q", "-e", program), bpftrace("-q", "-e", program)
+    assert "WARNING: Can't delete map element because it does not exist." in theirs.stdout, theirs.stdout
+    assert ours.stdout == theirs.stdout
