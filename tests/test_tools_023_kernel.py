@@ -161,13 +161,9 @@ BPFTRACE_CANNOT: dict[str, tuple[str, str, str | None]] = {
 # pycore does not have these tools' features yet; other helpers are adding them (the lead drops the
 # mark once merged)
 PENDING: dict[str, str] = {
-    **{tool: "config blocks (h-config)" for tool in (
-        "bashreadline.bt", "biolatency-kp.bt", "gethostlatency.bt", "ssllatency.bt", "sslsnoop.bt",
-        "swapin.bt", "threadsnoop.bt", "xfsdist.bt")},
-    "biosnoop.bt": "tuples as map keys",
-    "biostacks.bt": "tuples as map keys",
-    "tcpconnect.bt": "let declarations (h-syntax)",
-    "tcpdrop.bt": "let declarations (h-syntax)",
+    # (config blocks, tuple keys and let, which 12 tools stopped at, are merged: these 3 still fail)
+    **{tool: "missing_probes = \"ignore\" for a kprobe the kernel lacks: pycore stops at perf_event_open's "
+             "ENOENT (h-config)" for tool in ("biolatency-kp.bt", "swapin.bt", "xfsdist.bt")},
     # not another helper's (yet): 0.23.2 prints a count map after clear() as "@: 0", pycore prints
     # nothing (tests/test_trace_probes_023.py::test_cleared_count_map_prints_zero)
     "pidpersec.bt": "print(@) of a cleared count map as '@: 0'",
@@ -179,6 +175,9 @@ DIFFERENT: dict[str, str] = {
     # predicate), its R lines the same as pycore's; pycore prints the M lines, the workload's among
     # them (two VM runs, 2026-11-28); why 0.23.2 prints none is not found yet
     "dcsnoop.bt": "0.23.2 prints no d_lookup (M) line on 6.12; pycore prints them",
+    # 0.23.2 prints func of a uretprobe as an address once the process has exited (it symbolizes when
+    # it prints: 0x7f...), pycore as the function's name (SSL_do_handshake)
+    "sslsnoop.bt": "0.23.2 prints func of an exited process's uretprobe as an address; pycore names it",
 }
 
 
