@@ -164,9 +164,6 @@ PENDING: dict[str, str] = {
     # (config blocks, tuple keys and let, which 12 tools stopped at, are merged: these 3 still fail)
     **{tool: "missing_probes = \"ignore\" for a kprobe the kernel lacks: pycore stops at perf_event_open's "
              "ENOENT (h-config)" for tool in ("biolatency-kp.bt", "swapin.bt", "xfsdist.bt")},
-    # not another helper's (yet): 0.23.2 prints a count map after clear() as "@: 0", pycore prints
-    # nothing (tests/test_trace_probes_023.py::test_cleared_count_map_prints_zero)
-    "pidpersec.bt": "print(@) of a cleared count map as '@: 0'",
 }
 
 # pycore and 0.23.2 differ, and 0.23.2's output is not taken as the reference (yet): strict xfails

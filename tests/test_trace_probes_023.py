@@ -248,9 +248,8 @@ def test_software_probes_fire_in_script_order_as_023() -> None:
         assert seq.count("a") >= 10 and seq.replace("ab", "").replace("cd", "") == "", (argv[0], seq)
 
 
-# -- two differences the 39 tools showed (tests/test_tools_023_kernel.py), in no helper's part yet -----
+# -- two differences the 39 tools showed (tests/test_tools_023_kernel.py) -----------------------------
 
-@pytest.mark.xfail(strict=True, reason="pycore prints a cleared count map as nothing, 0.23.2 as '@: 0'")
 def test_cleared_count_map_prints_zero() -> None:
     """pidpersec.bt: ``@ = count(); clear(@); print(@)`` prints ``@: 0`` in 0.23.2 (and at the end)."""
     program = 'BEGIN { @ = count(); clear(@); print(@); printf("--\\n"); exit(); }'
