@@ -290,6 +290,23 @@ def test_join() -> None:
                    + O.json_message("join", ",".join(words)) + O.EXIT_PREAMBLE)
 
 
+def test_join_stops_at_argv_end() -> None:
+    """join() prints the words up to argv's NULL, as bpftrace's printer does (it stops at the first
+    empty word), not what follows the array in the process's memory: a shell's execve has its
+    environment there, then junk, which Debian 13's execsnoop.bt under pycore printed before. The
+    shell's own argv is the reference (bpftrace 0.17's -c here now and then misses the execs under
+    load, so it is not run)."""
+    import subprocess as sp
+    import sys
+
+    script = 'tracepoint:syscalls:sys_enter_execve /comm == "sh"/ { join(args->argv); }'
+    ours = sp.run([sys.executable, "-m", "pycore", "trace", "-c", "/bin/sh -c '/bin/echo one two >/dev/null; /bin/true'",
+                   "-e", script], capture_output=True, text=True, timeout=120)
+    assert ours.returncode == 0, ours.stderr
+    words = "/bin/sh -c /bin/echo one two >/dev/null; /bin/true\n/bin/echo one two\n/bin/true\n"
+    assert ours.stdout == words + O.EXIT_PREAMBLE, ours.stdout
+
+
 # -- stacks and symbols --------------------------------------------------------------------------------
 
 def test_stacks_as_keys_and_values() -> None:

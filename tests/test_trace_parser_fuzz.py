@@ -33,7 +33,7 @@ SCRIPTS = [ALL_SCRIPTS[k] for k in sorted(ALL_SCRIPTS)] + MACRO_SCRIPTS
 
 # Pieces of the language, so random text reaches past the first token now and then.
 TOKENS = ["BEGIN", "END", "kprobe:vfs_read", "uprobe:/bin/bash:readline", "tracepoint:a:b", "k:f+0x10",
-          "usdt:/p:q:r", '"quoted"', "{", "}", "(", ")", "[", "]", "/", "//", "/*", "*/", ";", ",", ":", "?",
+          "usdt:/p:q:r", "self:signal:SIGUSR1", "iter:task_vma", '"quoted"', "{", "}", "(", ")", "[", "]", "/", "//", "/*", "*/", ";", ",", ":", "?",
           "=", "==", "+=", "<<=", "++", "--", "->", ".", "!", "~", "-", "*", "&", "&&", "||", "<", ">>", "%",
           "$x", "$1", "$#", "$0", "@", "@m", "@m[", "pid", "args", "comm", "if", "else", "while", "unroll",
           "return", "break", "struct", "(struct path *)", "(uint32)", "0x", "0x1f", "08", "1e6", "1_000",

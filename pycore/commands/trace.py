@@ -10,6 +10,7 @@ non-empty map. docs/trace.md describes the language subset and the engine.
 from __future__ import annotations
 
 import signal
+import os
 import sys
 
 TYPE_CHECKING = False
@@ -69,6 +70,63 @@ def quick_args(argv: list[str]):  # noqa: ANN201 (a namespace, or None)
                            quiet=False, buffering="line")
 
 
+# Probe kinds listed by a pattern; the others print as bpftrace 0.23.2 lists them in a program
+# (``special::``, ``interval:s:``, ``software:cpu-clock:``, ``watchpoint::``).
+_LISTED = {"kfunc", "kretfunc", "kprobe", "kretprobe", "rawtracepoint", "tracepoint", "iter", "usdt", "uprobe",
+           "uretprobe", "software", "hardware"}
+
+
+def _list_program(args: argparse.Namespace) -> int:
+    """``-l -e PROGRAM`` / ``-l FILE``: the probes the program would attach, each of its attach points
+    listed as ``-l PATTERN`` lists it (wildcards expanded, -v adds the arguments), in the program's
+    order, repeats kept, as bpftrace 0.22+ does. The program is parsed, not checked."""
+    from pycore.lang.errors import ScriptError
+    from pycore.lang.parser import parse
+    from pycore.listing.kernel import Lister
+    from pycore.listing.patterns import PatternError, parse_pattern
+
+    if args.program is not None:
+        text, filename = args.program, "stdin"
+    else:
+        try:
+            with open(args.file, encoding="utf-8") as f:
+                text, filename = f.read(), args.file
+        except (OSError, UnicodeDecodeError) as e:
+            print(f"pycore trace: {args.file}: {getattr(e, 'strerror', None) or 'not a text file'}", file=sys.stderr)
+            return 2
+    lister = Lister(verbose=bool(args.verbose), warn=lambda m: print(f"pycore: {m}", file=sys.stderr))
+    lister.pid = args.pid
+    lines: list[str] = []
+    try:
+        program = parse(text, filename)
+        for block in program.probes:
+            for spec in block.probes:
+                if spec.kind not in _LISTED:
+                    first = spec.parts[0] if spec.parts and spec.kind not in ("watchpoint", "asyncwatchpoint") else ""
+                    lines.append(f"{'special' if spec.kind in ('BEGIN', 'END') else spec.kind}:{first}:")
+                    continue
+                parts = spec.parts[:1] if spec.kind in ("software", "hardware") else spec.parts   # not the count
+                written = spec.text.split(":", 1)[0]    # fentry: lists as fentry, kfunc: as kfunc
+                pattern = ":".join([written, *([spec.target] if spec.target else []), *parts])
+                found = []
+                try:
+                    for p in parse_pattern(pattern):
+                        for entry in lister.entries(p):
+                            found.extend(entry.lines())
+                except PatternError as e:
+                    raise ScriptError(str(e), spec.pos.line, spec.pos.col, filename, text, len(spec.text)) from None
+                if not found:
+                    raise ScriptError(f"{spec.text}: matches no probe on this system", spec.pos.line, spec.pos.col,
+                                      filename, text, len(spec.text))
+                lines.extend(found)
+    except ScriptError as e:
+        sys.stdout.write("".join(f"{line}\n" for line in lines))
+        print(e.format(), file=sys.stderr)
+        return 2
+    sys.stdout.write("".join(f"{line}\n" for line in lines))
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     from pycore.lang.errors import ScriptError
 
@@ -77,9 +135,12 @@ def run(args: argparse.Namespace) -> int:
 
         from pycore.commands import list as listing
 
-        if args.program is not None or args.params or args.cmd:
-            print("pycore trace: -l takes one pattern (and -p PID, -v), not a program", file=sys.stderr)
+        if args.params or args.cmd:
+            print("pycore trace: -l takes a pattern, a program (-e) or a script file (and -p PID, -v)",
+                  file=sys.stderr)
             return 2
+        if args.program is not None or (args.file and os.path.isfile(args.file)):
+            return _list_program(args)          # bpftrace 0.22+: the program's own probes
         return listing.run(SimpleNamespace(verbose=args.verbose, pid=args.pid, pattern=args.file))
     if args.program is None and args.file == "-":     # bpftrace -: the script from standard input
         text, filename, params = sys.stdin.read(), "stdin", list(args.params)
@@ -100,8 +161,6 @@ def run(args: argparse.Namespace) -> int:
     else:
         print("pycore trace: give a program with -e 'PROGRAM' or a script file", file=sys.stderr)
         return 2
-
-    import os
 
     from pycore.lang.config import ConfigError
     from pycore.lang.session import TraceRunner

@@ -54,6 +54,7 @@ PROBE_KINDS: dict[str, tuple[int, int]] = {
     "software": (1, 2), "hardware": (1, 2),         # event[:count]
     "watchpoint": (3, 3), "asyncwatchpoint": (3, 3),  # address:length:mode
     "iter": (1, 2),
+    "self": (2, 2),                                 # signal:SIGUSR1 (bpftrace 0.22)
 }
 
 # Kinds whose first part, when there is more than one, is a binary or module.

@@ -50,6 +50,16 @@ MAX_FENTRY_ARGS = 12
 _ALIASES = {"fentry": "kfunc", "fexit": "kretfunc"}
 
 
+def _spelled(kind: str, text: str) -> str:
+    """The name a kfunc/kretfunc probe goes by in ``probe`` and listings: kfunc/kretfunc when so
+    written (bpftrace 0.17, the lab), else fentry/fexit (bpftrace 0.20+'s names: 0.23.2 prints
+    fentry:vmlinux:vfs_read for ``fentry:vfs_read`` and ``f:vfs_read``)."""
+    written = text.split(":", 1)[0]
+    if written in ("kfunc", "kretfunc"):
+        return written
+    return {"kfunc": "fentry", "kretfunc": "fexit"}.get(kind, kind)
+
+
 @record(frozen=True)
 class CtxField:
     """A value the program reads from its context: ``size`` bytes at ``offset``.
@@ -198,6 +208,16 @@ class Resolver:
     def _end(self, target, parts, offset, text) -> list[Target]:
         return [Target("END", "END", attach=("end",))]
 
+    def _self(self, target, parts, offset, text) -> list[Target]:
+        """``self:signal:SIGUSR1`` (bpftrace 0.22): run when pycore trace gets SIGUSR1, instead of
+        printing the maps; bpftrace 0.23.2's one trigger and one signal, with its errors."""
+        trigger, sig = (list(parts) + ["", ""])[:2]
+        if trigger != "signal":
+            raise ProbeError(f"{text}: {trigger} is not a supported trigger")
+        if sig != "SIGUSR1":
+            raise ProbeError(f"{text}: {sig} is not a supported signal")
+        return [Target("self:signal:SIGUSR1", "self", attach=("begin",))]
+
     def _interval(self, target, parts, offset, text) -> list[Target]:
         unit, n = self._rate(parts, text, ("s", "ms", "us", "hz"))
         period_ns = {"s": 10**9, "ms": 10**6, "us": 10**3}.get(unit, 0) * n or 10**9 // n
@@ -221,19 +241,19 @@ class Resolver:
                        attach=("perf", "software", events[parts[0]], count))]
 
     def _iter(self, target, parts, offset, text) -> list[Target]:
-        """``iter:task``, ``iter:task_file``: BPF iterators over the kernel's objects (ctx->task, ...)."""
-        from btf.kinds import Kind
+        """``iter:NAME``: a BPF iterator over the kernel's objects (ctx->task, ctx->vma, ...); every one
+        this kernel's BTF has, as bpftrace 0.19+ (0.17 knew task and task_file)."""
+        from pycore.listing.kernel import iterators
 
-        from pycore.link.iter import ITERATORS
-
-        name = parts[-1] if parts else ""
-        if len(parts) != 1 or name not in ITERATORS:
-            raise ProbeError(f"{text}: expected iter:{'|'.join(ITERATORS)}")
-        ids = self.spec.ids_named(f"bpf_iter_{name}", (Kind.FUNC,))
-        if not ids or not self.spec.ids_named(f"bpf_iter__{name}", (Kind.STRUCT,)):
-            raise ProbeError(f"{text}: this kernel's BTF has no iterator bpf_iter_{name}")
+        name = parts[0] if parts else ""
+        found = iterators(self.spec)
+        if len(parts) != 1 or name not in found:
+            if len(parts) == 2 and parts[0] in found:
+                raise ProbeError(f"{text}: pinning an iterator (iter:NAME:PIN) is not in pycore trace")
+            raise ProbeError(f"{text}: this kernel's BTF has no iterator bpf_iter_{name or '...'} "
+                             f"(it has: {', '.join(found) or 'none'})")
         return [Target(f"iter:{name}", "iter", func=name, prog_type=PROG_TRACING, attach_type=ATTACH_TRACE_ITER,
-                       attach_btf_id=ids[0], attach=("iter", name))]
+                       attach_btf_id=found[name], attach=("iter", name))]
 
     def _watchpoint(self, target, parts, offset, text) -> list[Target]:
         """``watchpoint:ADDRESS:LENGTH:MODE``: a hardware breakpoint (with -p/-c, in that process)."""
@@ -351,7 +371,7 @@ class Resolver:
             func = spec.type(ids[0])
             proto = func.type
             kind = "kretfunc" if ret else "kfunc"
-            t = Target(f"{kind}:vmlinux:{n}", kind, func=n, prog_type=PROG_TRACING,
+            t = Target(f"{_spelled(kind, text)}:vmlinux:{n}", kind, func=n, prog_type=PROG_TRACING,
                        attach_type=ATTACH_TRACE_FEXIT if ret else ATTACH_TRACE_FENTRY,
                        attach_btf_id=ids[0], attach=("tracing", n))
             params = list(proto.params)
@@ -389,7 +409,8 @@ class Resolver:
         kind = "kretprobe" if ret else "kprobe"
         out = []
         for n in names:
-            t = Target(f"{kind}:{n}" + (f"+{offset}" if offset else ""), kind, func=n, prog_type=PROG_KPROBE,
+            where = f"{target}:" if target else ""     # kprobe:MODULE:FUNC (0.20) names the module, as bpftrace
+            t = Target(f"{kind}:{where}{n}" + (f"+{offset}" if offset else ""), kind, func=n, prog_type=PROG_KPROBE,
                        attach=("kprobe", n, offset or 0, ret))
             t.argn = [CtxField(f"arg{i}", UINT64, PT_REGS[r]) for i, r in enumerate(ARG_REGS)]
             if ret:

@@ -13,6 +13,7 @@ in this process, where bpftrace uses a uprobe on itself.
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import struct
@@ -86,8 +87,10 @@ class Compiled:
 # tests/test_trace_order_kernel.py): the script's order for tracepoints, uprobes, uretprobes, kprobes,
 # kretprobes and kfuncs, and the reverse for kretfuncs. A uprobe's consumers, a kprobe's aggregated
 # probes and an fentry trampoline's programs run newest first (the kernel adds each at the head of
-# its list), so those kinds attach in reverse; the others in the script's order.
-_NEWEST_FIRST = frozenset({"uprobe", "uretprobe", "usdt", "kprobe", "kfunc"})
+# its list), so those kinds attach in reverse; the others in the script's order. Software perf events
+# of one kind too: the kernel's list of a CPU's events is newest first (bpftrace 0.17 and 0.23.2 fire
+# two software:page-faults:1 blocks in the script's order; tests/test_trace_probes_023.py).
+_NEWEST_FIRST = frozenset({"uprobe", "uretprobe", "usdt", "kprobe", "kfunc", "software"})
 
 
 def attach_order(compiled: list) -> list:
@@ -138,6 +141,7 @@ class Script:
         self._links: list[Any] = []
         self._begin: list[Any] = []
         self._end: list[Any] = []
+        self._signal: list[Any] = []    # self:signal:SIGUSR1, run when the signal comes
         self._ring = None
         self._closed = False
         self.exited = False
@@ -290,7 +294,7 @@ class Script:
             if verbose:
                 c.listing = em.disassemble()
             t = c.target
-            prog_type = t.prog_type if t.kind not in ("BEGIN", "END") else PROG_RAW_TRACEPOINT
+            prog_type = t.prog_type if t.kind not in ("BEGIN", "END", "self") else PROG_RAW_TRACEPOINT
             try:
                 prog = load_program(c.insns, prog_type, name=_prog_name(t),
                                     expected_attach_type=t.attach_type, attach_btf_id=t.attach_btf_id,
@@ -302,6 +306,8 @@ class Script:
                 self._begin.append(prog)
             elif t.kind == "END":
                 self._end.append(prog)
+            elif t.kind == "self":
+                self._signal.append(prog)
             else:
                 c.prog = prog  # type: ignore[attr-defined]
 
@@ -360,7 +366,7 @@ class Script:
         it before BEGIN instead)."""
         from pycore.link import attach_target
 
-        n = len(self._begin) + len(self._end)
+        n = len(self._begin) + len(self._end) + len(self._signal)
         for c in attach_order(self.compiled):
             prog = getattr(c, "prog", None)
             if prog is None:
@@ -424,12 +430,19 @@ class Script:
         return self._ring
 
     def run_special(self, which: str) -> None:
-        """Run the BEGIN or END programs once, in this process (BEGIN: before :meth:`attach`, as
-        :meth:`start` does; END: after :meth:`detach`, so that their output is first and last)."""
+        """Run the BEGIN, END or self:signal:SIGUSR1 programs once, in this process (BEGIN: before
+        :meth:`attach`, as :meth:`start` does; END: after :meth:`detach`, so that their output is first
+        and last; SIGUSR1: when the signal comes)."""
         if which == "END":
             self._ending = True
-        for prog in (self._begin if which == "BEGIN" else self._end):
+        for prog in {"BEGIN": self._begin, "END": self._end, "SIGUSR1": self._signal}[which]:
             prog.test_run()
+
+    @property
+    def on_sigusr1(self) -> bool:
+        """Whether the script has a ``self:signal:SIGUSR1`` probe (then SIGUSR1 runs it, and the maps
+        are not printed, as in bpftrace 0.22+)."""
+        return bool(self._signal)
 
     def run_iterators(self) -> None:
         """iter: probes walk their objects once, after BEGIN; then the script ends (as in bpftrace, where
@@ -644,7 +657,9 @@ class Script:
         elif tag == TAG_JOIN:
             parts = [s.split(b"\0", 1)[0].decode("utf-8", "replace") for s in
                      (data[8 + 64 * i: 8 + 64 * (i + 1)] for i in range(16))]
-            words = [p for p in parts if p]
+            # the words up to the first empty one, as bpftrace prints them: execve's argv ends at its
+            # NULL, and the slots after it hold what followed the array (the environment, or junk)
+            words = list(itertools.takewhile(bool, parts))
             yield Event("join", a.text.join(words) + "\n", words)
         elif tag in (TAG_SYSTEM, TAG_CAT):
             values = self._values(data, a.args)
@@ -947,6 +962,8 @@ def _prog_name(t: Target) -> str:
 
 
 def _method(t: Target) -> str:
+    if t.kind == "self":
+        return "BPF_PROG_TEST_RUN at each SIGUSR1"
     kind = t.attach[0] if t.attach else t.kind
     return {"begin": "BPF_PROG_TEST_RUN once at start", "end": "BPF_PROG_TEST_RUN once at exit",
             "tracing": "fentry/fexit trampoline", "tracepoint": "perf tracepoint", "kprobe": "kprobe PMU",

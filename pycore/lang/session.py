@@ -422,8 +422,13 @@ class TraceRunner:
         self._stop = True
 
     def _dump_maps(self) -> None:
-        """SIGUSR1: every map as the end prints them (without the end's blank lines), tracing on."""
+        """SIGUSR1: every map as the end prints them (without the end's blank lines), tracing on; or,
+        when the script has a self:signal:SIGUSR1 probe, that probe run instead (bpftrace 0.22+)."""
         self._dump = False
+        if self.script.on_sigusr1:
+            self.script.run_special("SIGUSR1")
+            self.script.poll(self.emit, 0, printf=self._printf)
+            return
         self._print_maps()
 
     def _print_maps(self) -> None:

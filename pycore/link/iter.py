@@ -1,4 +1,4 @@
-"""BPF iterators: ``iter:task`` and ``iter:task_file`` probes.
+"""BPF iterators: ``iter:NAME`` probes (``task``, ``task_file``, ``task_vma``, ...).
 
 An iterator program is BPF_PROG_TYPE_TRACING loaded with expected attach
 type BPF_TRACE_ITER and the BTF id of the kernel's ``bpf_iter_NAME``
@@ -20,10 +20,7 @@ from pycore.link.base import Link, prog_fd_name
 from pycore.native import libbpf as L
 from pycore.native.libbpf import AttachType
 
-__all__ = ["attach_iter", "run_iter", "ITERATORS"]
-
-#: bpftrace 0.17's iterators: the probe's name -> the kernel's iterator (``bpf_iter_NAME``, ctx ``struct bpf_iter__NAME``)
-ITERATORS = ("task", "task_file")
+__all__ = ["attach_iter", "run_iter"]
 
 _BPF_ITER_CREATE = 33
 _NR_BPF = {"x86_64": 321, "aarch64": 280, "arm64": 280, "riscv64": 280, "s390x": 351, "ppc64le": 361}

@@ -19,6 +19,9 @@ Sources, by probe type:
   from the ``__traceiter_NAME`` / ``__bpf_trace_CLASS`` functions the kernel
   generates for each tracepoint.
 * kprobe/kretprobe: only where the kernel was built with CONFIG_KPROBES.
+* software/hardware: perf events, bpftrace 0.23.2's names and short names.
+* iter: BPF iterators, BTF ``struct bpf_iter__NAME`` with a ``bpf_iter_NAME``
+  function (whose parameters after ``meta`` are the context's fields).
 * struct/union/enum/typedef: vmlinux BTF.
 """
 
@@ -43,7 +46,8 @@ if TYPE_CHECKING:
 
     Warn = Callable[[str], None]
 
-__all__ = ["Entry", "Lister", "fentry_max_args", "kprobes_unavailable_reason", "kinds_available", "BTF_DIR"]
+__all__ = ["Entry", "Lister", "fentry_max_args", "kprobes_unavailable_reason", "kinds_available", "iterators",
+           "BTF_DIR"]
 
 BTF_DIR = "/sys/kernel/btf"
 # Struct arguments passed by value: trampolines copy at most two registers' worth.
@@ -97,6 +101,32 @@ def kprobes_unavailable_reason(kallsyms: Kallsyms, tracefs: Tracefs | None) -> s
     return "kprobes are not available: this kernel is built without CONFIG_KPROBES"
 
 
+#: The perf events bpftrace 0.23.2 lists (``software:NAME:``), short names too (cpu, faults, cs)
+PERF_EVENTS = {
+    "software": ("alignment-faults", "bpf-output", "context-switches", "cpu-clock", "cpu-migrations", "cpu", "cs",
+                 "dummy", "emulation-faults", "faults", "major-faults", "minor-faults", "page-faults", "task-clock"),
+    "hardware": ("backend-stalls", "branch-instructions", "branch-misses", "branches", "bus-cycles", "cache-misses",
+                 "cache-references", "cpu-cycles", "cycles", "frontend-stalls", "instructions", "ref-cycles"),
+}
+
+
+def iterators(spec: Spec) -> dict[str, int]:
+    """The kernel's BPF iterators, as bpftrace 0.19+ finds them: each ``struct bpf_iter__NAME`` (not the
+    verifier's ``__safe_trusted`` variants) with the ``bpf_iter_NAME`` function an iterator program
+    attaches to; NAME -> that function's BTF id, sorted by name."""
+    from btf import Kind
+
+    found = {}
+    for struct_id in spec.ids_matching(rb"bpf_iter__[^\x00]+", (Kind.STRUCT,)):
+        name = spec.name(struct_id)[len("bpf_iter__"):]
+        if name.endswith("__safe_trusted"):
+            continue
+        funcs = spec.ids_named(f"bpf_iter_{name}", (Kind.FUNC,))
+        if funcs:
+            found[name] = funcs[0]
+    return dict(sorted(found.items()))
+
+
 def kinds_available() -> set[str]:
     """The probe types this kernel attaches, measured by trial loads (:mod:`pycore.kernel.features`,
     about 0.1 s): for a refused pattern to suggest only those (a kernel without kprobes or fentry
@@ -104,7 +134,7 @@ def kinds_available() -> set[str]:
     from pycore.kernel.features import Features
 
     features = Features(mount=False)
-    kinds = {"tracepoint", "usdt", "uprobe", "uretprobe"}
+    kinds = {"tracepoint", "usdt", "uprobe", "uretprobe", "iter", "software", "hardware"}
     for kind, feature in (("kfunc", "fentry"), ("kretfunc", "fexit"), ("kprobe", "kprobes"),
                           ("kretprobe", "kprobes"), ("rawtracepoint", "tp_btf")):
         if features.check(feature):
@@ -238,6 +268,11 @@ class Lister:
             return self._raw_tracepoints(pattern)
         if kind in ("kprobe", "kretprobe"):
             return self._kprobes(pattern)
+        if kind == "iter":
+            return self._iterators(pattern)
+        if kind in PERF_EVENTS:
+            return iter([Entry(line) for line in sorted(f"{kind}:{name}:" for name in PERF_EVENTS[kind]
+                                                        if pattern.matches(name))])
         if kind == "usdt":
             from pycore.listing.user import usdt_entries
             return usdt_entries(pattern, int(self.verbose), self.pid, self.warn)
@@ -270,7 +305,7 @@ class Lister:
     def _functions(self, pattern: ProbePattern) -> Iterator[Entry]:
         max_args = fentry_max_args()
         for module, spec, type_id in self.functions(pattern):
-            yield self._function_entry(pattern.kind, module, spec, type_id, max_args)
+            yield self._function_entry(pattern.label, module, spec, type_id, max_args)
 
     def functions(self, pattern: ProbePattern) -> Iterator[tuple[str, Spec, int]]:
         """(module, its BTF, function id) of each function that matches and
@@ -367,6 +402,21 @@ class Lister:
         if proto.return_type_id and skip(proto.return_type).kind in (Kind.STRUCT, Kind.UNION):
             return "fentry cannot attach: returns a struct by value"
         return ""
+
+    # iter
+
+    def _iterators(self, pattern: ProbePattern) -> Iterator[Entry]:
+        """``iter:NAME``; with -v the context's fields, as bpftrace -lv prints them: the parameters of
+        ``bpf_iter_NAME`` after ``meta``."""
+        spec = self.spec
+        for name, func_id in iterators(spec).items():
+            if not pattern.matches(name):
+                continue
+            entry = Entry(f"iter:{name}")
+            if self.verbose:
+                params = spec.type(spec.type(func_id).type_id).params[1:]  # type: ignore[attr-defined]
+                entry.details = [f"{INDENT}{self._fmt.type_name(p.type)} {p.name}" for p in params]
+            yield entry
 
     # rawtracepoint / tp_btf
 

@@ -28,7 +28,8 @@ __all__ = [
 ]
 
 # Canonical probe types, in listing order, and the types' keywords.
-PROBE_KINDS = ("kfunc", "kretfunc", "kprobe", "kretprobe", "rawtracepoint", "tracepoint")
+PROBE_KINDS = ("kfunc", "kretfunc", "kprobe", "kretprobe", "rawtracepoint", "tracepoint", "iter", "software",
+               "hardware")
 TYPE_KINDS = ("struct", "union", "enum", "typedef")
 USER_KINDS = ("usdt", "uprobe", "uretprobe")
 ALL = frozenset(PROBE_KINDS + USER_KINDS)
@@ -45,6 +46,7 @@ ALIASES = {
     "rt": "rawtracepoint", "raw_tracepoint": "rawtracepoint", "raw_tp": "rawtracepoint",
     "tp_btf": "rawtracepoint",
     "tp": "tracepoint",
+    "it": "iter", "s": "software", "h": "hardware",
 }
 
 # Probe types whose target may be prefixed by a module: kfunc:MODULE:FUNC.
@@ -69,12 +71,13 @@ class ProbePattern:
     colon there, as in bpftrace's ``tracepoint:sched*``).
     """
 
-    __slots__ = ("kind", "target", "module")
+    __slots__ = ("kind", "target", "module", "label")
 
-    def __init__(self, kind: str, target: str, module: str | None = None) -> None:
+    def __init__(self, kind: str, target: str, module: str | None = None, label: str | None = None) -> None:
         self.kind = kind
         self.target = target
         self.module = module
+        self.label = label or kind      # the name listed: fentry/fexit when so written (bpftrace 0.20+)
 
     def _key(self) -> tuple[str, str, str | None]:
         return (self.kind, self.target, self.module)
@@ -219,7 +222,10 @@ def parse_pattern(text: str, available: Available | None = None) -> list[ProbePa
     for part in rest:
         _check_name(part, "probe name", text)
     if len(kinds) == 1:
-        return [_for_kind(kinds[0], rest, text)]
+        found = _for_kind(kinds[0], rest, text)
+        if kinds[0] in ("kfunc", "kretfunc") and parts[0] not in ("kfunc", "kretfunc"):
+            found.label = {"kfunc": "fentry", "kretfunc": "fexit"}[kinds[0]]    # bpftrace 0.20+'s names
+        return [found]
     found = []
     for kind in kinds:  # a wildcard type keeps the kinds this shape fits
         try:
