@@ -278,6 +278,7 @@ def test_pprof_and_speedscope(tmp_path):
     try:
         a = run_profile("-p", str(wl.pid), "-d", "2", "-F", "199", "-o", str(pb))
         b = run_profile("-p", str(wl.pid), "-d", "2", "-F", "199", "-o", str(ss))
+        maps = Path(f"/proc/{wl.pid}/maps").read_text()
     finally:
         stop_workload(wl)
     assert a.returncode == 0 and b.returncode == 0, a.stderr + b.stderr
@@ -303,6 +304,30 @@ def test_pprof_and_speedscope(tmp_path):
             cum[parts[-1]] = float(parts[4].rstrip("%"))
     assert set(cum) == set(FUNCS), top.stdout
     assert all(v > 5 for v in cum.values()), cum
+    # the mappings: the executable first (pprof's main binary), each with the process's own range,
+    # file offset and the file's build id
+    from pycore.elf.debugfile import build_id
+    from pycore.elf.file import ElfFile
+
+    def bid(path):  # noqa: ANN001
+        with ElfFile(path) as f:
+            return build_id(f.elf)
+
+    assert "Main binary filename not available" not in top.stdout + top.stderr
+    assert top.stdout.splitlines()[:2] == ["File: python3.11", f"Build ID: {bid(PYTHON)}"]
+    raw = subprocess.run([go, "tool", "pprof", "-raw", str(pb)], capture_output=True, text=True, timeout=120)
+    assert raw.returncode == 0, raw.stderr
+    rows = raw.stdout.split("\nMappings\n", 1)[1].strip().splitlines()
+    mapped = {(int(lo, 16), int(hi, 16), int(off, 16), path) for lo, hi, off, path in
+              (line.split()[0].replace("-", " ").split() + line.split()[2:3] + line.split()[-1:]
+               for line in maps.splitlines() if len(line.split()) == 6 and "x" in line.split()[1])}
+    seen = []
+    for row in rows:
+        _, span, path, build, flags = row.split()
+        lo, hi, off = (int(x, 16) for x in span.split("/"))
+        assert (lo, hi, off, path) in mapped and build == bid(path) and flags == "[FN]", row
+        seen.append(path)
+    assert seen[0] == PYTHON and "/usr/lib/x86_64-linux-gnu/libcrypto.so.3" in seen
 
 
 def test_all_processes(tmp_path):
