@@ -39,6 +39,7 @@ APT_PACKAGES+=(libc6-dev)   # /usr/include: pycore trace reads a script's #inclu
 APT_PACKAGES+=(libc6-dbg)   # libc's separate DWARF (/usr/lib/debug/.build-id): pycore list -v and args of libc functions, side by side with bpftrace (tests/test_dwarf.py, bench/bench_dwarf.py)
 APT_PACKAGES+=(prometheus)   # tests/test_serve_script.py: promtool check metrics on pycore serve --script's exposition, a real Prometheus scraping it
 APT_PACKAGES+=(golang-go)   # go tool pprof reads pycore profile's .pb.gz (tests/test_profile.py)
+APT_PACKAGES+=(chromium)    # Playwright drives Debian's chromium (executable_path) over pycore profile's .html flame graph
 APT_PACKAGES+=(systemd util-linux)   # tests/test_systemd_unit.py: systemd-analyze verify/security of examples/systemd's unit; unshare, setpriv make its sandbox (PID 1 need not be systemd)
 APT_PACKAGES+=(openssl)   # tests/test_serve_web.py: the CA, server and client certificates of pycore serve --web.config.file
 VM_APT_PACKAGES=(qemu-system-x86 kmod busybox-static)   # vm-test only: QEMU, depmod, initramfs

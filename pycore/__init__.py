@@ -22,6 +22,8 @@ _EXPORTS = {
     "ToolSession": "pycore.embed.session",
     "trace": "pycore.lang.session",
     "TraceSession": "pycore.lang.session",
+    "profile": "pycore.profile",
+    "ProfileSession": "pycore.profile.session",
     "Event": "pycore.lang.runtime",
     "BpfObject": "pycore.native.object",
     "RingBuffer": "pycore.native.ringbuf",
@@ -74,6 +76,7 @@ if TYPE_CHECKING:
     from pycore.lang.runtime import Event as Event
     from pycore.lang.session import TraceSession as TraceSession, trace as trace
     from pycore.listing.patterns import PatternError as PatternError
+    from pycore.profile.session import ProfileSession as ProfileSession, profile as profile
     from pycore.native.codec import UnsupportedType as UnsupportedType
     from pycore.native.libbpf import LibbpfMissing as LibbpfMissing
     from pycore.native.object import BpfObject as BpfObject, Link as Link
@@ -89,7 +92,9 @@ def __getattr__(name: str):
         raise AttributeError(f"module 'pycore' has no attribute {name!r}")
     import importlib
 
-    value = getattr(importlib.import_module(module), name)
+    imported = importlib.import_module(module)
+    # pycore.profile: the package is the callable (pycore/profile/__init__.py says why)
+    value = imported if module == f"pycore.{name}" else getattr(imported, name)
     globals()[name] = value
     return value
 

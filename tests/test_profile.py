@@ -278,6 +278,7 @@ def test_pprof_and_speedscope(tmp_path):
     try:
         a = run_profile("-p", str(wl.pid), "-d", "2", "-F", "199", "-o", str(pb))
         b = run_profile("-p", str(wl.pid), "-d", "2", "-F", "199", "-o", str(ss))
+        maps = Path(f"/proc/{wl.pid}/maps").read_text()
     finally:
         stop_workload(wl)
     assert a.returncode == 0 and b.returncode == 0, a.stderr + b.stderr
@@ -303,6 +304,30 @@ def test_pprof_and_speedscope(tmp_path):
             cum[parts[-1]] = float(parts[4].rstrip("%"))
     assert set(cum) == set(FUNCS), top.stdout
     assert all(v > 5 for v in cum.values()), cum
+    # the mappings: the executable first (pprof's main binary), each with the process's own range,
+    # file offset and the file's build id
+    from pycore.elf.debugfile import build_id
+    from pycore.elf.file import ElfFile
+
+    def bid(path):  # noqa: ANN001
+        with ElfFile(path) as f:
+            return build_id(f.elf)
+
+    assert "Main binary filename not available" not in top.stdout + top.stderr
+    assert top.stdout.splitlines()[:2] == ["File: python3.11", f"Build ID: {bid(PYTHON)}"]
+    raw = subprocess.run([go, "tool", "pprof", "-raw", str(pb)], capture_output=True, text=True, timeout=120)
+    assert raw.returncode == 0, raw.stderr
+    rows = raw.stdout.split("\nMappings\n", 1)[1].strip().splitlines()
+    mapped = {(int(lo, 16), int(hi, 16), int(off, 16), path) for lo, hi, off, path in
+              (line.split()[0].replace("-", " ").split() + line.split()[2:3] + line.split()[-1:]
+               for line in maps.splitlines() if len(line.split()) == 6 and "x" in line.split()[1])}
+    seen = []
+    for row in rows:
+        _, span, path, build, flags = row.split()
+        lo, hi, off = (int(x, 16) for x in span.split("/"))
+        assert (lo, hi, off, path) in mapped and build == bid(path) and flags == "[FN]", row
+        seen.append(path)
+    assert seen[0] == PYTHON and "/usr/lib/x86_64-linux-gnu/libcrypto.so.3" in seen
 
 
 def test_all_processes(tmp_path):
@@ -396,3 +421,218 @@ def test_other_mount_namespace(tmp_path):
     frames = {f for fs, _ in folded_stacks(out) for f in fs}
     assert any(f.startswith("[dash+") and f.endswith(f" {theirs}]") for f in frames), sorted(frames)[:20]
     assert not any(ours in f for f in frames)
+
+
+# -- the HTML flame graph and pycore.profile(...) ---------------------------------------------------
+
+def flame_nodes(tree: list, names: list[str]) -> list[tuple[list[str], int, int]]:
+    """The page's tree in the page's own order (preorder, as its script numbers the frames):
+    (path below the root, samples, index after the node's subtree)."""
+    out: list = []
+
+    def walk(node, path):  # noqa: ANN001
+        at = len(out)
+        out.append(None)
+        for child in node[3]:
+            walk(child, path + [names[child[0]]])
+        out[at] = (path, node[2], len(out))
+
+    walk(tree, [])
+    return out
+
+
+class _Balanced(__import__("html.parser").parser.HTMLParser):
+    """Every element the page opens is closed, in order (void elements aside)."""
+
+    VOID = {"meta", "input", "br", "img", "link", "hr"}
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.open: list[str] = []
+        self.tags: list[str] = []
+        self.data_json = ""
+
+    def handle_starttag(self, tag, attrs):  # noqa: ANN001
+        self.tags.append(tag)
+        if dict(attrs).get("id") == "data":
+            self.in_data = True
+        if tag not in self.VOID:
+            self.open.append(tag)
+
+    def handle_endtag(self, tag):  # noqa: ANN001
+        assert self.open and self.open[-1] == tag, (self.open, tag)
+        self.open.pop()
+        self.in_data = False
+
+    def handle_data(self, data):  # noqa: ANN001
+        if getattr(self, "in_data", False):
+            self.data_json += data
+
+
+def parse_flame(text: str) -> dict:
+    page = _Balanced()
+    page.feed(text)
+    page.close()
+    assert page.open == [] and page.tags[0] == "html"
+    for needle in ("http://", "https://", "<link", " src=", "@import", "url("):
+        assert needle not in text, needle        # the page names no URL: nothing to fetch
+    return json.loads(page.data_json)
+
+
+def folded_of_tree(doc: dict) -> list[str]:
+    """Folded lines from the page's tree: each node's own samples (its count less its children's)."""
+    lines = []
+    nodes = flame_nodes(doc["tree"], doc["names"])
+    for i, (path, n, end) in enumerate(nodes):
+        children = 0
+        j = i + 1
+        while j < end:                      # direct children: skip each child's subtree
+            children += nodes[j][1]
+            j = nodes[j][2]
+        if n - children:
+            lines.append(";".join(path) + f" {n - children}")
+    return sorted(lines)
+
+
+def test_api_html_matches_folded_and_detaches():
+    """pycore.profile(pid) samples until the with block ends and leaves nothing attached; the exports
+    read the same samples: the HTML page is well-formed, self-contained, and its tree gives back every
+    folded line with its count; pprof, speedscope and top are there after close()."""
+    import pycore
+
+    wl = start_workload()
+    try:
+        with pycore.profile(wl.pid, hz=199) as prof:
+            assert not prof.closed
+            progs = subprocess.run(["bpftool", "prog", "show"], capture_output=True, text=True).stdout
+            assert "on_sample" in progs
+            time.sleep(2)
+        assert prof.closed
+        progs = subprocess.run(["bpftool", "prog", "show"], capture_output=True, text=True).stdout
+        assert "on_sample" not in progs
+        time.sleep(0.3)
+        assert prof.samples == prof.samples      # closed: no sample arrives after close()
+    finally:
+        stop_workload(wl)
+    folded = prof.folded()
+    doc = parse_flame(prof.html())
+    assert folded_of_tree(doc) == sorted(folded.splitlines())
+    assert doc["tree"][2] == doc["samples"] == prof.samples == sum(int(x.rsplit(" ", 1)[1])
+                                                                  for x in folded.splitlines())
+    names = {python_name(f) for line in folded.splitlines() for f in line.rsplit(" ", 1)[0].split(";")}
+    assert set(FUNCS) <= names
+    assert gzip.decompress(prof.pprof())[:6] == b"\x0a\x04\x08\x01\x10\x02"
+    assert json.loads(prof.speedscope())["profiles"][0]["type"] == "sampled"
+    assert prof.top(5).splitlines()[0] == f"{prof.samples} samples at 199 Hz ({prof.profile.duration:.1f} s)"
+    prof.close()                             # twice is fine
+
+
+def test_api_bad_input():
+    import pycore
+
+    child = subprocess.Popen(["true"])
+    child.wait()
+    with pytest.raises(pycore.TargetError, match=f"pid {child.pid}: no such process"):
+        pycore.profile(child.pid)
+    with pytest.raises(ValueError, match="1 to 10000 Hz"):
+        pycore.profile(os.getpid(), hz=0)
+    with pytest.raises(ValueError, match="give a pid or all_processes=True"):
+        pycore.profile()
+
+
+def test_api_profiles_its_own_process():
+    """pid=os.getpid(): the caller's own Python frames are sampled (its drain thread too)."""
+    import pycore
+
+    def burn_here(seconds):  # noqa: ANN001
+        end = time.monotonic() + seconds
+        n = 0
+        while time.monotonic() < end:
+            n += 1
+        return n
+
+    with pycore.profile(os.getpid(), hz=499) as prof:
+        burn_here(1.5)
+    frames = {python_name(f) for line in prof.folded().splitlines() for f in line.split(";")}
+    assert {"test_api_profiles_its_own_process.<locals>.burn_here", "test_api_profiles_its_own_process"} <= frames
+
+
+CHROMIUM = "/usr/bin/chromium"
+
+
+def test_html_in_chromium(tmp_path):
+    """The CLI's .html in headless Chromium (Playwright, Debian's chromium): it loads from disk with no
+    request but its own file; hover names a frame's count and share (the tree's numbers); a click
+    zooms (the frame spans the width, only its ancestors and callees are drawn); a search highlights
+    exactly the frames that hold the text and counts their samples once each."""
+    import re
+
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        pytest.fail("playwright is not installed (pyproject's test extra has it)")
+    if not os.path.exists(CHROMIUM):
+        pytest.fail(f"{CHROMIUM} is missing (dev.sh installs Debian's chromium)")
+    page_file = tmp_path / "flame.html"
+    res = run_profile("-c", f"{PYTHON} {WORKLOAD} 2", "-F", "499", "-o", str(page_file))
+    assert res.returncode == 0, res.stderr
+    doc = parse_flame(page_file.read_text())
+    nodes = flame_nodes(doc["tree"], doc["names"])
+    total = nodes[0][1]
+    requests, errors = [], []
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 900})
+            page.on("request", lambda r: requests.append(r.url))
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+            page.goto(page_file.as_uri())
+            assert page.title() == f"pycore profile -c {PYTHON} {WORKLOAD} 2, 499 Hz"
+            drawn = page.eval_on_selector_all(".f", "es => es.map(e => +e.dataset.i)")
+            assert drawn[0] == 0 and len(drawn) > 10
+            # the outermost "spin" Python frame: hover, then click
+            spin = next(i for i, (path, _, _) in enumerate(nodes) if path and path[-1].startswith("spin (")
+                        and not any(p.startswith("spin (") for p in path[:-1]))
+            target = page.locator(f'.f[data-i="{spin}"]')
+            target.hover()
+            status = page.inner_text("#status")
+            m = re.search(r"^(spin \(.*?\))  (\d+) samples?, ([\d.]+) s, ([\d.]+)% of all$", status)
+            assert m, status
+            assert m.group(1) == nodes[spin][0][-1] and int(m.group(2)) == nodes[spin][1]
+            assert float(m.group(4)) == pytest.approx(100 * nodes[spin][1] / total, abs=0.006)
+            target.click()
+            assert target.evaluate("e => e.style.width") == "100%"
+            box, chart = target.bounding_box(), page.locator("#chart").bounding_box()
+            assert abs(box["width"] - chart["width"]) < 1 and box["x"] == pytest.approx(chart["x"], abs=1)
+            drawn = page.eval_on_selector_all(".f", "es => es.map(e => +e.dataset.i)")
+            ancestors = [i for i, (_, _, end) in enumerate(nodes) if i < spin < end]
+            assert set(drawn) - set(range(spin, nodes[spin][2])) == set(ancestors)
+            assert spin in drawn and len(drawn) > len(ancestors) + 1
+            page.screenshot(path=str(tmp_path / "zoomed.png"))
+            # search (case-insensitive substring), after Esc zooms out
+            page.keyboard.press("Escape")
+            page.fill("#search", "DIGEST")
+            hits = page.eval_on_selector_all(".f.match", "es => es.map(e => e.textContent)")
+            assert hits and all("digest" in h.lower() for h in hits)
+            others = page.eval_on_selector_all(".f:not(.match)", "es => es.map(e => e.textContent)")
+            assert not any("digest" in t.lower() for t in others)
+            hit = 0
+            i = 0
+            while i < len(nodes):               # topmost matches, each subtree counted once
+                path, n, end = nodes[i]
+                if path and "digest" in path[-1].lower():
+                    hit += n
+                    i = end
+                else:
+                    i += 1
+            assert page.inner_text("#matched") == f"Matched: {hit} samples ({100 * hit / total:.2f}%)"
+            assert hit > 0
+            page.screenshot(path=str(tmp_path / "search.png"))
+        finally:
+            browser.close()
+    assert errors == []
+    assert requests == [page_file.as_uri()]
+    for shot in ("zoomed.png", "search.png"):
+        data = (tmp_path / shot).read_bytes()
+        assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 20000, (shot, len(data))

@@ -19,7 +19,7 @@ __all__ = ["add_arguments", "run", "FORMATS"]
 
 # --format -> the file name endings that choose it
 FORMATS = {"folded": (".folded", ".txt"), "pprof": (".pb.gz", ".pprof"),
-           "speedscope": (".speedscope.json", ".json"), "top": ()}
+           "speedscope": (".speedscope.json", ".json"), "html": (".html", ".htm"), "top": ()}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -32,8 +32,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-d", "--duration", type=float, metavar="SECONDS",
                         help="stop after this long (default: Ctrl-C, or the process's exit)")
     parser.add_argument("-o", "--output", metavar="FILE", help="write the profile here (format from "
-                        "--format or the name: .folded, .pb.gz, .speedscope.json)")
-    parser.add_argument("--format", choices=list(FORMATS), help="folded, pprof, speedscope or top "
+                        "--format or the name: .folded, .pb.gz, .speedscope.json, .html)")
+    parser.add_argument("--format", choices=list(FORMATS), help="folded, pprof, speedscope, html or top "
                         "(default: from -o's name; top without -o)")
     parser.add_argument("--top", type=int, default=25, metavar="N", help="rows of the table (default 25)")
     parser.add_argument("--sort", choices=("self", "total"), default="self", help="the table's order")
@@ -248,6 +248,10 @@ def _write(profile, fmt: str, args: argparse.Namespace) -> None:  # noqa: ANN001
             from pycore.profile.speedscope import write_speedscope
 
             write_speedscope(profile, out)
+        elif fmt == "html":
+            from pycore.profile.html import write_html
+
+            write_html(profile, out, _title(args))
         else:
             from pycore.profile.top import write_top
 
@@ -255,6 +259,11 @@ def _write(profile, fmt: str, args: argparse.Namespace) -> None:  # noqa: ANN001
     finally:
         if args.output:
             out.close()
+
+
+def _title(args: argparse.Namespace) -> str:
+    what = f"-p {args.pid}" if args.pid else f"-c {args.cmd}" if args.cmd else "-a"
+    return f"pycore profile {what}, {args.frequency} Hz"
 
 
 def _summary(profile, args: argparse.Namespace) -> None:  # noqa: ANN001

@@ -16,5 +16,25 @@ A layer above ``elf``/``kernel``/``link``/``native`` and beside ``tools``
   native stack, and the :class:`~pycore.profile.stacks.Profile` aggregate;
 - the formats, each its own module: :mod:`~pycore.profile.folded`,
   :mod:`~pycore.profile.top`, :mod:`~pycore.profile.pprof`,
-  :mod:`~pycore.profile.speedscope`.
+  :mod:`~pycore.profile.speedscope`, :mod:`~pycore.profile.html`;
+- :mod:`~pycore.profile.session`: ``pycore.profile(...)``, the same inside a Python program.
+
+``pycore.profile`` is both this package and the API's function: the import
+system sets the package as the ``profile`` attribute of ``pycore`` once any of
+its modules is imported, so the package itself is made callable (its module
+class gets a ``__call__`` that is :func:`~pycore.profile.session.profile`)
+rather than have ``pycore.profile`` change meaning with what was imported.
 """
+
+import sys as _sys
+import types as _types
+
+
+class _CallableModule(_types.ModuleType):
+    def __call__(self, *args, **kwargs):  # noqa: ANN002, ANN003, ANN204 - profile()'s own signature
+        from pycore.profile.session import profile
+
+        return profile(*args, **kwargs)
+
+
+_sys.modules[__name__].__class__ = _CallableModule

@@ -12,16 +12,17 @@ from typing import TextIO
 
 from pycore.profile.stacks import Profile
 
-__all__ = ["write_folded"]
+__all__ = ["clean_label", "write_folded"]
 
 
-def _clean(label: str) -> str:
+def clean_label(label: str) -> str:
+    """The label with ``;`` as ``:`` and unprintable characters as ``?`` (one folded field)."""
     if label.isprintable() and ";" not in label:
         return label
     return "".join(":" if c == ";" else c if c.isprintable() else "?" for c in label)
 
 
 def write_folded(profile: Profile, out: TextIO) -> None:
-    lines = sorted(";".join(_clean(f.label()) for f in stack) + f" {n}\n"
+    lines = sorted(";".join(clean_label(f.label()) for f in stack) + f" {n}\n"
                    for stack, n in profile.stacks.items())
     out.writelines(lines)

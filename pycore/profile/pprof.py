@@ -8,7 +8,12 @@ Field numbers: github.com/google/pprof/blob/main/proto/profile.proto.
 
 One Location per distinct frame (with its file and line), one Function per
 (name, file); samples hold location ids leaf first, as pprof wants, with two
-values: samples and CPU nanoseconds.
+values: samples and CPU nanoseconds.  One Mapping per native file (its
+address range, file offset and build id, from the first process sampled
+with it; the most sampled process's executable first, which pprof takes for
+the main binary); native locations point at their file's mapping.  Frames
+are named already, so every mapping says ``has_functions`` (pprof does not
+symbolize again); kernel and Python locations have no mapping.
 """
 
 from __future__ import annotations
@@ -64,7 +69,12 @@ def encode_pprof(profile: Profile) -> bytes:
     value_types = [(s("samples"), s("count")), (s("cpu"), s("nanoseconds"))]
     for t, u in value_types:
         body += _bytes(1, _int(1, t) + _int(2, u))
-    func_msgs, loc_msgs = bytearray(), bytearray()
+    func_msgs, loc_msgs, map_msgs = bytearray(), bytearray(), bytearray()
+    mapping_ids: dict[str, int] = {}
+    for path, (start, end, offset, build_id) in profile.mappings.items():
+        mid = mapping_ids[path] = len(mapping_ids) + 1
+        map_msgs += _bytes(3, _int(1, mid) + _int(2, start) + _int(3, end) + _int(4, offset)
+                           + _int(5, s(path)) + _int(6, s(build_id)) + _int(7, 1))
     for stack, n in profile.stacks.items():
         ids = []
         for f in reversed(stack):           # leaf first
@@ -77,10 +87,11 @@ def encode_pprof(profile: Profile) -> bytes:
                     fid = functions[fkey] = len(functions) + 1
                     func_msgs += _bytes(5, _int(1, fid) + _int(2, s(name)) + _int(3, s(name)) + _int(4, s(f.file)))
                 loc = locations[f] = len(locations) + 1
-                loc_msgs += _bytes(4, _int(1, loc) + _bytes(4, _int(1, fid) + _int(2, f.line)))
+                mid = mapping_ids.get(f.file, 0) if f.kind == "native" else 0
+                loc_msgs += _bytes(4, _int(1, loc) + _int(2, mid) + _bytes(4, _int(1, fid) + _int(2, f.line)))
             ids.append(loc)
         body += _bytes(2, _packed(1, ids) + _packed(2, [n, n * period]))
-    body += loc_msgs + func_msgs
+    body += map_msgs + loc_msgs + func_msgs
     body += b"".join(_bytes(6, text.encode()) for text in strings)   # in index order (dicts keep it)
     body += _int(9, int(time.time() * 1e9)) + _int(10, int(profile.duration * 1e9))
     body += _bytes(11, _int(1, s("cpu")) + _int(2, s("nanoseconds"))) + _int(12, period)

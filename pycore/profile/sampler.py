@@ -28,8 +28,10 @@ OBJECT = "profile"
 class Sampler:
     """Load, attach, drain.  ``pid``: the one process sampled (None with ``all_processes``)."""
 
-    def __init__(self, pid: int | None, hz: int = 99, *, all_processes: bool = False) -> None:
+    def __init__(self, pid: int | None, hz: int = 99, *, all_processes: bool = False,
+                 exclude_self: bool = True) -> None:
         self.pid = pid
+        self.exclude_self = exclude_self       # False: pycore.profile(os.getpid()) samples its caller
         self.hz = hz
         self.all_processes = all_processes
         self.pythons: dict[int, PythonProcess] = {}
@@ -53,7 +55,7 @@ class Sampler:
         try:
             obj = self._obj = BpfObject(object_path(OBJECT))
             g = obj.globals
-            g["self_tgid"] = os.getpid()
+            g["self_tgid"] = os.getpid() if self.exclude_self else 0
             g["targ_tgid"] = self.pid or 0
             g["all_processes"] = 1 if self.all_processes else 0
             # every known layout of a profiled version shares these offsets so far (3.11 only);

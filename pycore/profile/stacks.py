@@ -75,6 +75,9 @@ class Profile:
         self.lost = 0                  # samples the ring buffer dropped
         self.python_unread = 0         # samples of a Python process whose frames could not be read
         self.truncated = 0             # samples with more Python frames than the program reads
+        # file (as native frames name it) -> (start, end, file offset, build id) of its executable
+        # mapping in the first process seen with it; the most sampled process's executable first
+        self.mappings: dict[str, tuple[int, int, int, str]] = {}
 
     @property
     def samples(self) -> int:

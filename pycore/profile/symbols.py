@@ -84,6 +84,10 @@ def _module(path: str, _identity: tuple[int, int, int]) -> Module:
                     syms[value] = (size, name)
             if len(syms) < 50000:                    # a stripped file: its separate debug file's .symtab
                 _debug_symbols(f, path, syms)
+            if path not in _BUILD_IDS:               # pprof's mappings name every file's build id
+                from pycore.elf.debugfile import build_id
+
+                _BUILD_IDS[path] = build_id(f.elf)
     except (ElfError, OSError):
         return mod
     mod.build_id = _BUILD_IDS.get(path)
@@ -140,6 +144,10 @@ class ProcessMaps:
         self.pid = pid
         self.mappings: list[_Mapping] = []
         self._names: dict[int, tuple[str, str]] = {}
+        try:
+            self.exe = os.readlink(f"/proc/{pid}/exe")    # pprof's main binary
+        except OSError:
+            self.exe = ""
         self.read()
 
     def read(self) -> bool:
@@ -162,6 +170,13 @@ class ProcessMaps:
             out.append(_Mapping(lo, hi, int(parts[2], 16), name, root if os.path.exists(root) else name))
         self.mappings = out
         return True
+
+    def mapping(self, addr: int) -> tuple[int, int, int, str, str] | None:
+        """(start, end, file offset, file as the process sees it, build id or "") of ``addr``'s mapping."""
+        m = self._mapping(addr)
+        if m is None:
+            return None
+        return m.start, m.end, m.offset, m.name, module_for(m.path).build_id or ""
 
     def _mapping(self, addr: int) -> _Mapping | None:
         for m in self.mappings:

@@ -117,8 +117,11 @@ class Unwinder:
         kernel = kernel_names or KernelSymbols()
         prof = Profile(self.hz)
         prof.python_unread, prof.truncated = self.python_unread, self.truncated
+        per_pid: Counter[int] = Counter()
+        mappings: dict[str, tuple[int, int, int, str]] = {}
         for (pid, tid, comm, kstack, ustack, py), n in self.raw.items():
             maps = self.maps[pid]
+            per_pid[pid] += n
             native: list[Frame] = []
             for i, addr in enumerate(ustack):
                 # the kernel's frame-pointer walk: past the leaf, an address outside every
@@ -127,10 +130,19 @@ class Unwinder:
                     break
                 name, path = maps.lookup(addr if i == 0 else addr - 1)
                 native.append(Frame("native", name, path))
+                if path and path not in mappings:
+                    m = maps.mapping(addr if i == 0 else addr - 1)
+                    if m is not None:
+                        mappings[path] = (m[0], m[1], m[2], m[4])
             native.reverse()
             stack = [Frame("process", f"{self.comms.get(pid, comm)} ({pid})"),
                      Frame("thread", f"{comm} ({tid})")]
             stack += splice(native, list(py))
             stack += [Frame("kernel", kernel(a)) for a in reversed(kstack)]
             prof.add(tuple(stack), n)
+        exes = [self.maps[pid].exe for pid, _ in per_pid.most_common()]
+        main = next((e for e in exes if e in mappings), None)
+        if main is not None:
+            prof.mappings[main] = mappings.pop(main)
+        prof.mappings.update(mappings)
         return prof
