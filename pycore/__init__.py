@@ -48,6 +48,8 @@ _EXPORTS = {
     "ScriptFeatureMissing": "pycore.lang.errors",
     "ProbeError": "pycore.lang.errors",
     "NoMatch": "pycore.lang.errors",
+    "MissingFunction": "pycore.lang.errors",
+    "MapNotTypedYet": "pycore.lang.errors",
     "TargetError": "pycore.kernel.process",
     "UsdtError": "pycore.elf.stapsdt",
     "PatternError": "pycore.listing.patterns",
@@ -73,6 +75,7 @@ if TYPE_CHECKING:
     from pycore.kernel.process import TargetError as TargetError
     from pycore.lang.errors import CheckError as CheckError, NoMatch as NoMatch, ProbeError as ProbeError
     from pycore.lang.errors import ScriptError as ScriptError, ScriptFeatureMissing as ScriptFeatureMissing
+    from pycore.lang.errors import MissingFunction as MissingFunction, MapNotTypedYet as MapNotTypedYet
     from pycore.lang.runtime import Event as Event
     from pycore.lang.session import TraceSession as TraceSession, trace as trace
     from pycore.listing.patterns import PatternError as PatternError
