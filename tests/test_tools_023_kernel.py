@@ -158,12 +158,10 @@ BPFTRACE_CANNOT: dict[str, tuple[str, str, str | None]] = {
                    "Error attaching probe: kprobe:md_flush_request", "no kernel function 'md_flush_request'"),
 }
 
-# pycore does not have these tools' features yet; other helpers are adding them (the lead drops the
-# mark once merged)
+# pycore does not have these tools' features yet (the mark is dropped once they land)
 PENDING: dict[str, str] = {
-    # (config blocks, tuple keys and let, which 12 tools stopped at, are merged: these 3 still fail)
-    **{tool: "missing_probes = \"ignore\" for a kprobe the kernel lacks: pycore stops at perf_event_open's "
-             "ENOENT (h-config)" for tool in ("biolatency-kp.bt", "swapin.bt", "xfsdist.bt")},
+    # (config blocks, tuple keys and let, which 12 tools stopped at, are merged; and missing_probes for
+    # a named kprobe the kernel cannot hook, which biolatency-kp, swapin and xfsdist stopped at)
 }
 
 # pycore and 0.23.2 differ, and 0.23.2's output is not taken as the reference (yet): strict xfails

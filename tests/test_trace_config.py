@@ -186,6 +186,25 @@ def test_missing_probe_alone_is_an_error() -> None:
     assert ours(script, "--dry-run").returncode == 2
 
 
+@pytest.mark.parametrize("policy", ["ignore", "warn", "error"])
+def test_block_of_missing_probes_is_left_out(policy: str) -> None:
+    """Every attach point of a block missing (biolatency-kp.bt's on 6.12): under ignore and warn
+    0.23.2 runs the script without that block, its maps still typed by it; under error it stops."""
+    if not os.path.exists("/bin/bash"):
+        pytest.skip("no /bin/bash")
+    script = (f'config = {{ missing_probes = "{policy}" }} BEGIN {{ printf("go\\n"); }} '
+              'uprobe:/bin/bash:nosuchfn_a, uprobe:/bin/bash:nosuchfn_b { @start[1] = nsecs; } '
+              'uprobe:/bin/bash:nosuchfn_c, uprobe:/bin/bash:main /@start[1]/ { @x = count(); } '
+              'interval:ms:100 { exit(); }')
+    b = theirs(script)
+    p = ours(script)
+    assert (p.returncode == 0) == (b.returncode == 0) == (policy != "error"), (p.stderr, b.stderr)
+    if policy != "error":
+        theirs_out = "".join(ln for ln in b.stdout.splitlines(True) if not ln.startswith("Attaching"))
+        assert p.stdout == theirs_out == "go\n\n\n\n@x: 0\n", (p.stdout, b.stdout)
+        assert ("skipping probe" in p.stderr) == ("skipping probe" in b.stderr) == (policy == "warn")
+
+
 # -- stack modes -----------------------------------------------------------------------------------
 
 PROG_C = r"""

@@ -136,6 +136,7 @@ class Resolver:
         self.skipped: list[str] = []       # wildcard matches that cannot attach, with why
         self.typed = False                 # a uprobe's args and retval typed from DWARF (when the block uses them)
         self.named_types = False           # the block names types: casts look in the binary's DWARF too
+        self.several = False               # the block has other attach points (missing_probes applies)
         self._debug: dict[str, object] = {}    # path -> DebugInfo | None, read once a run
 
     # -- sources ------------------------------------------------------------------------------
@@ -407,6 +408,13 @@ class Resolver:
         names = [h.rsplit(":", 1)[1] for h in self._listed("kretprobe" if ret else "kprobe", name)] \
             if _has_wildcard(name) else [name]
         kind = "kretprobe" if ret else "kprobe"
+        if self.several and not _has_wildcard(name) and self._untraceable(kind, target, name):
+            # bpftrace 0.23.2: a named function among other attach points that the kernel cannot probe
+            # is what missing_probes says (biolatency-kp.bt's __blk_account_io_start on 6.12)
+            where = f"{target}:" if target else ""
+            raise MissingFunction(f"{text}: no traceable kernel function {name!r} "
+                                  "(available_filter_functions)",
+                                  f"WARNING: could not attach probe {kind}:{where}{name}, skipping.")
         out = []
         for n in names:
             where = f"{target}:" if target else ""     # kprobe:MODULE:FUNC (0.20) names the module, as bpftrace
@@ -417,6 +425,13 @@ class Resolver:
                 t.retval = CtxField("retval", UINT64, PT_REGS["rax"])
             out.append(t)
         return out
+
+    def _untraceable(self, kind: str, module: str, name: str) -> bool:
+        """A kernel with kprobes that cannot hook ``name`` (not in available_filter_functions: absent,
+        inlined, notrace). Where kprobes are missing altogether, False: attaching says so."""
+        if self.lister.kprobes_unavailable():
+            return False
+        return not self._listed(kind, name, module or None)
 
     def _kretprobe(self, target, parts, offset, text) -> list[Target]:
         return self._kprobe(target, parts, offset, text, ret=True)

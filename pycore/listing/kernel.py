@@ -560,8 +560,12 @@ class Lister:
 
     # kprobe / kretprobe
 
+    def kprobes_unavailable(self) -> str:
+        """Why this kernel has no kprobes ('' when it has them)."""
+        return kprobes_unavailable_reason(self._kallsyms, self.tracefs())
+
     def _kprobes(self, pattern: ProbePattern) -> Iterator[Entry]:
-        reason = kprobes_unavailable_reason(self._kallsyms, self.tracefs())
+        reason = self.kprobes_unavailable()
         if reason:
             self.warn(reason)
             return
