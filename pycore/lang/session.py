@@ -466,6 +466,8 @@ class TraceRunner:
                 line = O.value_json(ev.value, ev.value_type)
             elif ev.kind == "join":
                 line = O.json_message("join", ev.text.rstrip("\n"))
+            elif ev.kind == "helper_error":
+                line = ev.json  # type: ignore[attr-defined]
             else:
                 line = O.json_message(ev.kind, ev.text)
             self._chunks.append(line)
@@ -528,6 +530,7 @@ class TraceRunner:
         from pycore.kernel.process import PidWatch, TargetError, check_pid, poll_until, spawn_held, stop_child
 
         script = self.script
+        script.late_warnings = True       # missing_probes' warnings after "Attaching", as bpftrace 0.23.2
         child = None
         watch = None
         old = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1)}
@@ -564,6 +567,9 @@ class TraceRunner:
                 self.out.write(O.attached_json(n))
             elif not self.quiet:
                 print(O.attached_text(n).rstrip("\n"), file=self.err)
+            if script.config.missing_probes == "warn":
+                for line in reversed(script.missing):   # bpftrace 0.23.2 attaches (and warns) last first
+                    print(line, file=self.err)
             if script.resolver.skipped:
                 skipped = script.resolver.skipped
                 print(f"pycore trace: {len(skipped)} wildcard match{'es' if len(skipped) > 1 else ''} skipped: "
