@@ -145,8 +145,8 @@ def _render_bytes(lay: tuple, data: bytes, mode: str) -> str:
         chunk = data[:size].ljust(size, b"\0")
         return str(int.from_bytes(chunk, "little", signed=lay[2] or mode in (KEY, JKEY)))
     if kind == "ptr":
-        v = int.from_bytes(data[:8].ljust(8, b"\0"), "little", signed=True)
-        return str(v) if mode in (JSON, JKEY) else f"0x{v & _M64:x}"
+        v = int.from_bytes(data[:8].ljust(8, b"\0"), "little")
+        return str(v) if mode in (JSON, JKEY) else f"0x{v:x}"
     if kind == "bits":
         _, shift, bits, signed = lay
         v = (int.from_bytes(data[:(shift + bits + 7) // 8], "little") >> shift) & ((1 << bits) - 1)
@@ -194,8 +194,8 @@ def _render_obj(lay: tuple, value: Any, mode: str) -> str:
         return _str("" if value is None else str(value), mode)
     v = int(value or 0)
     if kind == "ptr":
-        v = _signed(v, 64)
-        return str(v) if mode in (JSON, JKEY) else f"0x{v & _M64:x}"
+        v &= _M64
+        return str(v) if mode in (JSON, JKEY) else f"0x{v:x}"
     if kind == "bits":
         return str(v)
     if kind == "enum":
@@ -278,9 +278,9 @@ def _render(value: Any, t: Any, mode: str) -> str:
         return _str(stack_text(value, 8), mode)
     if name == "Str" and isinstance(value, (bytes, bytearray)):
         value = _cstr(bytes(value))
-    if name == "Ptr":   # in hex as bpftrace 0.21+ prints one (a value, a tuple's element, a key); json: a number
-        v = _signed(int(value), 64)
-        return str(v) if mode in (JSON, JKEY) else f"0x{v & _M64:x}"
+    if name == "Ptr":   # in hex as bpftrace 0.21+ prints one (a value, a tuple's element, a key); json: a number,
+        v = int(value) & _M64   # unsigned as 0.23.2 writes it (0.17: signed)
+        return str(v) if mode in (JSON, JKEY) else f"0x{v:x}"
     if name == "Bool" and isinstance(value, int) and mode not in (JSON, JKEY):
         return "true" if value else "false"
     if isinstance(value, bool):
