@@ -526,6 +526,17 @@ class TraceRunner:
                 print(f"pycore trace: {left} event{'s' if left > 1 else ''} in the buffer at Ctrl-C not printed",
                       file=self.err)
 
+    def _missing_warnings(self) -> None:
+        """The warnings of the attach points ``missing_probes = warn`` skipped, as bpftrace 0.23.2
+        prints them after its Attaching line: a kfunc's when its programs load (in order), then a
+        uprobe's when it attaches them (last first)."""
+        script = self.script
+        if script.config.missing_probes != "warn":
+            return
+        kfuncs = [w for w in script.missing if "No BTF found" in w]
+        for line in kfuncs + [w for w in reversed(script.missing) if w not in kfuncs]:
+            print(line, file=self.err)
+
     def run(self) -> int:
         from pycore.kernel.process import PidWatch, TargetError, check_pid, poll_until, spawn_held, stop_child
 
@@ -549,7 +560,11 @@ class TraceRunner:
             except TargetError as e:
                 print(f"pycore trace: {e}", file=self.err)
                 return 2
-            script.load(verbose=self.verbose)
+            try:
+                script.load(verbose=self.verbose)
+            except BaseException:
+                self._missing_warnings()          # bpftrace 0.23.2 has printed them when its load fails
+                raise
             if self.verbose:
                 for c in script.compiled:
                     print(f"{c.target.probe}: {len(c.insns)} instructions", file=self.err)
@@ -567,9 +582,7 @@ class TraceRunner:
                 self.out.write(O.attached_json(n))
             elif not self.quiet:
                 print(O.attached_text(n).rstrip("\n"), file=self.err)
-            if script.config.missing_probes == "warn":
-                for line in reversed(script.missing):   # bpftrace 0.23.2 attaches (and warns) last first
-                    print(line, file=self.err)
+            self._missing_warnings()
             if script.resolver.skipped:
                 skipped = script.resolver.skipped
                 print(f"pycore trace: {len(skipped)} wildcard match{'es' if len(skipped) > 1 else ''} skipped: "
