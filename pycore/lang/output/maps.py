@@ -176,8 +176,7 @@ def format_map(name: str, kind: str, entries: Iterable[Entry] | Mapping[Any, Any
     for key, value in items:
         head = name + (f"[{', '.join(format_key(key, key_types))}]" if key else "")
         if kind in _HISTS:
-            elems.append(f"{head}:
-{_hist_rows(value, kind, lhist, div, k)}")
+            elems.append(f"{head}:\n{_hist_rows(value, kind, lhist, div, k)}")
         elif kind == "stats":
             count, total = _stats(value)
             avg = _cdiv(total, count) if count else 0
