@@ -1,4 +1,6 @@
-"""pycore.lang.output against real bpftrace 0.17: the same values, the same bytes.
+"""pycore.lang.output against real bpftrace 0.17: the same values, the same bytes, once 0.17's output is
+put in 0.23.2's forms where they differ (``conftest.as_023``: hist headers, stacks and structs in keys,
+json keys).
 
 Each test runs bpftrace on a script whose values are known (or read back in
 the same run, for structs: their bytes through ``printf("%rx", buf(...))``),
@@ -20,7 +22,7 @@ import pytest
 from pycore.lang import output as O
 from pycore.lang.output.stdsort import std_sort
 from pycore.lang.types import Array, Int, Ptr, Record, Stack, Str
-from conftest import require_root
+from conftest import as_023, pointers_023, require_root
 
 BPFTRACE = shutil.which("bpftrace")
 MARK = "<<END>>"
@@ -35,13 +37,14 @@ def _check_bpftrace() -> None:
         pytest.skip(f"these rules are bpftrace 0.17's (found {version.strip()})")
 
 
-def run_bt(script: str, *, json: bool = False, extra: tuple[str, ...] = (), env: dict | None = None) -> bytes:
-    """bpftrace's stdout for ``script`` (BEGIN scripts end with exit())."""
+def run_bt(script: str, *, json: bool = False, extra: tuple[str, ...] = (), env: dict | None = None,
+           pointers: tuple[int, ...] = ()) -> bytes:
+    """bpftrace's stdout for ``script`` (BEGIN scripts end with exit()), in 0.23.2's forms (as_023)."""
     _check_bpftrace()
     argv = [BPFTRACE, *(["-f", "json"] if json else []), *extra, "-e", script]
     r = subprocess.run(argv, capture_output=True, timeout=120, env={**os.environ, **(env or {})})
     assert r.returncode == 0, r.stderr.decode(errors="replace")
-    return r.stdout
+    return as_023(r.stdout.decode("utf-8", "surrogateescape"), pointers).encode("utf-8", "surrogateescape")
 
 
 def bt_error(body: str) -> str:
@@ -314,7 +317,7 @@ def test_stacks_as_keys_and_values() -> None:
     script = ('BEGIN { @[kstack(3)] = count(); @v[1] = kstack(2); @v[2] = kstack(2); @sy[1] = ksym(0); '
               '@sy[2] = ksym(0); printf("%s|\\n", kstack(2)); exit(); }')
     out = text(run_bt(script))
-    key_frames = re.search(r"@\[\n((?:    .*\n)+)\]: 1\n", out).group(1).replace("    ", "").splitlines()
+    key_frames = re.search(r"@\[\n((?:        .*\n)+)\]: 1\n", out).group(1).replace("        ", "").splitlines()
     val_frames = [m.replace("        ", "").splitlines() for m in re.findall(r"@v\[\d\]: \n((?:        .*\n)+)", out)]
     pf_frames = re.search(r"\n((?:        .*\n)+)\|\n", out).group(1).replace("        ", "").splitlines()
     assert len(key_frames) == 3 and len(val_frames) == 2 and len(pf_frames) == 2
@@ -462,10 +465,11 @@ def _bitfields(spec, tid: int) -> dict[str, set[tuple[int, int]]]:
 
 
 def _as_bpftrace_017(ours: str, theirs: str, bitfields: dict, json: bool, spec=None) -> str:  # noqa: ANN001
-    """Our struct print with 0.17's three known differences put back, where (and only where) theirs has
-    them: a pointer member in hex (0.17: signed decimal; json is decimal in both), a bitfield's own
-    bits (0.17: its declared type read at its first byte, whose bits from the shift are ours) and an
-    enum member by its constant's name (0.17: the number; 0.21+ name it; json is the number in both)."""
+    """Our struct print with 0.17's known differences put back, where (and only where) theirs has
+    them: a pointer member in hex (0.17: signed decimal; json is decimal in both, unsigned in 0.23.2
+    and ours, signed in 0.17), a bitfield's own bits (0.17: its declared type read at its first byte,
+    whose bits from the shift are ours) and an enum member by its constant's name (0.17: the number;
+    0.21+ name it; json is the number in both)."""
     def signed(m: re.Match) -> str:
         v = int(m.group(1), 16)
         return str(v - (1 << 64) if v >> 63 else v)
@@ -481,6 +485,8 @@ def _as_bpftrace_017(ours: str, theirs: str, bitfields: dict, json: bool, spec=N
             found = spec.enumerator(value)
             if found is not None and found[1] == int(want):
                 value = want
+        if json and value != want and value.isdigit() and int(value) >> 63 and int(value) - (1 << 64) == int(want):
+            value = want                                  # a pointer in json: 0.17 writes it signed
         if value != want and any((int(want) >> shift) & ((1 << bits) - 1) == int(value) & ((1 << bits) - 1)
                                    for shift, bits in bitfields.get(a.group(1), ())):
             value = want
@@ -520,11 +526,11 @@ def test_struct_keys_and_values_in_maps(spec) -> None:
 
     data = [J.loads(line)["data"] for line in out[1:4]]       # this run's bytes and task pointer
     load, bits, task = _read_bytes([data[0].strip()]), _read_bytes([data[1].strip()]), int(data[2])
-    task_signed = task - (1 << 64) if task >> 63 else task
+    out = pointers_023("".join(out), [task]).splitlines(keepends=True)   # 0.23.2's unsigned pointers
     ours = "".join(out[:4]) + O.EXIT_PREAMBLE
     ours += O.map_json("@ar", "int", [((bits,), 1)], key_types=[bits_t])
     ours += O.map_json("@p", "int", [((task,), 1)], key_types=[Ptr()])
-    ours += O.map_json("@pv", "int", [((), task_signed)], value_type=Ptr())
+    ours += O.map_json("@pv", "int", [((), task)], value_type=Ptr())
     ours += O.map_json("@s", "count", [((load, 5), 1)], key_types=[load_t, Int()])
     ours += O.map_json("@x", "int", [((1,), load)], value_type=load_t)
     assert ours == "".join(out)
@@ -558,7 +564,10 @@ def test_format_fields_and_decoded_values(spec) -> None:
     if decoded is not None and not isinstance(decoded, (bytes, dict)):
         assert O.format_btf(decoded, spec, load_id) == O.format_btf(raw, spec, load_id)
     assert O.format_btf(raw, spec, load_id, json=True) == '{ "weight": 1048576, "inv_weight": 4194304 }'
-    assert O.format_btf(raw, spec, load_id, key=True) == "{.weight=1048576,.inv_weight=4194304}"
+    # in a key as a value prints (bpftrace 0.23.2; 0.17: {.weight=1048576,.inv_weight=4194304}), and in a json
+    # key as a JSON object
+    assert O.format_btf(raw, spec, load_id, key=True) == "{ .weight = 1048576, .inv_weight = 4194304 }"
+    assert O.format_btf(raw, spec, load_id, json=True, key=True) == '{ "weight": 1048576, "inv_weight": 4194304 }'
     fields = {"__syscall_nr": 257, "dfd": -100, "filename": 0x7FFD1234, "path": "/etc/passwd"}
     types = [Int(4), Int(8), Ptr(), Str()]
     assert O.format_fields(fields, types) == \

@@ -23,7 +23,8 @@ import time
 from pycore.lang import ast as A
 from pycore.lang.checker import AGGREGATES, Checked, Checker, MapInfo
 from pycore.lang.codegen import (SCRATCH_SIZE, TAG_CAT, TAG_CLEAR, TAG_EXIT, TAG_JOIN, TAG_PRINT_MAP,
-                                  TAG_PRINT_VALUE, TAG_PRINTF, TAG_SYSTEM, TAG_TIME, TAG_ZERO, Action, Layout,
+                                  TAG_PRINT_VALUE, TAG_PRINTF, TAG_SYSTEM, TAG_TIME, TAG_ZERO, TAG_HELPER_ERROR, Action,
+                                  Layout,
                                   generate)
 from pycore.errors import FeatureMissing
 from pycore.lang.errors import MapNotTypedYet, MissingFunction, NoMatch, ProbeError, ScriptFeatureMissing
@@ -134,6 +135,11 @@ class Script:
         self.checker.config = self.config
         self.exit_code = 0             # exit(code)'s code (bpftrace 0.21), the status of pycore trace
         self.warn: Callable[[str], object] = lambda line: print(line, file=sys.stderr)   # bpftrace's WARNING lines
+        # attach points skipped by missing_probes = warn|ignore: bpftrace 0.23.2 counts them in
+        # "Attaching N probes..." and warns after that line, last first (it attaches them in reverse);
+        # late_warnings: the caller prints them (pycore trace, after its Attaching line)
+        self.missing: list[str] = []
+        self.late_warnings = False
         self.compiled: list[Compiled] = []
         self.layout: Layout | None = None
         self._maps: dict[str, Any] = {}
@@ -171,6 +177,7 @@ class Script:
     def resolve(self) -> list[tuple[A.ProbeBlock, list[Target]]]:
         """Every probe block with its targets on this system."""
         out = []
+        self.missing = []
         for block in self.program.probes:
             targets: list[Target] = []
             unmatched = []
@@ -200,7 +207,8 @@ class Script:
                     policy = self.config.missing_probes
                     if len(block.probes) == 1 or policy == "error":
                         raise self.checker.error(spec, str(e)) from None
-                    if policy == "warn":
+                    self.missing.append(e.warning)
+                    if policy == "warn" and not self.late_warnings:
                         self.warn(e.warning)
                     unmatched.append(self.checker.error(spec, str(e)))
                     missing += 1
@@ -362,7 +370,7 @@ class Script:
         self.run_special("BEGIN")
         n = self.attach(clock=False)
         self.run_iterators()
-        return n
+        return n + len(self.missing)     # bpftrace 0.23.2 counts the probes missing_probes skipped
 
     def _start_clock(self) -> None:
         """``elapsed`` counts from here (bpftrace writes its start time just before BEGIN)."""
@@ -669,6 +677,12 @@ class Script:
             # NULL, and the slots after it hold what followed the array (the environment, or junk)
             words = list(itertools.takewhile(bool, parts))
             yield Event("join", a.text.join(words) + "\n", words)
+        elif tag == TAG_HELPER_ERROR:     # bpftrace 0.23.2's warning, among the output (stdout)
+            retcode = self._values(data, a.args)[0]
+            helper, where = a.extra[0], a.extra[1:]
+            ev = Event("helper_error", O.helper_error_text(a.text, self.text, helper, retcode, where), retcode)
+            ev.json = O.helper_error_json(helper, retcode, where)  # type: ignore[attr-defined]
+            yield ev
         elif tag in (TAG_SYSTEM, TAG_CAT):
             values = self._values(data, a.args)
             text = O.format_printf(a.text, values)
@@ -772,7 +786,9 @@ class Script:
         if not hasattr(self, "_ksyms"):
             self._ksyms = TextSymbols()
         found = self._ksyms.lookup(addr)
-        return found[0] if found else f"0x{addr:x}"
+        if found:
+            return found[0]
+        return f"0x{addr:x}" if addr else "0"     # bpftrace's (void *)addr: 0 prints as 0
 
     @property
     def user_symbols(self):  # noqa: ANN201 - pycore.lang.usyms.UserSymbols

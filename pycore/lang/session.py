@@ -466,6 +466,8 @@ class TraceRunner:
                 line = O.value_json(ev.value, ev.value_type)
             elif ev.kind == "join":
                 line = O.json_message("join", ev.text.rstrip("\n"))
+            elif ev.kind == "helper_error":
+                line = ev.json  # type: ignore[attr-defined]
             else:
                 line = O.json_message(ev.kind, ev.text)
             self._chunks.append(line)
@@ -524,10 +526,22 @@ class TraceRunner:
                 print(f"pycore trace: {left} event{'s' if left > 1 else ''} in the buffer at Ctrl-C not printed",
                       file=self.err)
 
+    def _missing_warnings(self) -> None:
+        """The warnings of the attach points ``missing_probes = warn`` skipped, as bpftrace 0.23.2
+        prints them after its Attaching line: a kfunc's when its programs load (in order), then a
+        uprobe's when it attaches them (last first)."""
+        script = self.script
+        if script.config.missing_probes != "warn":
+            return
+        kfuncs = [w for w in script.missing if "No BTF found" in w]
+        for line in kfuncs + [w for w in reversed(script.missing) if w not in kfuncs]:
+            print(line, file=self.err)
+
     def run(self) -> int:
         from pycore.kernel.process import PidWatch, TargetError, check_pid, poll_until, spawn_held, stop_child
 
         script = self.script
+        script.late_warnings = True       # missing_probes' warnings after "Attaching", as bpftrace 0.23.2
         child = None
         watch = None
         old = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1)}
@@ -546,7 +560,11 @@ class TraceRunner:
             except TargetError as e:
                 print(f"pycore trace: {e}", file=self.err)
                 return 2
-            script.load(verbose=self.verbose)
+            try:
+                script.load(verbose=self.verbose)
+            except BaseException:
+                self._missing_warnings()          # bpftrace 0.23.2 has printed them when its load fails
+                raise
             if self.verbose:
                 for c in script.compiled:
                     print(f"{c.target.probe}: {len(c.insns)} instructions", file=self.err)
@@ -564,6 +582,7 @@ class TraceRunner:
                 self.out.write(O.attached_json(n))
             elif not self.quiet:
                 print(O.attached_text(n).rstrip("\n"), file=self.err)
+            self._missing_warnings()
             if script.resolver.skipped:
                 skipped = script.resolver.skipped
                 print(f"pycore trace: {len(skipped)} wildcard match{'es' if len(skipped) > 1 else ''} skipped: "

@@ -35,7 +35,7 @@ The stage is one tree walk, cut by concern into mixins of :class:`~pycore.lang.l
 
 from pycore.lang.lower.gen import generate
 from pycore.lang.lower.layout import (SCRATCH_SIZE, TAG_CAT, TAG_CLEAR, TAG_EXIT, TAG_JOIN, TAG_PRINT_MAP, TAG_PRINT_VALUE,
-                                      TAG_PRINTF, TAG_SYSTEM, TAG_TIME, TAG_ZERO, Action, Layout)
+                                      TAG_PRINTF, TAG_SYSTEM, TAG_TIME, TAG_ZERO, TAG_HELPER_ERROR, Action, Layout)
 
 __all__ = ["Layout", "Action", "generate", "SCRATCH_SIZE", "TAG_EXIT", "TAG_PRINT_MAP", "TAG_CLEAR", "TAG_ZERO",
-           "TAG_TIME", "TAG_PRINT_VALUE", "TAG_PRINTF", "TAG_JOIN", "TAG_SYSTEM", "TAG_CAT"]
+           "TAG_TIME", "TAG_PRINT_VALUE", "TAG_PRINTF", "TAG_JOIN", "TAG_SYSTEM", "TAG_CAT", "TAG_HELPER_ERROR"]

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from pycore.lang import ast as A
 from pycore.lang.lower.layout import (Action, _align8, LOST_OFF, TAG_PRINTF, TAG_EXIT, TAG_PRINT_MAP, TAG_CLEAR,
-                                      TAG_ZERO, TAG_TIME, TAG_PRINT_VALUE, TAG_JOIN, TAG_SYSTEM, TAG_CAT)
+                                      TAG_ZERO, TAG_TIME, TAG_PRINT_VALUE, TAG_JOIN, TAG_SYSTEM, TAG_CAT,
+                                      TAG_HELPER_ERROR)
 from pycore.lang.lower.state import State
 from pycore.lang.probes import REGS
 from pycore.lang.types import INT64, Array, Record, Str, Tuple, Type, Void, is_buffer, width
@@ -14,6 +15,29 @@ from pycore.lang.types import INT64, Array, Record, Str, Tuple, Type, Void, is_b
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Sequence
+
+
+def call_extent(source: str, line: int, col: int) -> tuple[int, int, int, int]:
+    """(line, col, end line, end col) of the call starting at ``line:col``: where its closing
+    parenthesis is, the column after it (bpftrace's locations: 1-based, the end exclusive)."""
+    lines = source.splitlines()
+    depth, quote, esc = 0, False, False
+    for ln in range(line - 1, len(lines)):
+        text = lines[ln]
+        for i in range(col - 1 if ln == line - 1 else 0, len(text)):
+            c = text[i]
+            if quote:
+                esc, quote = (not esc and c == "\\"), quote and (esc or c != '"')
+                continue
+            if c == '"':
+                quote = True
+            elif c == "(":
+                depth += 1
+            elif c == ")":
+                depth -= 1
+                if depth == 0:
+                    return line, col, ln + 1, i + 2
+    return line, col, line, col + 1
 
 
 class Calls(State):
@@ -62,6 +86,7 @@ class Calls(State):
             e.ld_map(1, self.fds[m.name])
             self._ptr(2, key)
             e.call("map_delete_elem")
+            self.helper_error(call, "map_delete_elem")
         elif n == "join":
             idx = self.layout.action(Action(TAG_JOIN, call.args[1].value if len(call.args) > 1 else " "))
             self.emit_join(idx, call.args[0])
@@ -139,6 +164,22 @@ class Calls(State):
         self.e.ld_imm64(0, idx)
         self.e.stx(8, 8, rec, 0)
         self.output(rec, size)
+
+    def helper_error(self, call: A.Call, helper: str) -> None:
+        """After a helper call (its result in r0): when it failed (< 0 as an int), a record with the
+        code, printed as bpftrace 0.23.2's warning at the call's place (``Can't delete map element
+        because it does not exist.``); its check level 1, the default, warns for these helpers."""
+        e = self.e
+        ok = e.label()
+        e.jmp_imm("jsge", 0, 0, ok)         # r0 as returned; the helpers' errors are small negatives
+        where = call_extent(self.source, call.pos.line, call.pos.col)
+        idx = self.layout.action(Action(TAG_HELPER_ERROR, self.filename, [INT64], (helper, *where)))
+        rec = self.f.region(16)
+        e.stx(8, 8, rec + 8, 0)
+        e.ld_imm64(0, idx)
+        e.stx(8, 8, rec, 0)
+        self.output(rec, 16)
+        e.place(ok)
 
     def values_into(self, args: Sequence[A.Expr], types: Sequence[Type], pos: int) -> None:
         """scratch[pos:] = each value in turn, each :func:`width` bytes: an output record's arguments,

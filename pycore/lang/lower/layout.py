@@ -27,6 +27,7 @@ BPF_F_USER_STACK = 1 << 8
 # record tags: what the runtime does with a ring-buffer record
 TAG_PRINTF, TAG_EXIT, TAG_PRINT_MAP, TAG_CLEAR, TAG_ZERO, TAG_TIME, TAG_PRINT_VALUE, TAG_JOIN = range(8)
 TAG_SYSTEM, TAG_CAT = 8, 9
+TAG_HELPER_ERROR = 10          # a helper failed where bpftrace 0.23.2 warns (delete of a missing key)
 
 
 @record

@@ -21,7 +21,8 @@ from pycore.lang.output.cformat import (arg_category, compile_printf, format_pri
                                          specifiers, validate_format)
 from pycore.lang.output.maps import folded, format_map, hist_json, map_json, sort_entries
 from pycore.lang.output.messages import (EXIT_PREAMBLE, attached_json, attached_text, format_join, format_time,
-                                          json_escape, json_message, lost_json, lost_text)
+                                          helper_error_json, helper_error_text, json_escape, json_message,
+                                          lost_json, lost_text)
 from pycore.lang.output.values import (btf_layout, format_btf, format_fields, format_inet, format_key, format_mac,
                                        format_value, stack_text)
 
@@ -30,7 +31,7 @@ __all__ = ["format_printf", "format_printf_bytes", "compile_printf", "validate_f
            "format_value", "value_json", "format_inet", "format_mac", "format_key", "format_fields", "format_btf",
            "btf_layout", "stack_text",
            "format_map", "map_json", "sort_entries", "hist_json", "folded",
-           "json_escape", "json_message", "attached_text", "attached_json", "lost_text", "lost_json",
+           "json_escape", "json_message", "helper_error_text", "helper_error_json", "attached_text", "attached_json", "lost_text", "lost_json",
            "format_time", "format_join", "EXIT_PREAMBLE"]
 
 

@@ -15,7 +15,7 @@ The order is bpftrace's:
 count/sum/int/min/max/avg values and hist counts (not lhist, not stats:
 bpftrace warns and ignores both there).  Text layout: entries one a line
 and a newline after the map; stats and avg maps end with a blank line; each
-hist entry is ``@h[key]: `` then its rows, a blank line between entries;
+hist entry is ``@h[key]:`` then its rows (0.17 put a space after the colon; 0.23.2 does not), a blank line between entries;
 stack and symbol values are not separated at all (a bpftrace quirk kept:
 ``@s[1]: f@s[2]: g``).  An empty map prints its newline(s) in text and
 nothing in json.
@@ -176,7 +176,7 @@ def format_map(name: str, kind: str, entries: Iterable[Entry] | Mapping[Any, Any
     for key, value in items:
         head = name + (f"[{', '.join(format_key(key, key_types))}]" if key else "")
         if kind in _HISTS:
-            elems.append(f"{head}: \n{_hist_rows(value, kind, lhist, div, k)}")
+            elems.append(f"{head}:\n{_hist_rows(value, kind, lhist, div, k)}")
         elif kind == "stats":
             count, total = _stats(value)
             avg = _cdiv(total, count) if count else 0
@@ -275,10 +275,12 @@ def map_json(name: str, kind: str, entries: Iterable[Entry] | Mapping[Any, Any],
 
 
 def _json_key(key: tuple, key_types: Sequence[Any] | None) -> list[str]:
-    """A key's elements as -f json writes them: as text prints them, a tuple among them as JSON
-    (``"[1,\"x\"],2"``, as bpftrace 0.23.2)."""
+    """A key's elements as bpftrace 0.23.2's -f json writes them, before the whole key is escaped as
+    one JSON string: strings, stacks, symbols and buffers escaped already (so escaped twice in the
+    line: ``"a\\nb"``, stacks' ``\\n``), pointers in decimal, a struct as a JSON object, a tuple among
+    them as JSON (``"[1,\"x\"],2"``).  bpftrace 0.17 escaped them once."""
     types = list(key_types or ())
-    out = format_key(key, key_types)
+    out = format_key(key, key_types, json=True)
     for i, t in enumerate(types[:len(key)]):
         if type(t).__name__ == "Tuple":
             out[i] = format_value(key[i], t, json=True)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import time as _time
 
 __all__ = ["json_escape", "json_message", "json_count", "attached_text", "attached_json", "lost_text",
-           "lost_json", "format_time", "format_join", "EXIT_PREAMBLE"]
+           "lost_json", "format_time", "format_join", "helper_error_text", "helper_error_json", "EXIT_PREAMBLE"]
 
 # bpftrace prints two newlines when the run ends, before the maps, in text and json alike
 EXIT_PREAMBLE = "\n\n"
@@ -51,6 +51,50 @@ def json_escape(text: str | bytes, *, exact: bool = True) -> str:
 def json_message(kind: str, text: str, *, exact: bool = True) -> str:
     """``{"type": kind, "data": "text"}`` and a newline: printf, time, join, cat, system output."""
     return f'{{"type": "{kind}", "data": "{json_escape(text, exact=exact)}"}}\n'
+
+
+def _helper_message(helper: str, retcode: int) -> str:
+    if helper == "map_delete_elem" and retcode == -2:
+        return "Can't delete map element because it does not exist."
+    if helper == "map_update_elem" and retcode == -7:
+        return "Map full; can't update element. Try increasing max_map_keys config"
+    if helper == "map_lookup_elem":
+        return "Can't lookup map element because it does not exist."
+    import os
+
+    return os.strerror(-retcode)
+
+
+def helper_error_text(filename: str, source: str, helper: str, retcode: int,
+                      where: tuple[int, int, int, int]) -> str:
+    """bpftrace 0.23.2's warning when a helper fails (on stdout, among the script's output)::
+
+        stdin:1:20-33: WARNING: Can't delete map element because it does not exist.
+        Additional Info - helper: map_delete_elem, retcode: -2
+        BEGIN { @m[1] = 1; delete(@m, 2); }
+                           ~~~~~~~~~~~~~
+
+    A call over several lines has only its lines (``stdin:1-2: WARNING: ...``) and no source; tabs
+    print as 4 spaces, in the source and under it.
+    """
+    line, col, end_line, end_col = where
+    msg = f"WARNING: {_helper_message(helper, retcode)}\nAdditional Info - helper: {helper}, retcode: {retcode}"
+    if end_line > line:
+        return f"{filename}:{line}-{end_line}: {msg}\n"
+    lines = source.splitlines()
+    src = lines[line - 1] if 0 < line <= len(lines) else ""
+    head = f"{filename}:{line}:{col}-{end_col}: {msg}\n"
+    if not src:
+        return head
+    marks = "".join((" " if x < col - 1 else "~") * (4 if ch == "\t" else 1)
+                    for x, ch in enumerate(src[:end_col - 1]))
+    return f"{head}{src.replace(chr(9), '    ')}\n{marks}\n"
+
+
+def helper_error_json(helper: str, retcode: int, where: tuple[int, int, int, int]) -> str:
+    """The ``-f json`` form of :func:`helper_error_text` (bpftrace 0.23.2's ``helper_error`` line)."""
+    return (f'{{"type": "helper_error", "msg": "{json_escape(_helper_message(helper, retcode))}", '
+            f'"helper": "{helper}", "retcode": {retcode}, "line": {where[0]}, "col": {where[1]}}}\n')
 
 
 def json_count(kind: str, field: str, n: int) -> str:

@@ -1,9 +1,13 @@
 """Single values as bpftrace 0.17 prints them: print(x), map values and keys, structs from BTF.
 
-Three renderings, as in bpftrace: *text* (``print``, map values), *json*
-(``-f json``: strings quoted, records as objects) and *key* (map keys, which
-bpftrace formats apart: ints as signed 64-bit, pointers in hex, records
-compact as ``{.a=1,.b=2}``, stacks indented by 4 instead of 8).
+Four renderings, as in bpftrace 0.23.2: *text* (``print``, map values), *json*
+(``-f json``: strings quoted, records as objects), *key* (map keys: ints as
+signed 64-bit, pointers in hex, otherwise as text) and *json key* (a key in
+``-f json``: strings, stacks and symbols escaped but not quoted, as the whole
+key is escaped again; pointers in decimal; records as objects).  Where 0.17
+printed keys otherwise, 0.23.2 wins: 0.17 indented a key's stack frames by 4
+(0.23.2: 8, as everywhere), printed a struct key compact (``{.a=1,.b=2}``;
+0.23.2: ``{ .a = 1, .b = 2 }``) and escaped json keys once.
 
 Structs are printed from their bytes and their BTF type with bpftrace's
 rules, which are not C's: anonymous struct/union members are flattened into
@@ -35,7 +39,7 @@ __all__ = ["btf_layout", "format_btf", "format_value", "format_key", "format_fie
            "is_stack_type", "quoted", "format_inet", "format_mac"]
 
 _M64 = (1 << 64) - 1
-TEXT, JSON, KEY = "text", "json", "key"
+TEXT, JSON, KEY, JKEY = "text", "json", "key", "jkey"
 
 
 # -- BTF layouts ------------------------------------------------------------------------------------
@@ -139,17 +143,16 @@ def _render_bytes(lay: tuple, data: bytes, mode: str) -> str:
     if kind == "int":
         size = lay[1]
         chunk = data[:size].ljust(size, b"\0")
-        return str(int.from_bytes(chunk, "little", signed=lay[2] or mode == KEY))
+        return str(int.from_bytes(chunk, "little", signed=lay[2] or mode in (KEY, JKEY)))
     if kind == "ptr":
-        v = int.from_bytes(data[:8].ljust(8, b"\0"), "little", signed=True)
-        return str(v) if mode == JSON else f"0x{v & _M64:x}"
+        v = int.from_bytes(data[:8].ljust(8, b"\0"), "little")
+        return str(v) if mode in (JSON, JKEY) else f"0x{v:x}"
     if kind == "bits":
         _, shift, bits, signed = lay
         v = (int.from_bytes(data[:(shift + bits + 7) // 8], "little") >> shift) & ((1 << bits) - 1)
         return str(_signed(v, bits) if signed else v)
     if kind == "str":
-        s = _cstr(data[: lay[1]])
-        return quoted(s) if mode == JSON else s
+        return _str(_cstr(data[: lay[1]]), mode)
     if kind == "array":
         n, elem, esize = lay[1], lay[2], lay[3]
         return "[" + ",".join(_render_bytes(elem, data[i * esize:(i + 1) * esize], mode) for i in range(n)) + "]"
@@ -159,10 +162,13 @@ def _render_bytes(lay: tuple, data: bytes, mode: str) -> str:
     return str(int.from_bytes(data[:8].ljust(8, b"\0"), "little", signed=True))
 
 
+def _str(s: str, mode: str) -> str:
+    """A string-like value (a string, stack, symbol, buffer) in ``mode``."""
+    return quoted(s) if mode == JSON else json_escape(s) if mode == JKEY else s
+
+
 def _record(items: Sequence[tuple[str, str]], mode: str) -> str:
-    if mode == KEY:
-        return "{" + ",".join(f".{n}={v}" for n, v in items) + "}"
-    if mode == JSON:
+    if mode in (JSON, JKEY):
         return "{ " + ", ".join(f'"{n}": {v}' for n, v in items) + " }"
     return "{ " + ", ".join(f".{n} = {v}" for n, v in items) + " }"
 
@@ -185,12 +191,11 @@ def _render_obj(lay: tuple, value: Any, mode: str) -> str:
         items += [None] * (lay[1] - len(items))
         return "[" + ",".join(_render_obj(lay[2], v, mode) for v in items[: lay[1]]) + "]"
     if kind == "str":
-        s = "" if value is None else str(value)
-        return quoted(s) if mode == JSON else s
+        return _str("" if value is None else str(value), mode)
     v = int(value or 0)
     if kind == "ptr":
-        v = _signed(v, 64)
-        return str(v) if mode == JSON else f"0x{v & _M64:x}"
+        v &= _M64
+        return str(v) if mode in (JSON, JKEY) else f"0x{v:x}"
     if kind == "bits":
         return str(v)
     if kind == "enum":
@@ -199,7 +204,7 @@ def _render_obj(lay: tuple, value: Any, mode: str) -> str:
     if kind == "int":
         bits = lay[1] * 8
         v &= (1 << bits) - 1
-        return str(_signed(v, bits) if lay[2] or mode == KEY else v)
+        return str(_signed(v, bits) if lay[2] or mode in (KEY, JKEY) else v)
     return str(v)
 
 
@@ -210,8 +215,11 @@ def _signed(v: int, bits: int) -> int:
 
 def format_btf(data: Any, spec: Spec, type_id: int, *, json: bool = False, key: bool = False) -> str:
     """A value of BTF type ``type_id`` (its bytes, or a decoded dict/dataclass/list) as bpftrace prints it."""
+    return _format_btf(data, spec, type_id, (JKEY if json else KEY) if key else JSON if json else TEXT)
+
+
+def _format_btf(data: Any, spec: Spec, type_id: int, mode: str) -> str:
     lay = btf_layout(spec, type_id)
-    mode = KEY if key else JSON if json else TEXT
     if isinstance(data, (bytes, bytearray, memoryview)):
         return _render_bytes(lay, bytes(data), mode)
     return _render_obj(lay, data, mode)
@@ -259,7 +267,7 @@ def _render(value: Any, t: Any, mode: str) -> str:
     name = _tname(t)
     spec = getattr(t, "spec", None)
     if name == "Record" and spec is not None and getattr(t, "btf_id", 0):
-        return format_btf(value, spec, t.btf_id, json=mode == JSON, key=mode == KEY)
+        return _format_btf(value, spec, t.btf_id, mode)
     if name == "Array" and spec is not None and getattr(t, "elem_id", 0):
         elem = btf_layout(spec, t.elem_id)
         lay = ("array", t.count, elem, t.elem_size)
@@ -267,31 +275,30 @@ def _render(value: Any, t: Any, mode: str) -> str:
             else _render_obj(lay, value, mode)
     if name == "Stack" or (isinstance(value, list) and value and all(isinstance(f, str) for f in value)
                            and name in ("", "Stack")):
-        s = stack_text(value, 4 if mode == KEY else 8)
-        return quoted(s) if mode == JSON else s
+        return _str(stack_text(value, 8), mode)
     if name == "Str" and isinstance(value, (bytes, bytearray)):
         value = _cstr(bytes(value))
-    if name == "Ptr":   # in hex as bpftrace 0.21+ prints one (a value, a tuple's element, a key); json: a number
-        v = _signed(int(value), 64)
-        return str(v) if mode == JSON else f"0x{v & _M64:x}"
-    if name == "Bool" and isinstance(value, int) and mode != JSON:
+    if name == "Ptr":   # in hex as bpftrace 0.21+ prints one (a value, a tuple's element, a key); json: a number,
+        v = int(value) & _M64   # unsigned as 0.23.2 writes it (0.17: signed)
+        return str(v) if mode in (JSON, JKEY) else f"0x{v:x}"
+    if name == "Bool" and isinstance(value, int) and mode not in (JSON, JKEY):
         return "true" if value else "false"
     if isinstance(value, bool):
         value = int(value)
     if isinstance(value, int):
         if name == "Enum" and mode != JSON:     # an enum's value by its name, as bpftrace 0.21+ (json: the number)
             v = int(value)
-            return t.names().get(v, str(_signed(v, 64) if mode == KEY else v))
+            return t.names().get(v, str(_signed(v, 64) if mode in (KEY, JKEY) else v))
         if name == "Int" and getattr(t, "display", "") in ("ksym", "usym"):
             s = f"0x{value & _M64:x}" if value else "0"     # an unresolved symbol: C++'s (void *)addr
-            return quoted(s) if mode == JSON else s
-        return str(_signed(value, 64)) if mode == KEY else str(int(value))   # int(): an EnumValue's number
+            return _str(s, mode)
+        return str(_signed(value, 64)) if mode in (KEY, JKEY) else str(int(value))   # int(): an EnumValue's number
     if isinstance(value, str):
-        return quoted(value) if mode == JSON else value
+        return _str(value, mode)
     if isinstance(value, (bytes, bytearray)):
-        s = hex_buffer(bytes(value))
-        return quoted(s) if mode == JSON else s
-    if isinstance(value, tuple):
+        return _str(hex_buffer(bytes(value)), mode)
+    if isinstance(value, tuple):       # a tuple inside a key prints as a value (bpftrace's is_map_key=false)
+        mode = {KEY: TEXT, JKEY: JSON}.get(mode, mode)
         types = getattr(t, "elems", None) or (None,) * len(value)
         elems = [_render(v, et, mode) for v, et in zip(value, types)]
         return "[" + ",".join(elems) + "]" if mode == JSON else "(" + ", ".join(elems) + ")"
@@ -319,10 +326,12 @@ def format_value(value: Any, t: Any = None, *, json: bool = False) -> str:
     return _render(value, t, JSON if json else TEXT)
 
 
-def format_key(key: Sequence[Any], key_types: Sequence[Any] | None = None) -> list[str]:
-    """Each element of a map key as bpftrace prints keys (ints signed 64-bit, pointers hex, stacks by 4)."""
+def format_key(key: Sequence[Any], key_types: Sequence[Any] | None = None, *, json: bool = False) -> list[str]:
+    """Each element of a map key as bpftrace 0.23.2 prints keys (ints signed 64-bit, pointers in hex;
+    ``json``: the json key rendering, see the module's docstring)."""
     types = list(key_types or ())
-    return [_render(v, types[i] if i < len(types) else None, KEY) for i, v in enumerate(key)]
+    mode = JKEY if json else KEY
+    return [_render(v, types[i] if i < len(types) else None, mode) for i, v in enumerate(key)]
 
 
 def format_fields(fields: Mapping[str, Any], types: Sequence[Any] | Mapping[str, Any] | None = None, *,
