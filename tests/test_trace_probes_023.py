@@ -258,7 +258,6 @@ def test_cleared_count_map_prints_zero() -> None:
     assert ours.stdout == theirs.stdout
 
 
-@pytest.mark.xfail(strict=True, reason="pycore does not print 0.23.2's warning for delete() of a missing key")
 def test_delete_missing_key_warning() -> None:
     """runqlat.bt, tcplife.bt, dcsnoop.bt: 0.23.2 warns on stdout at each delete() of a key that is not
     there (upstream: still so when delete()'s result is not used)."""
