@@ -197,9 +197,12 @@ def test_libc_static_function_from_libc6_dbg_side_by_side(tmp_path):
                'str(args->buf, args->size)); }')
     r = trace("-e", program, "-c", exe)
     assert r.returncode == 0, r.stderr
-    assert r.stdout == "7 hello, \n33 012345678901234567890123456789012\n\n\n"
+    # str(buf, n) is n bytes with the NUL, n - 1 characters, as bpftrace 0.23.2 (0.17: n characters)
+    assert r.stdout == "7 hello,\n33 01234567890123456789012345678901\n\n\n"
     if BPFTRACE:
-        assert bpftrace("-e", program, "-c", exe) == r.stdout
+        old = bpftrace("-e", program, "-c", exe)
+        assert old == "7 hello, \n33 012345678901234567890123456789012\n\n\n"
+        assert [ln[:-1] if ln else ln for ln in old.split("\n")] == r.stdout.split("\n")
     r = trace("-e", f'uprobe:{libc}:_IO_cookie_write /pid == cpid/ {{ printf("%s\\n", func); }}', "-c", exe)
     assert r.stdout.split() == ["_IO_cookie_write"] * 2, r.stderr
 
