@@ -10,7 +10,7 @@ from pycore.lang.check.records import USER_PROBES, Checked
 from pycore.lang.check.state import State
 from pycore.lang.errors import close_matches
 from pycore.lang.probes import Target
-from pycore.lang.types import COMM, INT64, UINT64, Enum, Int, Ptr, Stack, Str, Username, Type, Void
+from pycore.lang.types import COMM, INT64, UINT64, Enum, Int, Ptr, Stack, Str, USYM, Username, Type, Void
 
 
 _BUILTIN_TYPES: dict[str, Type] = {
@@ -20,6 +20,8 @@ _BUILTIN_TYPES: dict[str, Type] = {
 }
 
 
+#: Probes whose ``func`` is bpftrace's ksym type (0.23.2: kprobes and fentry); uprobes' is its usym.
+_KERNEL_FUNC_KINDS = frozenset({"kprobe", "kretprobe", "kfunc", "kretfunc"})
 _OTHER_BUILTINS = ("ncpus", "usermode", "func", "probe", "curtask", "retval", "args", "kstack", "ustack", "cpid", "ctx")
 
 
@@ -82,6 +84,10 @@ class Builtins(State):
             if not self.cpid:
                 raise self.error(e, "cpid is the pid of the -c command: run with -c CMD")
             return UINT64
+        if name == "func" and tgt.kind in _KERNEL_FUNC_KINDS:   # bpftrace's ksym: an address, named when
+            return Int(8, False, "ksym")                      # printed (one map can hold it and ksym())
+        if name == "func" and tgt.kind in ("uprobe", "uretprobe"):
+            return USYM
         if name in ("func", "probe"):
             return Str(max(len((tgt.func if name == "func" else tgt.probe).encode()) + 1, 8))
         if name == "curtask":
