@@ -10,7 +10,7 @@ from pycore.lang.check.records import USER_PROBES, Checked
 from pycore.lang.check.state import State
 from pycore.lang.errors import close_matches
 from pycore.lang.probes import Target
-from pycore.lang.types import COMM, INT64, UINT64, Enum, Int, Ptr, Stack, Str, USYM, Username, Type, Void
+from pycore.lang.types import COMM, INT64, UINT64, Enum, Int, Ptr, Stack, Str, Username, Type, Void
 
 
 _BUILTIN_TYPES: dict[str, Type] = {
@@ -20,7 +20,9 @@ _BUILTIN_TYPES: dict[str, Type] = {
 }
 
 
-#: Probes whose ``func`` is bpftrace's ksym type (0.23.2: kprobes and fentry); uprobes' is its usym.
+#: Probes whose ``func`` is bpftrace's ksym type (0.23.2: kprobes and fentry). A uprobe's stays the
+#: function's name, a string: bpftrace's usym names it only while its process lives and not at all for a
+#: static function only a debug file names, where pycore's string always does.
 _KERNEL_FUNC_KINDS = frozenset({"kprobe", "kretprobe", "kfunc", "kretfunc"})
 _OTHER_BUILTINS = ("ncpus", "usermode", "func", "probe", "curtask", "retval", "args", "kstack", "ustack", "cpid", "ctx")
 
@@ -86,8 +88,6 @@ class Builtins(State):
             return UINT64
         if name == "func" and tgt.kind in _KERNEL_FUNC_KINDS:   # bpftrace's ksym: an address, named when
             return Int(8, False, "ksym")                      # printed (one map can hold it and ksym())
-        if name == "func" and tgt.kind in ("uprobe", "uretprobe"):
-            return USYM
         if name in ("func", "probe"):
             return Str(max(len((tgt.func if name == "func" else tgt.probe).encode()) + 1, 8))
         if name == "curtask":

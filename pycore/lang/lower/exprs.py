@@ -281,7 +281,7 @@ class Exprs(State):
             self.stack_id(n == "ustack", 127)
         elif n == "ctx":
             e.mov_reg(0, 9)
-        elif n == "func" and tgt.kind in ("kprobe", "kretprobe", "kfunc", "kretfunc", "uprobe", "uretprobe"):
+        elif n == "func" and tgt.kind in ("kprobe", "kretprobe", "kfunc", "kretfunc"):
             self.func_address()
         elif n in ("func", "probe"):
             raise self.error(node, f"{n} is a string here: print it, or compare it with ==")
@@ -289,14 +289,10 @@ class Exprs(State):
             raise self.error(node, f"{n} has no integer value")
 
     def func_address(self) -> None:
-        """r0 = the probed function's address, which ``func`` (bpftrace's ksym/usym type) names when printed.
-        As bpftrace 0.23.2: bpf_get_func_ip, but a uprobe's own ip register (get_func_ip takes uprobes
-        only from Linux 6.4 on; a uretprobe's ip is its caller's, so it needs the helper)."""
-        if self.c.target.kind == "uprobe":
-            self.e.ldx(8, 0, 9, REGS["ip"])
-        else:
-            self.e.mov_reg(1, 9)
-            self.e.call("get_func_ip")
+        """r0 = the probed kernel function's address, which ``func`` (bpftrace's ksym type) names when
+        printed: bpf_get_func_ip, as bpftrace 0.23.2 (kprobes and kretprobes Linux 5.15+, fentry 5.17)."""
+        self.e.mov_reg(1, 9)
+        self.e.call("get_func_ip")
 
     def ctx_load(self, f: CtxField) -> None:
         """r0 = a field of the context, extended to 64 bits."""
