@@ -40,7 +40,6 @@ def test_has_key_refusal() -> None:
 # (script, the feature as the error names it, the bpftrace version that added it). let, map
 # declarations, begin/end, durations, ?: and conditions without parentheses: tests/test_trace_syntax_new.py
 NEWER = [
-    ("profile:hz:99 { @ = len(ustack); exit(); }", "len(ustack) and len(kstack)", "0.22"),
     ('BEGIN { printf("%s\\n", comm(1)); exit(); }', "comm(pid)", "0.25"),
     ("BEGIN { $x = probetype; exit(); }", "the probetype builtin", "0.25"),
 ]

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from btf import Spec
     from btf import types as T
 
-__all__ = ["Type", "Int", "Bool", "BOOL", "Enum", "enum_names", "TextInt", "Timestamp", "CgroupPath", "Username", "Strerror", "Str", "Ptr", "Record", "Array", "Stack", "Inet", "Mac", "Buffer", "Tuple", "Void", "INT64", "UINT64",
+__all__ = ["Type", "Int", "Bool", "BOOL", "Enum", "enum_names", "TextInt", "Timestamp", "CgroupPath", "Username", "Strerror", "SyscallName", "Str", "Ptr", "Record", "Array", "Stack", "Inet", "Mac", "Buffer", "Tuple", "Void", "INT64", "UINT64",
            "STRING_SIZE", "COMM", "USYM", "from_btf", "type_name", "width", "is_buffer", "is_aggregate"]
 
 STRING_SIZE = 64   # bpftrace's default for str() and string map values
@@ -140,6 +140,18 @@ class Strerror(TextInt):
 
     def __str__(self) -> str:
         return "strerror_t"
+
+
+@record(frozen=True)
+class SyscallName(TextInt):
+    """What ``syscall_name(nr)`` gives (bpftrace 0.25): the number, printed as the system call's name
+    on x86-64 (:mod:`pycore.lang.syscalls`). Upstream's is a string[64] it copies from a table in BPF;
+    here the table is read where the value is printed, as strerror's text is."""
+
+    display: str = "syscall_name"
+
+    def __str__(self) -> str:
+        return "string"
 
 
 @record(frozen=True)

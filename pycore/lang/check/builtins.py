@@ -20,6 +20,10 @@ _BUILTIN_TYPES: dict[str, Type] = {
 }
 
 
+#: Probes whose ``func`` is bpftrace's ksym type (0.23.2: kprobes and fentry). A uprobe's stays the
+#: function's name, a string: bpftrace's usym names it only while its process lives and not at all for a
+#: static function only a debug file names, where pycore's string always does.
+_KERNEL_FUNC_KINDS = frozenset({"kprobe", "kretprobe", "kfunc", "kretfunc"})
 _OTHER_BUILTINS = ("ncpus", "usermode", "func", "probe", "curtask", "retval", "args", "kstack", "ustack", "cpid", "ctx")
 
 
@@ -82,6 +86,8 @@ class Builtins(State):
             if not self.cpid:
                 raise self.error(e, "cpid is the pid of the -c command: run with -c CMD")
             return UINT64
+        if name == "func" and tgt.kind in _KERNEL_FUNC_KINDS:   # bpftrace's ksym: an address, named when
+            return Int(8, False, "ksym")                      # printed (one map can hold it and ksym())
         if name in ("func", "probe"):
             return Str(max(len((tgt.func if name == "func" else tgt.probe).encode()) + 1, 8))
         if name == "curtask":

@@ -9,7 +9,7 @@ from pycore.lang.check.records import AGGREGATES, Checked, MapInfo
 from pycore.lang.check.state import State
 from pycore.lang.errors import close_matches
 from pycore.lang.types import (INT64, STRING_SIZE, UINT64, USYM, Array, Buffer, Inet, Int, Mac, Ptr, Record, Stack, Str,
-                               Strerror, TextInt, Timestamp, CgroupPath, Tuple, Type, Void, type_name)
+                               Strerror, SyscallName, TextInt, Timestamp, CgroupPath, Tuple, Type, Void, type_name)
 
 
 _NO_VALUE_CALLS = {"printf", "errorf", "warnf", "print", "exit", "delete", "clear", "zero", "time", "join", "system", "signal", "cat",
@@ -266,9 +266,8 @@ class Calls(State):
             return UINT64
         if n == "len":     # bpftrace 0.20: a map's elements, counted by the kernel (Linux 6.6+)
             if len(args) == 1 and isinstance(args[0], (A.Builtin, A.Call)) and args[0].name in ("ustack", "kstack"):
-                from pycore.lang.newer import message
-
-                raise self.error(e, message("len(ustack) and len(kstack), a stack's depth", "0.22"))
+                self.expr(c, args[0])     # bpftrace 0.22: the stack's depth, at most its limit of frames
+                return INT64
             if len(args) != 1 or not isinstance(args[0], A.MapRef) or args[0].keys:
                 raise self.error(e, "len() takes a whole map: len(@m)")
             if "@" + args[0].name not in self.maps:
@@ -311,6 +310,13 @@ class Calls(State):
             if not _integer(t):
                 raise self.error(args[0], f"strerror() only supports integer arguments ({t} provided)")
             return Strerror()
+        if n == "syscall_name":     # bpftrace 0.25: the number, named from pycore.lang.syscalls when printed
+            if len(args) != 1:
+                raise self.error(e, f"syscall_name() requires 1 argument ({len(args)} provided)")
+            t = self.expr(c, args[0])
+            if not _integer(t):
+                raise self.error(args[0], f"syscall_name() only supports integer arguments ({t} provided)")
+            return SyscallName()
         if n == "nsecs":        # bpftrace 0.19's clocks: nsecs(monotonic | boot | tai | sw_tai)
             if len(args) != 1 or not isinstance(args[0], A.Builtin) or args[0].name not in _CLOCKS:
                 raise self.error(e, "nsecs() takes a clock: nsecs(monotonic), nsecs(boot), nsecs(tai) or "

@@ -533,6 +533,9 @@ class Checker(Types, Builtins, Calls, State):
                                           and _held(kind, m.value) != _held(kind, value)):
             raise self.error(node, f"{m.name} holds {_held(m.kind, m.value)} values elsewhere; "
                                    f"here {_held(kind, value)}")
+        syms = {getattr(t, "display", "") for t in (m.value, value)} & {"ksym", "usym"}
+        if len(syms) == 2:      # both addresses, named from different tables: bpftrace's ksym_t and usym_t
+            raise self.error(node, f"{m.name} holds {m.value.display} values elsewhere; here {value.display}")  # type: ignore[union-attr]
         m.kind = kind
         if value is not None:
             if _enum_and_int(m.value, value) or isinstance(value, Enum) and isinstance(m.value, Enum) \

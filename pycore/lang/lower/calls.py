@@ -268,6 +268,10 @@ class Calls(State):
         if n == "strftime":      # the nanoseconds; the format is the type's, applied when printed
             self.scalar(node.args[1])
             return
+        if n == "len" and isinstance(node.args[0], (A.Builtin, A.Call)):   # len(ustack), len(kstack)
+            st = self.t(node.args[0])
+            self.stack_depth(st.user, st.limit)    # type: ignore[attr-defined]
+            return
         if n == "len":           # bpf_map_sum_elem_count(&map): the kernel's count of its elements
             ref = node.args[0]
             m = self.layout.maps["@" + ref.name]
@@ -296,7 +300,7 @@ class Calls(State):
             e.call("probe_read_kernel")
             e.ldx(8, 0, 10, dst)
             return
-        if n == "strerror":      # the number; its text is found when printed
+        if n in ("strerror", "syscall_name"):      # the number; its text is found when printed
             self.scalar(node.args[0])
             return
         if n == "nsecs":

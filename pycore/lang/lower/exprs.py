@@ -281,10 +281,18 @@ class Exprs(State):
             self.stack_id(n == "ustack", 127)
         elif n == "ctx":
             e.mov_reg(0, 9)
+        elif n == "func" and tgt.kind in ("kprobe", "kretprobe", "kfunc", "kretfunc"):
+            self.func_address()
         elif n in ("func", "probe"):
             raise self.error(node, f"{n} is a string here: print it, or compare it with ==")
         else:
             raise self.error(node, f"{n} has no integer value")
+
+    def func_address(self) -> None:
+        """r0 = the probed kernel function's address, which ``func`` (bpftrace's ksym type) names when
+        printed: bpf_get_func_ip, as bpftrace 0.23.2 (kprobes and kretprobes Linux 5.15+, fentry 5.17)."""
+        self.e.mov_reg(1, 9)
+        self.e.call("get_func_ip")
 
     def ctx_load(self, f: CtxField) -> None:
         """r0 = a field of the context, extended to 64 bits."""
@@ -339,6 +347,25 @@ class Exprs(State):
             e.alu_imm("lsh", 0, 32)
             self.extend(6, 4, False)
             e.alu_reg("or", 0, 6)
+
+    def stack_depth(self, user: bool, limit: int) -> None:
+        """r0 = the stack's frames, at most ``limit``: bpf_get_stack's bytes / 8, as bpftrace 0.22's
+        len(stack) counts the frames it took (0 when the kernel gives none)."""
+        e = self.e
+        mark = self.f.mark()
+        buf = self.f.region(8 * limit)
+        e.mov_reg(1, 9)
+        e.mov_reg(2, 8)
+        e.alu_imm("add", 2, buf)
+        e.mov_imm(3, 8 * limit)
+        e.mov_imm(4, BPF_F_USER_STACK if user else 0)
+        e.call("get_stack")
+        done = e.label()
+        e.jmp_imm("jsgt", 0, 0, done)
+        e.mov_imm(0, 0)
+        e.place(done)
+        e.alu_imm("rsh", 0, 3)
+        self.f.release(mark)
 
     # memory
 
