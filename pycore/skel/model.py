@@ -38,6 +38,9 @@ _ATTACHABLE: dict[str, int] = {
     "tp_btf": 1, "fentry": 1, "fexit": 1, "fmod_ret": 1, "fentry.s": 1, "fexit.s": 1, "fmod_ret.s": 1,
     "lsm": 1, "lsm.s": 1, "kprobe": 1, "kretprobe": 1, "kprobe.multi": 1, "kretprobe.multi": 1,
     "uprobe": 1, "uretprobe": 1, "uprobe.s": 1, "uretprobe.s": 1, "usdt": 1,
+    # never by itself: the caller opens the perf events (one a CPU, at its rate) and attaches the
+    # program to each (pycore.link.perf_event.attach_bpf), as pycore profile does
+    "perf_event": 0,
 }
 _DICT_MAP_TYPES = {"hash", "array", "percpu_hash", "percpu_array", "lru_hash", "lru_percpu_hash",
                    "lpm_trie", "hash_of_maps", "array_of_maps", "sk_storage", "inode_storage",
@@ -367,7 +370,7 @@ def build_model(obj: BpfObject, object_file: str, class_name: str | None = None,
         progs.append(ProgModel(p.name, attr_name(p.name), p.section, auto))
     if cannot:
         raise SkelError(f"{object_file}: pycore cannot attach {', '.join(cannot)}: it attaches tracepoint, raw_tp, "
-                        "tp_btf, fentry/fexit/fmod_ret, lsm, kprobe, uprobe and usdt programs")
+                        "tp_btf, fentry/fexit/fmod_ret, lsm, kprobe, uprobe and usdt programs, and perf_event ones by hand")
 
     # maps
     ring_args = _parse_rings(rings or [])
