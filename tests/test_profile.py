@@ -574,11 +574,23 @@ def test_html_in_chromium(tmp_path):
     if not os.path.exists(CHROMIUM):
         pytest.fail(f"{CHROMIUM} is missing (dev.sh installs Debian's chromium)")
     page_file = tmp_path / "flame.html"
-    res = run_profile("-c", f"{PYTHON} {WORKLOAD} 2", "-F", "499", "-o", str(page_file))
-    assert res.returncode == 0, res.stderr
-    doc = parse_flame(page_file.read_text())
-    nodes = flame_nodes(doc["tree"], doc["names"])
-    total = nodes[0][1]
+    # what the page is tested on: the outermost "spin" Python frame, wide enough to hover and click.
+    # Under a loaded machine (two CI runs failed here: no such frame, or one too narrow to hover) a
+    # 2 s workload can get few samples, so the page is made again, up to three times, until it has one;
+    # sampling's accuracy is tested on its own (test_shares_within_two_points_and_py_spy)
+    for attempt in range(3):
+        res = run_profile("-c", f"{PYTHON} {WORKLOAD} 2", "-F", "499", "-o", str(page_file))
+        assert res.returncode == 0, res.stderr
+        doc = parse_flame(page_file.read_text())
+        nodes = flame_nodes(doc["tree"], doc["names"])
+        total = nodes[0][1]
+        spins = [i for i, (path, _, _) in enumerate(nodes) if path and path[-1].startswith("spin (")
+                 and not any(p.startswith("spin (") for p in path[:-1])]
+        if spins and max(nodes[i][1] for i in spins) >= 0.05 * total:
+            break
+    else:
+        pytest.fail(f"three profiles of the workload without a spin frame of 5% of {total} samples: {res.stderr}")
+    spin = max(spins, key=lambda i: nodes[i][1])
     requests, errors = [], []
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
@@ -592,8 +604,6 @@ def test_html_in_chromium(tmp_path):
             drawn = page.eval_on_selector_all(".f", "es => es.map(e => +e.dataset.i)")
             assert drawn[0] == 0 and len(drawn) > 10
             # the outermost "spin" Python frame: hover, then click
-            spin = next(i for i, (path, _, _) in enumerate(nodes) if path and path[-1].startswith("spin (")
-                        and not any(p.startswith("spin (") for p in path[:-1]))
             target = page.locator(f'.f[data-i="{spin}"]')
             target.hover()
             status = page.inner_text("#status")

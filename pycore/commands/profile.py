@@ -190,16 +190,23 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _register_after_exec(sampler, pid: int) -> None:  # noqa: ANN001
-    """Wait (up to 1 s) for the child's exec, then register its CPython if it has one."""
-    own = os.stat("/proc/self/exe").st_ino
+    """Wait (up to 1 s) for the child's exec, then register its CPython if it has one.
+
+    The exec is seen by the child's command line (its executable may be this very python3.11), and
+    what the sampler registered of the child before (a fork of this process) is dropped: a PIE
+    interpreter's runtime lies elsewhere once exec has mapped it again."""
+    with open("/proc/self/cmdline", "rb") as f:
+        own = f.read()
     end = time.monotonic() + 1.0
     while time.monotonic() < end:
         try:
-            if os.stat(f"/proc/{pid}/exe").st_ino != own:
-                break
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                if f.read() != own:
+                    break
         except OSError:
             return
         time.sleep(0.001)
+    sampler.forget(pid)
     sampler.register(pid, quiet=True)
 
 

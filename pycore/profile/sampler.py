@@ -110,6 +110,15 @@ class Sampler:
         self.pythons[pid] = py
         return py
 
+    def forget(self, pid: int) -> None:
+        """Drop what :meth:`register` knew of ``pid`` (it has exec'd since: register it again)."""
+        self.not_python.pop(pid, None)
+        if self.pythons.pop(pid, None) is not None and self._obj is not None:
+            try:
+                del self._obj.maps["py_procs"][pid]
+            except KeyError:
+                pass
+
     def poll(self, handle: Callable[[bytes], object], timeout: float) -> int:
         """Hand each record waiting (for up to ``timeout`` s) to ``handle``."""
         return self._ring.poll(handle, timeout) if self._ring is not None else 0
