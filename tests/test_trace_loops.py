@@ -15,6 +15,7 @@ import pytest
 from tests import bpftrace023
 from tests.conftest import require_root
 from tests.traced import traced
+from tests.test_trace_values import refused_as_023
 
 PYCORE = [sys.executable, "-m", "pycore", "trace"]
 
@@ -108,11 +109,7 @@ REFUSALS = [
 
 @pytest.mark.parametrize("script,ours", REFUSALS)
 def test_refusals_as_bpftrace_023(script: str, ours: str) -> None:
-    require_root()
-    theirs = bpftrace023.run(script)
-    assert theirs.returncode != 0 and "ERROR" in theirs.stderr, theirs
-    p = pycore(script)
-    assert p.returncode != 0 and ours in p.stderr and "Traceback" not in p.stderr, p.stderr
+    p = refused_as_023(script, ours)
     assert len([x for x in p.stderr.splitlines() if "error" in x]) == 1, p.stderr
 
 
