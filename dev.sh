@@ -211,20 +211,40 @@ debian_mirror() {
     echo "${uri:-http://deb.debian.org/debian}"
 }
 
+# Besides bpftrace: Debian 13's python3.13 and its headers, for pycore profile's CPython 3.13 tests
+# (tests/test_profile_cpython.py); a root built before they were added gets them installed once.
+TRIXIE_PACKAGES=bpftrace,python3.13,libpython3.13-dev
+
+trixie_complete() {
+    [ -f "$1/READY" ] && [ -x "$1/usr/bin/python3.13" ] && [ -f "$1/usr/include/python3.13/internal/pycore_runtime.h" ]
+}
+
 trixie_build() {
     local dir=$1
-    [ -f "$dir/READY" ] && return 0
+    trixie_complete "$dir" && return 0
     mkdir -p "$(dirname "$dir")"
     exec 9>"$dir.lock"
     flock 9
+    if [ -f "$dir/READY" ] && ! trixie_complete "$dir"; then
+        say "installing ${TRIXIE_PACKAGES//,/ } into the Debian 13 root $dir"
+        cp /etc/resolv.conf "$dir/etc/resolv.conf" 2>/dev/null || true
+        if ! unshare -m --propagation private sh -c '
+                d=$1; shift
+                for m in proc dev sys; do mount --rbind "/$m" "$d/$m" || exit 125; done
+                chroot "$d" sh -c "apt-get update -q && apt-get install -y -q --no-install-recommends $*"
+            ' sh "$dir" ${TRIXIE_PACKAGES//,/ } </dev/null >&2; then
+            exec 9>&-
+            die "apt-get install in the Debian 13 root failed"
+        fi
+    fi
     if [ ! -f "$dir/READY" ]; then
         apt_install mmdebstrap
         local mirror tmp
         mirror=$(debian_mirror)
         tmp="$dir.tmp.$$"
         rm -rf "$dir" "$tmp"
-        say "building a Debian 13 root with bpftrace in $dir (mmdebstrap, mirror $mirror)"
-        if ! as_root mmdebstrap --quiet --variant=apt --include=bpftrace trixie "$tmp" "$mirror" </dev/null >&2; then
+        say "building a Debian 13 root with ${TRIXIE_PACKAGES//,/ } in $dir (mmdebstrap, mirror $mirror)"
+        if ! as_root mmdebstrap --quiet --variant=apt --include="$TRIXIE_PACKAGES" trixie "$tmp" "$mirror" </dev/null >&2; then
             rm -rf "$tmp"
             exec 9>&-
             die "mmdebstrap of Debian 13 failed"

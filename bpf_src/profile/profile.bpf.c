@@ -9,12 +9,14 @@
  * space registered in `py_procs`, the Python frames of the sampled thread.
  *
  * The Python walk is py-calls' (bpf_src/tools/py_calls.bpf.c) with the
- * offsets of pycore/elf/cpython.py (one place for every version), extended
+ * offsets of pycore/elf/cpython.py (one place for every version), given per
+ * process in `py_procs` (so -a reads 3.11 and 3.13 side by side), extended
  * for a thread that does not hold the GIL (in a syscall, say): its thread
  * state is found on the interpreter's list by native_thread_id. Each frame is
- * recorded as its code object's address and its prev_instr; user space reads
- * the code object (name, file, line table) once per code object, so the
- * program reads no strings.
+ * recorded as its code object's address, its instruction pointer and one
+ * flag byte (3.11's is_entry, 3.12+'s owner); user space reads the code object
+ * (name, file, line table) once per code object, so the program reads no
+ * strings.
  */
 #include "tools/tools.bpf.h"
 
@@ -28,10 +30,30 @@ char LICENSE[] SEC("license") = "GPL";
 
 struct py_frame {
 	__u64 code;		/* PyCodeObject * */
-	__u64 instr;		/* prev_instr: the instruction running (last started) */
-	__u32 flags;		/* 1: is_entry (the first frame of a C-level eval call) */
+	__u64 instr;		/* prev_instr (3.11, 3.12) or instr_ptr (3.13): the instruction running */
+	__u32 flags;		/* the frame's byte at py_proc.frame_flags: is_entry (3.11), owner (3.12+) */
 	__u32 pad;
 };
+
+/* Where one process's CPython keeps its threads and frames: pycore/profile/sampler.py fills it
+ * from pycore/elf/cpython.py's layout of that process's version. */
+struct py_proc {
+	__u64 runtime;			/* the run-time address of _PyRuntime */
+	__u16 tstate_current;		/* _PyRuntimeState.gilstate.tstate_current; 0: none (3.12+) */
+	__u16 interpreters_head;	/* _PyRuntimeState.interpreters.head */
+	__u16 interp_threads_head;	/* PyInterpreterState.threads.head */
+	__u16 tstate_next;		/* PyThreadState.next */
+	__u16 tstate_thread_id;		/* PyThreadState.native_thread_id */
+	__u16 tstate_frame;		/* PyThreadState.cframe (3.11, 3.12) or .current_frame (3.13) */
+	__u16 cframe_frame;		/* _PyCFrame.current_frame; NO_CFRAME: tstate_frame is the frame */
+	__u16 frame_previous;		/* _PyInterpreterFrame.previous */
+	__u16 frame_code;		/* _PyInterpreterFrame.f_code (3.11, 3.12) or .f_executable */
+	__u16 frame_instr;		/* _PyInterpreterFrame.prev_instr (3.11, 3.12) or .instr_ptr */
+	__u16 frame_flags;		/* _PyInterpreterFrame.is_entry (3.11) or .owner */
+	__u16 pad;
+};
+
+#define NO_CFRAME 0xffff
 
 struct profile_sample {
 	__u32 pid;
@@ -56,26 +78,14 @@ PYCORE_EVENT(profile_sample);
 
 const volatile __u32 self_tgid = 0;
 const volatile __u8 all_processes = 0;		/* -a: every process but pycore and the idle task */
-const volatile __u32 off_tstate_current = 0;	/* _PyRuntimeState.gilstate.tstate_current */
-const volatile __u32 off_interpreters_head = 0;	/* _PyRuntimeState.interpreters.head */
-const volatile __u32 off_interp_threads_head = 0;	/* PyInterpreterState.threads.head */
-const volatile __u32 off_tstate_next = 0;	/* PyThreadState.next */
-const volatile __u32 off_tstate_thread_id = 0;	/* PyThreadState.native_thread_id */
-const volatile __u32 off_tstate_cframe = 0;	/* PyThreadState.cframe */
-const volatile __u32 off_cframe_frame = 0;	/* _PyCFrame.current_frame */
-const volatile __u32 off_frame_previous = 0;	/* _PyInterpreterFrame.previous */
-const volatile __u32 off_frame_code = 0;	/* _PyInterpreterFrame.f_code */
-const volatile __u32 off_frame_instr = 0;	/* _PyInterpreterFrame.prev_instr */
-const volatile __u32 off_frame_is_entry = 0;	/* _PyInterpreterFrame.is_entry */
-
 __u64 samples_taken SEC(".bss");
 
-/* tgid -> the run-time address of that process's _PyRuntime (user space fills it). */
+/* tgid -> where that process's CPython is and its layout (user space fills it). */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 4096);
 	__type(key, __u32);
-	__type(value, __u64);
+	__type(value, struct py_proc);
 } py_procs SEC(".maps");
 
 struct {
@@ -107,6 +117,8 @@ struct thread_find {
 	__u64 tstate;
 	__u64 found;
 	__u32 tid;
+	__u16 off_thread_id;
+	__u16 off_next;
 };
 
 static long thread_step(__u64 i, void *data)
@@ -116,29 +128,32 @@ static long thread_step(__u64 i, void *data)
 
 	if (!f->tstate)
 		return 1;
-	if (bpf_probe_read_user(&id, sizeof(id), (void *)(f->tstate + off_tstate_thread_id)))
+	if (bpf_probe_read_user(&id, sizeof(id), (void *)(f->tstate + f->off_thread_id)))
 		return 1;
 	if (id == f->tid) {
 		f->found = f->tstate;
 		return 1;
 	}
-	if (bpf_probe_read_user(&f->tstate, sizeof(f->tstate), (void *)(f->tstate + off_tstate_next)))
+	if (bpf_probe_read_user(&f->tstate, sizeof(f->tstate), (void *)(f->tstate + f->off_next)))
 		f->tstate = 0;
 	return 0;
 }
 
-/* The sampled thread's PyThreadState: the GIL holder's if it is this thread, else from the list. */
-static __always_inline __u64 find_tstate(__u64 runtime)
+/* The sampled thread's PyThreadState: the GIL holder's if it is this thread (3.11 names it),
+ * else from the interpreter's list. */
+static __always_inline __u64 find_tstate(const struct py_proc *py)
 {
-	struct thread_find f = { .tid = ns_tid() };
+	struct thread_find f = { .tid = ns_tid(), .off_thread_id = py->tstate_thread_id,
+				 .off_next = py->tstate_next };
 	__u64 tstate = 0, id = 0, interp = 0;
 
-	if (!bpf_probe_read_user(&tstate, sizeof(tstate), (void *)(runtime + off_tstate_current)) && tstate &&
-	    !bpf_probe_read_user(&id, sizeof(id), (void *)(tstate + off_tstate_thread_id)) && id == f.tid)
+	if (py->tstate_current &&
+	    !bpf_probe_read_user(&tstate, sizeof(tstate), (void *)(py->runtime + py->tstate_current)) && tstate &&
+	    !bpf_probe_read_user(&id, sizeof(id), (void *)(tstate + py->tstate_thread_id)) && id == f.tid)
 		return tstate;
-	if (bpf_probe_read_user(&interp, sizeof(interp), (void *)(runtime + off_interpreters_head)) || !interp)
+	if (bpf_probe_read_user(&interp, sizeof(interp), (void *)(py->runtime + py->interpreters_head)) || !interp)
 		return 0;
-	if (bpf_probe_read_user(&f.tstate, sizeof(f.tstate), (void *)(interp + off_interp_threads_head)))
+	if (bpf_probe_read_user(&f.tstate, sizeof(f.tstate), (void *)(interp + py->interp_threads_head)))
 		return 0;
 	bpf_loop(MAX_THREADS, thread_step, &f, 0);
 	return f.found;
@@ -148,11 +163,13 @@ struct frame_walk {
 	struct profile_sample *s;
 	__u64 frame;
 	__s32 status;
+	__u16 off_code, off_instr, off_previous, off_flags;
 };
 
 /* One read per frame: the first FRAME_READ bytes of the _PyInterpreterFrame hold every
- * field used (3.11: f_code 32, previous 48, prev_instr 56, is_entry 68); four reads a
- * frame made a 220-frame stack cost four times as much. */
+ * field used (3.11: f_code 32, previous 48, prev_instr 56, is_entry 68; 3.12 and 3.13:
+ * code 0, previous 8, instruction 56, owner 70); four reads a frame made a 220-frame
+ * stack cost four times as much. */
 #define FRAME_READ 72
 
 static __always_inline __u64 field64(const __u8 *buf, __u32 off)
@@ -180,11 +197,11 @@ static long frame_step(__u64 i, void *data)
 		return 1;
 	}
 	pf = &w->s->py[i];
-	pf->code = field64(buf, off_frame_code);
-	pf->instr = field64(buf, off_frame_instr);
-	pf->flags = buf[off_frame_is_entry & 127] & 1;
+	pf->code = field64(buf, w->off_code);
+	pf->instr = field64(buf, w->off_instr);
+	pf->flags = buf[w->off_flags & 127];
 	pf->pad = 0;
-	w->frame = field64(buf, off_frame_previous);
+	w->frame = field64(buf, w->off_previous);
 	w->s->n_py = i + 1;
 	return 0;
 }
@@ -192,24 +209,34 @@ static long frame_step(__u64 i, void *data)
 static __always_inline void python_frames(struct profile_sample *s, __u32 tgid)
 {
 	struct frame_walk w = { .s = s };
-	__u64 *runtime, tstate, cframe = 0;
+	struct py_proc *py;
+	__u64 tstate, cframe = 0;
 
 	s->n_py = 0;
-	runtime = bpf_map_lookup_elem(&py_procs, &tgid);
-	if (!runtime) {
+	py = bpf_map_lookup_elem(&py_procs, &tgid);
+	if (!py) {
 		s->py_status = -1;
 		return;
 	}
-	tstate = find_tstate(*runtime);
+	tstate = find_tstate(py);
 	if (!tstate) {
 		s->py_status = -2;
 		return;
 	}
-	if (bpf_probe_read_user(&cframe, sizeof(cframe), (void *)(tstate + off_tstate_cframe)) || !cframe ||
-	    bpf_probe_read_user(&w.frame, sizeof(w.frame), (void *)(cframe + off_cframe_frame))) {
+	if (bpf_probe_read_user(&cframe, sizeof(cframe), (void *)(tstate + py->tstate_frame)) || !cframe) {
 		s->py_status = -3;
 		return;
 	}
+	if (py->cframe_frame == NO_CFRAME)
+		w.frame = cframe;	/* 3.13: PyThreadState.current_frame */
+	else if (bpf_probe_read_user(&w.frame, sizeof(w.frame), (void *)(cframe + py->cframe_frame))) {
+		s->py_status = -3;
+		return;
+	}
+	w.off_code = py->frame_code;
+	w.off_instr = py->frame_instr;
+	w.off_previous = py->frame_previous;
+	w.off_flags = py->frame_flags;
 	bpf_loop(MAX_PY + 1, frame_step, &w, 0);
 	s->py_status = w.status ? w.status : (__s32)s->n_py;
 }

@@ -1,7 +1,7 @@
 """Sample on-CPU stacks: pycore profile [-p PID | -c CMD | -a] [-F HZ] [-d SECONDS] [-o FILE] [--format F].
 
 Each sample holds the kernel stack, the native user stack and, for a CPython
-3.11 process, its Python frames (name, file, line) where the interpreter runs
+3.11, 3.12 or 3.13 process, its Python frames (name, file, line) where the interpreter runs
 them; the process and the thread are the root frames.  Without -o: the
 functions with the most samples, by self and total time.  docs/profile.md
 says more.

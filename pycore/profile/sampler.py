@@ -25,6 +25,21 @@ __all__ = ["OBJECT", "Sampler"]
 OBJECT = "profile"
 
 
+NO_CFRAME = 0xFFFF      # struct py_proc.cframe_frame: 3.13's PyThreadState.current_frame is the frame
+
+
+def py_proc(py: PythonProcess) -> dict[str, int]:
+    """``struct py_proc`` of the BPF program: where ``py``'s CPython is and its version's offsets."""
+    L = py.layout
+    return {"runtime": py.runtime, "tstate_current": L.tstate_current,
+            "interpreters_head": L.interpreters_head, "interp_threads_head": L.interp_threads_head,
+            "tstate_next": L.tstate_next, "tstate_thread_id": L.tstate_thread_id,
+            "tstate_frame": L.tstate_cframe,
+            "cframe_frame": NO_CFRAME if L.cframe_current_frame is None else L.cframe_current_frame,
+            "frame_previous": L.frame_previous, "frame_code": L.frame_code, "frame_instr": L.frame_instr,
+            "frame_flags": L.frame_owner or L.frame_is_entry, "pad": 0}
+
+
 class Sampler:
     """Load, attach, drain.  ``pid``: the one process sampled (None with ``all_processes``)."""
 
@@ -44,7 +59,6 @@ class Sampler:
 
     def start(self) -> None:
         """Load the program and start sampling (everything opened is closed again on failure)."""
-        from pycore.elf.cpython import LAYOUTS
         from pycore.link.base import online_cpus
         from pycore.link.perf_event import PERF_COUNT_SW_CPU_CLOCK, PERF_TYPE_SOFTWARE, PerfEventAttr, \
             attach_bpf, perf_event_open
@@ -58,21 +72,6 @@ class Sampler:
             g["self_tgid"] = os.getpid() if self.exclude_self else 0
             g["targ_tgid"] = self.pid or 0
             g["all_processes"] = 1 if self.all_processes else 0
-            # every known layout of a profiled version shares these offsets so far (3.11 only);
-            # a second version with other offsets needs them per process (a map), not .rodata
-            layout = LAYOUTS[(3, 11)]
-            for name, value in (("off_tstate_current", layout.tstate_current),
-                                ("off_interpreters_head", layout.interpreters_head),
-                                ("off_interp_threads_head", layout.interp_threads_head),
-                                ("off_tstate_next", layout.tstate_next),
-                                ("off_tstate_thread_id", layout.tstate_thread_id),
-                                ("off_tstate_cframe", layout.tstate_cframe),
-                                ("off_cframe_frame", layout.cframe_current_frame),
-                                ("off_frame_previous", layout.frame_previous),
-                                ("off_frame_code", layout.frame_code),
-                                ("off_frame_instr", layout.frame_instr),
-                                ("off_frame_is_entry", layout.frame_is_entry)):
-                g[name] = value
             obj.load()
             if self.pid:
                 self.register(self.pid)
@@ -103,10 +102,7 @@ class Sampler:
         if py is None:
             self.not_python[pid] = why
             return None
-        if py.layout.tstate_current != self._obj.globals["off_tstate_current"]:
-            self.not_python[pid] = f"{py.name}: its offsets differ from the 3.11 ones the program was loaded with"
-            return None
-        self._obj.maps["py_procs"][pid] = py.runtime
+        self._obj.maps["py_procs"][pid] = py_proc(py)
         self.pythons[pid] = py
         return py
 

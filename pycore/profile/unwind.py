@@ -32,6 +32,22 @@ _PY = struct.Struct("<QQII")
 _PY_AT = _COPY_AT + UCOPY
 
 
+FRAME_OWNED_BY_CSTACK = 3      # 3.12+: the shim frame each C call into the eval loop pushes first
+
+
+def _shims_to_entries(frames: list[tuple[Frame | None, bool]]) -> tuple[tuple[Frame, bool], ...]:
+    """3.12+ marks where a C call into the eval loop began with a shim frame, older than the call's
+    frames, where 3.11 flags the call's first frame ``is_entry``: the 3.11 form, for the splice."""
+    out: list[tuple[Frame, bool]] = []
+    for frame, shim in frames:          # newest first
+        if frame is None:
+            if shim and out:
+                out[-1] = (out[-1][0], True)
+        else:
+            out.append((frame, False))
+    return tuple(out)
+
+
 class Unwinder:
     """Counts raw samples and turns them into a :class:`~pycore.profile.stacks.Profile`."""
 
@@ -99,12 +115,17 @@ class Unwinder:
                 if frame is None:
                     frame = cache[(pid, key)] = self._python_frame(reader, *key)
                 frames.append(frame)
-            py = tuple(frames)
+            py = tuple(frames) if not reader.layout.frame_owner else _shims_to_entries(frames)
         self.raw[(pid, tid, comm, kstack, ustack, py)] += 1
 
     @staticmethod
     def _python_frame(reader: CodeReader, code: int, instr: int, flags: int, _pad: int) -> tuple[Frame, bool]:
-        """One Python frame named, (frame, is_entry): once per (code, instruction) of a process."""
+        """One Python frame named, (frame, is_entry): once per (code, instruction) of a process.
+        3.12+ (``flags`` the frame's owner): (None, True) for the C stack's shim frame."""
+        if reader.layout.frame_owner:
+            if flags == FRAME_OWNED_BY_CSTACK:
+                return None, True       # type: ignore[return-value] - _shims_to_entries drops it
+            flags = 0
         info = reader.code(code)
         if info is None:
             return Frame("python", f"[code {code:#x}]"), bool(flags & 1)

@@ -86,6 +86,8 @@ class PyCalls(Tool):
         self.runtime = None
         obj.globals["self_tgid"] = os.getpid()
         layout, why = layout_for(python)
+        if layout is not None and not layout.gil_holder:
+            layout, why = None, f"{why}: its _PyRuntime does not name the thread holding the GIL (3.11's does)"
         if layout is None:
             print(f"pycore: py-calls: {path}: {why}; depth is counted from the probes "
                   "since tracing began", file=self.err)
