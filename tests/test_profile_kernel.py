@@ -1,0 +1,48 @@
+"""pycore profile on Debian's 6.1 and 6.12 kernels (run by tests/vm under QEMU: ``./dev.sh vm-test``):
+the accuracy workload of tests/test_profile.py, its kernel frames named from the guest's kallsyms."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+
+import pytest
+
+from tests.test_profile import FUNCS, PYCORE, ROOT, folded_stacks, python_name, shares, start_workload, \
+    stop_workload
+
+pytestmark = pytest.mark.kernel
+
+
+def test_workload_profiled_on_this_kernel(tmp_path, record_property):
+    """Python, native and kernel frames in one stack on this kernel: every kernel frame named from
+    /proc/kallsyms, the read(2) path under ``reads``, the 220-frame recursion whole, and each
+    function's share near the workload's own CPU times (3 points: the guest's emulated CPU gives
+    fewer samples than the host test's 4,000)."""
+    release = os.uname().release
+    wl = start_workload()
+    out = tmp_path / "vm.folded"
+    try:
+        time.sleep(0.5)
+        res = subprocess.run(PYCORE + ["-p", str(wl.pid), "-d", "8", "-F", "499", "-o", str(out)],
+                             capture_output=True, text=True, timeout=300, cwd=ROOT)
+    finally:
+        truth = stop_workload(wl)
+    assert res.returncode == 0, res.stderr
+    stacks = folded_stacks(out)
+    got, n = shares(stacks, python_name)
+    expected = {f: 100.0 * truth["used"][f] / truth["cpu"] for f in FUNCS}
+    record_property("profile_vm", json.dumps({"kernel": release, "samples": n, "truth": expected, "pycore": got}))
+    print(f"\n{release}: {n} samples, truth/pycore " + ", ".join(f"{f} {expected[f]:.1f}/{got[f]:.1f}" for f in FUNCS))
+    assert n >= 500, res.stderr
+    kernel = [f for frames, _ in stacks for f in frames if f.endswith("_[k]")]
+    assert kernel, "no kernel frames"
+    assert not [f for f in kernel if f.startswith("[") or f.startswith("0x")], "a kernel address left unnamed"
+    reads = [frames for frames, _ in stacks if "reads" in map(python_name, frames)]
+    assert any(f in ("read_zero_[k]", "iov_iter_zero_[k]", "clear_user_[k]", "__clear_user_[k]", "ksys_read_[k]",
+                     "vfs_read_[k]") for frames in reads for f in frames), reads[:3]
+    assert max(sum(python_name(f) == "deep" for f in frames) for frames, _ in stacks) == 220
+    for f in FUNCS:
+        assert abs(got[f] - expected[f]) <= 3.0, (release, f, expected, got)
