@@ -10,19 +10,11 @@ from __future__ import annotations
 
 from typing import TextIO
 
-from pycore.profile.stacks import Profile
+from pycore.profile.stacks import Profile, clean_label
 
 __all__ = ["clean_label", "write_folded"]
 
 
-def clean_label(label: str) -> str:
-    """The label with ``;`` as ``:`` and unprintable characters as ``?`` (one folded field)."""
-    if label.isprintable() and ";" not in label:
-        return label
-    return "".join(":" if c == ";" else c if c.isprintable() else "?" for c in label)
-
-
 def write_folded(profile: Profile, out: TextIO) -> None:
-    lines = sorted(";".join(clean_label(f.label()) for f in stack) + f" {n}\n"
-                   for stack, n in profile.stacks.items())
-    out.writelines(lines)
+    label = profile.labels().__getitem__
+    out.writelines(sorted(f"{';'.join(map(label, stack))} {n}\n" for stack, n in profile.stacks.items()))

@@ -21,7 +21,6 @@ import html
 import json
 from typing import TextIO
 
-from pycore.profile.folded import clean_label
 from pycore.profile.stacks import Profile
 
 __all__ = ["KINDS", "flame_tree", "write_html"]
@@ -33,16 +32,15 @@ def flame_tree(profile: Profile) -> tuple[list[str], list]:
     """(names, tree): the stacks merged root first; a node is ``[name, kind, samples, children]``."""
     names: dict[str, int] = {"all": 0}
     root: list = [0, 0, 0, {}]
+    keys = {f: (names.setdefault(label, len(names)), KINDS.index(f.kind))
+            for f, label in sorted(profile.labels().items(), key=lambda fl: (fl[1], fl[0]))}
     for stack, n in profile.stacks.items():
         node = root
         node[2] += n
-        for f in stack:
-            label = clean_label(f.label())
-            i = names.setdefault(label, len(names))
-            key = (i, f.kind)
+        for key in map(keys.__getitem__, stack):
             child = node[3].get(key)
             if child is None:
-                child = node[3][key] = [i, KINDS.index(f.kind), 0, {}]
+                child = node[3][key] = [key[0], key[1], 0, {}]
             child[2] += n
             node = child
     order = list(names)

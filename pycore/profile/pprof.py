@@ -75,22 +75,24 @@ def encode_pprof(profile: Profile) -> bytes:
         mid = mapping_ids[path] = len(mapping_ids) + 1
         map_msgs += _bytes(3, _int(1, mid) + _int(2, start) + _int(3, end) + _int(4, offset)
                            + _int(5, s(path)) + _int(6, s(build_id)) + _int(7, 1))
+    # one Location (and Function) per distinct frame, and its id's varint made once: each sample's
+    # location_ids are then joined from those bytes (bench/bench_profile.py, "writing")
+    encoded: dict[Frame, bytes] = {}
+    for f in sorted(profile.frames()):
+        name = f.label() if f.kind == "kernel" else f.name
+        fkey = (name, f.file)
+        fid = functions.get(fkey)
+        if fid is None:
+            fid = functions[fkey] = len(functions) + 1
+            func_msgs += _bytes(5, _int(1, fid) + _int(2, s(name)) + _int(3, s(name)) + _int(4, s(f.file)))
+        loc = locations[f] = len(locations) + 1
+        mid = mapping_ids.get(f.file, 0) if f.kind == "native" else 0
+        loc_msgs += _bytes(4, _int(1, loc) + _int(2, mid) + _bytes(4, _int(1, fid) + _int(2, f.line)))
+        encoded[f] = _varint(loc)
+    ids_of = encoded.__getitem__
     for stack, n in profile.stacks.items():
-        ids = []
-        for f in reversed(stack):           # leaf first
-            loc = locations.get(f)
-            if loc is None:
-                name = f.label() if f.kind == "kernel" else f.name
-                fkey = (name, f.file)
-                fid = functions.get(fkey)
-                if fid is None:
-                    fid = functions[fkey] = len(functions) + 1
-                    func_msgs += _bytes(5, _int(1, fid) + _int(2, s(name)) + _int(3, s(name)) + _int(4, s(f.file)))
-                loc = locations[f] = len(locations) + 1
-                mid = mapping_ids.get(f.file, 0) if f.kind == "native" else 0
-                loc_msgs += _bytes(4, _int(1, loc) + _int(2, mid) + _bytes(4, _int(1, fid) + _int(2, f.line)))
-            ids.append(loc)
-        body += _bytes(2, _packed(1, ids) + _packed(2, [n, n * period]))
+        ids = b"".join(map(ids_of, reversed(stack)))        # leaf first
+        body += _bytes(2, _bytes(1, ids) + _packed(2, [n, n * period]))
     body += map_msgs + loc_msgs + func_msgs
     body += b"".join(_bytes(6, text.encode()) for text in strings)   # in index order (dicts keep it)
     body += _int(9, int(time.time() * 1e9)) + _int(10, int(profile.duration * 1e9))
