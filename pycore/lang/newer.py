@@ -25,7 +25,6 @@ _SYNTAX: list[tuple[re.Pattern[str], str, str]] = [(re.compile(p, re.M), what, v
 _FUNCTIONS: dict[str, tuple[str, str]] = {
     "socket_cookie": ("socket_cookie()", "0.24"),
     "tseries": ("tseries()", "0.24"),
-    "signal_thread": ("signal_thread()", "0.25"),
     "find": ("find(@m, key)", "0.25"),
     "write_user": ("write_user()", "0.26"),
     "dw_ustack": ("dw_ustack()", "0.26"),

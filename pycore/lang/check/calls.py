@@ -12,11 +12,16 @@ from pycore.lang.types import (INT64, STRING_SIZE, UINT64, USYM, Array, Buffer, 
                                Strerror, SyscallName, TextInt, Timestamp, CgroupPath, Tuple, Type, Void, type_name)
 
 
-_NO_VALUE_CALLS = {"printf", "errorf", "warnf", "print", "exit", "delete", "clear", "zero", "time", "join", "system", "signal", "cat",
+_NO_VALUE_CALLS = {"printf", "errorf", "warnf", "print", "exit", "delete", "clear", "zero", "time", "join", "system", "signal", "signal_thread", "cat",
                    "override"}
 
 
 _CLOCKS = ("monotonic", "boot", "tai", "sw_tai")
+
+
+# the probes whose programs may call bpf_send_signal(_thread) (bpftrace 0.23.2's list)
+_SIGNAL_KINDS = ("kprobe", "kretprobe", "uprobe", "uretprobe", "usdt", "tracepoint", "profile", "kfunc", "kretfunc",
+                 "rawtracepoint")
 
 
 class Calls(State):
@@ -31,7 +36,7 @@ class Calls(State):
             raise self.error(e, f"{n}() is assigned to a map: @name = {n}(...)")
         if n in _NO_VALUE_CALLS and not statement and n != "delete":
             raise self.error(e, f"{n}() gives no value")
-        if n in ("system", "signal", "override") and not self.unsafe:
+        if n in ("system", "signal", "signal_thread", "override") and not self.unsafe:
             raise self.error(e, f"{n}() is unsafe: {self.unsafe_hint}")
         if n in ("printf", "errorf", "warnf"):     # errorf/warnf (0.24): printf to stderr, with the place
             if not args or not isinstance(args[0], A.Str):
@@ -236,7 +241,9 @@ class Calls(State):
             if not isinstance(t, (Int, Ptr)) or (isinstance(t, Int) and t.display):
                 raise self.error(args[0], f"join() only supports int or pointer arguments ({t} provided)")
             return Void()
-        if n in ("system", "signal"):
+        if n in ("signal", "signal_thread"):
+            return self.signal(c, e)
+        if n == "system":
             for a in args:
                 self.expr(c, a)
             return Void()
@@ -351,6 +358,30 @@ class Calls(State):
             raise self.error(e, later)
         hint = f" (did you mean {near[0]}()?)" if near else ""
         raise self.error(e, f"unknown function {n}(){hint}")
+
+    def signal(self, c: Checked, e: A.Call) -> Type:
+        """signal(sig), signal_thread(sig) (0.25): bpftrace 0.23.2's checks, in its words."""
+        from pycore.lang.signals import signal_number
+
+        n, args, kind = e.name, e.args, c.target.kind
+        if kind not in _SIGNAL_KINDS:
+            word = {"kfunc": "fentry", "kretfunc": "fexit"}.get(kind, kind)
+            raise self.error(e, f'{n} can not be used with "{word}" probes')
+        if not args:
+            raise self.error(e, f"{n}() requires at least one argument (0 provided)")
+        if len(args) > 1:
+            raise self.error(e, f"{n}() takes up to one argument ({len(args)} provided)")
+        a = args[0]
+        if isinstance(a, A.Str):
+            if signal_number(a.value) < 1:
+                raise self.error(e, f"{a.value} is not a valid signal")
+            return Void()
+        t = self.expr(c, a)
+        if not isinstance(t, Int) or t.display:
+            raise self.error(e, "signal only accepts string literals or integers")
+        if isinstance(a, A.Int) and not 1 <= a.value <= 64:
+            raise self.error(e, f"{a.value} is not a valid signal, allowed range: [1,64]")
+        return Void()
 
     def pton(self, c: Checked, e: A.Call) -> Type:
         """``pton("10.0.0.1")``: the address's bytes, known when checked (4 for IPv4, 16 for IPv6), an

@@ -99,11 +99,16 @@ class Calls(State):
             e.mov_reg(2, 0)
             e.mov_reg(1, 9)
             e.call("override_return")
-        elif n == "signal":
+        elif n in ("signal", "signal_thread"):     # to the process; signal_thread (0.25): the thread
+            from pycore.lang.signals import signal_number
+
             a = call.args[0]
-            sig = _SIGNALS.get(a.value, 0) if isinstance(a, A.Str) else self._const(a)
-            e.mov_imm(1, sig)
-            e.call("send_signal")
+            if isinstance(a, A.Str):
+                e.mov_imm(1, signal_number(a.value))
+            else:
+                self.scalar(a)
+                e.mov_reg(1, 0)
+            e.call("send_signal" if n == "signal" else "send_signal_thread")
         else:
             self.scalar_or_string(call)
 
@@ -404,5 +409,3 @@ def tai_offset() -> int:
     return _TAI_OFFSET[0]
 
 
-_SIGNALS = {"SIGTERM": 15, "SIGKILL": 9, "SIGINT": 2, "SIGUSR1": 10, "SIGUSR2": 12, "SIGSTOP": 19,
-            "SIGCONT": 18, "SIGHUP": 1, "SIGQUIT": 3, "SIGABRT": 6}
