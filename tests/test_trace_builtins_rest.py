@@ -31,9 +31,8 @@ def test_func_and_ksym_share_a_map() -> None:
 
 def test_upstream_xfsdist_dry_runs() -> None:
     """Upstream's xfsdist.bt (missing_probes = ignore: this host may have no xfs) checks and lowers."""
-    if not os.path.exists("/tmp/up/xfsdist.bt"):
-        pytest.skip("upstream's tools are not copied to /tmp/up")
-    p = subprocess.run([sys.executable, "-m", "pycore", "trace", "--dry-run", "/tmp/up/xfsdist.bt"], capture_output=True, text=True)
+    xfsdist = os.path.join(os.path.dirname(__file__), "data", "upstream-tools", "xfsdist.bt")
+    p = subprocess.run([sys.executable, "-m", "pycore", "trace", "--dry-run", xfsdist], capture_output=True, text=True)
     assert p.returncode == 0, p.stderr
 
 
@@ -145,3 +144,18 @@ def test_len_of_stacks_in_kprobes() -> None:
                "-q", "-c", "/usr/bin/cat /etc/hostname")
     assert p.returncode == 0, p.stderr
     assert "1 2\n" in p.stdout, p.stdout
+
+
+@pytest.mark.parametrize("script, args, want", [
+    ('BEGIN { printf("%s\\n", probetype); exit(); }', (), "special"),
+    ('begin { print(probetype()); exit(); }', (), "special"),
+    ('interval:ms:10 { printf("%s|%s\\n", probetype, probe); exit(); }', (), "interval|interval:ms:10"),
+    ('uprobe:/bin/bash:main { @[probetype] = count(); }', ("-c", "/bin/bash -c true"), "@[uprobe]: 1"),
+])
+def test_probetype(script: str, args: tuple, want: str) -> None:
+    """probetype (0.25): the probe's type as upstream's stdlib.md documents it (begin and end are
+    ``special``), a string like ``probe``: printed, compared, a map key."""
+    require_root()
+    p = pycore(script, "-q", *args)
+    assert p.returncode == 0, p.stderr
+    assert want in p.stdout.splitlines(), p.stdout

@@ -38,7 +38,6 @@ _CALLED_BUILTINS: dict[str, tuple[str, str]] = {
 
 #: Identifiers of later bpftraces: name -> (what it is, version).
 _IDENTIFIERS: dict[str, tuple[str, str]] = {
-    "probetype": ("the probetype builtin", "0.25"),
 }
 
 _PROBE_KINDS_LATER: dict[str, tuple[str, str]] = {

@@ -18,7 +18,7 @@ __all__ = ["desugar"]
 #: Builtins that 0.24 also takes with a call's empty parentheses (kstack/ustack are functions already).
 _CALLABLE = frozenset({"pid", "tid", "uid", "gid", "username", "comm", "nsecs", "elapsed", "cpu", "numaid",
                        "cgroup", "rand", "jiffies", "curtask", "func", "probe", "cpid", "ncpus", "usermode",
-                       "retval", "ppid", "pcomm"})
+                       "retval", "ppid", "pcomm", "probetype"})
 
 #: The parent's field each standard-library name reads (bpftrace's ``task.real_parent.NAME``).
 _PARENT = {"ppid": "tgid", "pcomm": "comm"}

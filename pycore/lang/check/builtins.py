@@ -24,7 +24,7 @@ _BUILTIN_TYPES: dict[str, Type] = {
 #: function's name, a string: bpftrace's usym names it only while its process lives and not at all for a
 #: static function only a debug file names, where pycore's string always does.
 _KERNEL_FUNC_KINDS = frozenset({"kprobe", "kretprobe", "kfunc", "kretfunc"})
-_OTHER_BUILTINS = ("ncpus", "usermode", "func", "probe", "curtask", "retval", "args", "kstack", "ustack", "cpid", "ctx")
+_OTHER_BUILTINS = ("ncpus", "usermode", "func", "probe", "probetype", "curtask", "retval", "args", "kstack", "ustack", "cpid", "ctx")
 
 
 class Builtins(State):
@@ -90,6 +90,8 @@ class Builtins(State):
             return Int(8, False, "ksym")                      # printed (one map can hold it and ksym())
         if name in ("func", "probe"):
             return Str(max(len((tgt.func if name == "func" else tgt.probe).encode()) + 1, 8))
+        if name == "probetype":
+            return Str(max(len(probetype(c.block).encode()) + 1, 8))
         if name == "curtask":
             from btf.kinds import Kind
 
@@ -267,3 +269,11 @@ def c_integer(text: str) -> int | None:
     value = int(digits, 16 if digits[:2].lower() == "0x" else 8 if digits.startswith("0") else 10)
     value = -value if m.group(1) == "-" else value
     return value if -2**63 <= value < 2**63 else None
+
+
+def probetype(block: A.ProbeBlock) -> str:
+    """The ``probetype`` builtin (0.25): the type of the block's first probe, as bpftrace names it
+    (``begin``, ``end`` and ``self`` are ``special``; fentry and fexit their own names)."""
+    kind = block.probes[0].kind if block.probes else ""
+    return {"BEGIN": "special", "END": "special", "self": "special", "kfunc": "fentry",
+            "kretfunc": "fexit"}.get(kind, kind or "none")

@@ -283,7 +283,7 @@ class Exprs(State):
             e.mov_reg(0, 9)
         elif n == "func" and tgt.kind in ("kprobe", "kretprobe", "kfunc", "kretfunc"):
             self.func_address()
-        elif n in ("func", "probe"):
+        elif n in ("func", "probe", "probetype"):
             raise self.error(node, f"{n} is a string here: print it, or compare it with ==")
         else:
             raise self.error(node, f"{n} has no integer value")

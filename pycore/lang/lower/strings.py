@@ -245,8 +245,10 @@ class Strings(State):
             e.mov_imm(2, min(16, size))
             e.call("get_current_comm")
             return
-        if isinstance(node, A.Builtin) and node.name in ("func", "probe"):
-            text = self.c.target.func if node.name == "func" else self.c.target.probe
+        if isinstance(node, A.Builtin) and node.name in ("func", "probe", "probetype"):
+            from pycore.lang.check.builtins import probetype
+
+            text = {"func": self.c.target.func, "probe": self.c.target.probe}.get(node.name) or probetype(self.c.block)
             self.bytes_into(text.encode()[: size - 1], dst)
             return
         if isinstance(node, A.Var):
