@@ -73,29 +73,25 @@ def python_name(frame: str) -> str:
     return frame.split(" (", 1)[0]
 
 
-def test_layout_matches_cpython_headers(tmp_path):
-    """The offsets profile reads (beyond py-calls') are offsetof() against python3.11-dev's headers."""
-    if not os.path.exists(f"{HEADERS}/internal/pycore_frame.h"):
-        pytest.fail("python3.11-dev is not installed (dev.sh installs it)")
-    fields = {
-        "interpreters_head": "_PyRuntimeState, interpreters.head",
-        "interp_threads_head": "PyInterpreterState, threads.head",
-        "tstate_next": "PyThreadState, next",
-        "frame_code": "_PyInterpreterFrame, f_code",
-        "frame_instr": "_PyInterpreterFrame, prev_instr",
-        "frame_is_entry": "_PyInterpreterFrame, is_entry",
-        "code_filename": "PyCodeObject, co_filename",
-        "code_name": "PyCodeObject, co_name",
-        "code_qualname": "PyCodeObject, co_qualname",
-        "code_linetable": "PyCodeObject, co_linetable",
-        "code_firstlineno": "PyCodeObject, co_firstlineno",
-        "code_adaptive": "PyCodeObject, co_code_adaptive",
-        "unicode_state": "PyASCIIObject, state",
-        "unicode_length": "PyASCIIObject, length",
-        "bytes_size": "PyVarObject, ob_size",
-        "bytes_data": "PyBytesObject, ob_sval",
-    }
-    prints = "".join(f'    printf("{k} %zu\\n", offsetof({v}));\n' for k, v in fields.items())
+# the code object's and the strings' fields pycore reads, the same members in 3.11 and 3.13
+CODE_FIELDS = {
+    "code_filename": "PyCodeObject, co_filename",
+    "code_name": "PyCodeObject, co_name",
+    "code_qualname": "PyCodeObject, co_qualname",
+    "code_linetable": "PyCodeObject, co_linetable",
+    "code_firstlineno": "PyCodeObject, co_firstlineno",
+    "code_adaptive": "PyCodeObject, co_code_adaptive",
+    "unicode_state": "PyASCIIObject, state",
+    "unicode_length": "PyASCIIObject, length",
+    "bytes_size": "PyVarObject, ob_size",
+    "bytes_data": "PyBytesObject, ob_sval",
+}
+
+
+def cpython_values(tmp_path: Path, flags: list[str], exprs: dict[str, str]) -> dict[str, int]:
+    """``{name: value}`` of C expressions (``offsetof(...)``, ``sizeof(...)``) compiled with ``flags``
+    against a CPython's internal headers, and run."""
+    prints = "".join(f'    printf("{k} %zu\\n", (size_t)({v}));\n' for k, v in exprs.items())
     src = tmp_path / "offsets.c"
     src.write_text(textwrap.dedent("""\
         #define Py_BUILD_CORE 1
@@ -108,15 +104,31 @@ def test_layout_matches_cpython_headers(tmp_path):
         #include "internal/pycore_code.h"
         int main(void)
         {
-            printf("ascii_data %zu\\n", sizeof(PyASCIIObject));
-            printf("compact_data %zu\\n", sizeof(PyCompactUnicodeObject));
         """) + prints + "    return 0;\n}\n")
     exe = tmp_path / "offsets"
-    subprocess.run([shutil.which("gcc") or "cc", f"-I{HEADERS}", str(src), "-o", str(exe)], check=True)
-    real = dict(line.split() for line in subprocess.run([str(exe)], capture_output=True, text=True,
-                                                        check=True).stdout.splitlines())
+    subprocess.run([shutil.which("gcc") or "cc", *flags, str(src), "-o", str(exe)], check=True)
+    out = subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout
+    return {k: int(v) for k, v in (line.split() for line in out.splitlines())}
+
+
+def test_layout_matches_cpython_headers(tmp_path):
+    """The offsets profile reads (beyond py-calls') are offsetof() against python3.11-dev's headers."""
+    if not os.path.exists(f"{HEADERS}/internal/pycore_frame.h"):
+        pytest.fail("python3.11-dev is not installed (dev.sh installs it)")
+    fields = {
+        "interpreters_head": "_PyRuntimeState, interpreters.head",
+        "interp_threads_head": "PyInterpreterState, threads.head",
+        "tstate_next": "PyThreadState, next",
+        "frame_code": "_PyInterpreterFrame, f_code",
+        "frame_instr": "_PyInterpreterFrame, prev_instr",
+        "frame_is_entry": "_PyInterpreterFrame, is_entry",
+        **CODE_FIELDS,
+    }
+    exprs = {k: f"offsetof({v})" for k, v in fields.items()}
+    exprs.update(ascii_data="sizeof(PyASCIIObject)", compact_data="sizeof(PyCompactUnicodeObject)")
+    real = cpython_values(tmp_path, [f"-I{HEADERS}"], exprs)
     layout = LAYOUTS[(3, 11)]
-    assert {k: getattr(layout, k) for k in real} == {k: int(v) for k, v in real.items()}
+    assert {k: getattr(layout, k) for k in real} == real
 
 
 def test_line_table_matches_cpython():

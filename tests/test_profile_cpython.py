@@ -22,8 +22,8 @@ from pathlib import Path
 import pytest
 
 from pycore.elf.cpython import DEBUG_OFFSETS, PythonBinary, layout_for
-from tests.test_profile import FUNCS, PYCORE, ROOT, WORKLOAD, folded_stacks, python_name, shares, start_workload, \
-    stop_workload
+from tests.test_profile import CODE_FIELDS, FUNCS, PYCORE, ROOT, WORKLOAD, cpython_values, folded_stacks, python_name, \
+    shares, start_workload, stop_workload
 
 pytestmark = pytest.mark.slow
 
@@ -62,16 +62,13 @@ def start_workload_313(root: Path, seconds: float = 60) -> subprocess.Popen:
 def test_debug_offsets_match_the_313_headers(tmp_path, trixie):
     """What pycore reads from python3.13's _Py_DebugOffsets (where each field sits in that struct, and the
     offsets it holds) against offsetof() in Debian 13's libpython3.13-dev headers."""
-    inc = trixie / "usr/include/python3.13"
     binary = PythonBinary(str(trixie / "usr/bin/python3.13"))
     layout, name = layout_for(binary)
     assert layout is not None, name
     assert name.startswith("CPython 3.13.")
-    positions = []
-    for section, fields in DEBUG_OFFSETS[(3, 13)]:
-        for field in fields:
-            member = field if section == "head" else f"{section}.{field}"
-            positions.append(f'    printf("pos {section}.{field} %zu\\n", offsetof(_Py_DebugOffsets, {member}));\n')
+    names = [f"{s}.{f}" for s, fs in DEBUG_OFFSETS[(3, 13)] for f in fs]
+    positions = {f"pos:{n}": f"offsetof(_Py_DebugOffsets, {n.split('.', 1)[1] if n.startswith('head.') else n})"
+                 for n in names}
     fields = {
         "tstate_thread_id": "PyThreadState, native_thread_id",
         "tstate_cframe": "PyThreadState, current_frame",
@@ -82,44 +79,18 @@ def test_debug_offsets_match_the_313_headers(tmp_path, trixie):
         "frame_code": "_PyInterpreterFrame, f_executable",
         "frame_instr": "_PyInterpreterFrame, instr_ptr",
         "frame_owner": "_PyInterpreterFrame, owner",
-        "code_filename": "PyCodeObject, co_filename",
-        "code_name": "PyCodeObject, co_name",
-        "code_qualname": "PyCodeObject, co_qualname",
-        "code_linetable": "PyCodeObject, co_linetable",
-        "code_firstlineno": "PyCodeObject, co_firstlineno",
-        "code_adaptive": "PyCodeObject, co_code_adaptive",
-        "unicode_state": "PyASCIIObject, state",
-        "unicode_length": "PyASCIIObject, length",
-        "bytes_size": "PyVarObject, ob_size",
-        "bytes_data": "PyBytesObject, ob_sval",
+        **CODE_FIELDS,
     }
-    prints = "".join(f'    printf("off {k} %zu\\n", offsetof({v}));\n' for k, v in fields.items())
-    src = tmp_path / "offsets.c"
-    src.write_text(textwrap.dedent("""\
-        #define Py_BUILD_CORE 1
-        #include <Python.h>
-        #include <stddef.h>
-        #include <stdio.h>
-        #include "internal/pycore_runtime.h"
-        #include "internal/pycore_interp.h"
-        #include "internal/pycore_frame.h"
-        #include "internal/pycore_code.h"
-        int main(void)
-        {
-            printf("off ascii_data %zu\\n", sizeof(PyASCIIObject));
-            printf("off compact_data %zu\\n", sizeof(PyCompactUnicodeObject));
-            printf("size %zu\\n", sizeof(_Py_DebugOffsets));
-        """) + prints + "".join(positions) + "    return 0;\n}\n")
-    exe = tmp_path / "offsets"
-    subprocess.run([shutil.which("gcc") or "cc", f"-I{inc}", "-idirafter", str(trixie / "usr/include"), str(src), "-o", str(exe)], check=True)
-    out = subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout.splitlines()
-    real = {line.split()[1]: int(line.split()[2]) for line in out if line.startswith("off ")}
+    exprs = {k: f"offsetof({v})" for k, v in fields.items()}
+    exprs.update(ascii_data="sizeof(PyASCIIObject)", compact_data="sizeof(PyCompactUnicodeObject)",
+                 size="sizeof(_Py_DebugOffsets)", **positions)
+    # the root's headers after the host's system ones: its pyconfig.h, not its libc
+    got = cpython_values(tmp_path, [f"-I{trixie / 'usr/include/python3.13'}", "-idirafter", str(trixie / "usr/include")],
+                         exprs)
+    real = {k: v for k, v in got.items() if k in fields or k in ("ascii_data", "compact_data")}
     assert {k: getattr(layout, k) for k in real} == real
-    pos = {line.split()[1]: int(line.split()[2]) for line in out if line.startswith("pos ")}
-    names = [f"{s}.{f}" for s, fs in DEBUG_OFFSETS[(3, 13)] for f in fs]
-    assert pos == {n: 8 * i for i, n in enumerate(names)}
-    size = next(int(line.split()[1]) for line in out if line.startswith("size "))
-    assert size == 8 * len(names)
+    assert {k[4:]: v for k, v in got.items() if k.startswith("pos:")} == {n: 8 * i for i, n in enumerate(names)}
+    assert got["size"] == 8 * len(names)
 
 
 def test_python313_shares_within_two_points_and_py_spy(trixie, tmp_path, record_property):
