@@ -26,9 +26,10 @@ from collections import Counter
 
 import pytest
 
+from pycore.link.base import online_cpus
 from tests.conftest import stop
 from tests.test_profile import start_workload, stop_workload
-from tests.test_serve_script import _samples, promtool_check
+from tests.test_serve_script import _samples, _wait, promtool_check
 from tests.test_serve_web import PASSWORD, _client, _fetch, _web_config, pki, serving  # noqa: F401
 
 pytest.importorskip("prometheus_client")
@@ -49,17 +50,6 @@ def attached(pid: int) -> Counter:
             if target == f"anon_inode:{kind}":
                 kinds[kind] += 1
     return kinds
-
-
-def wait_for(what: str, check, timeout: float = 30.0, proc: subprocess.Popen | None = None) -> None:  # noqa: ANN001
-    """Until ``check()``; fail after ``timeout`` s, or when ``proc`` (the client) ends first."""
-    deadline = time.monotonic() + timeout
-    while not check():
-        if proc is not None and proc.poll() is not None:
-            pytest.fail(f"{what}: the client ended first: {proc.communicate()}")
-        if time.monotonic() > deadline:
-            pytest.fail(f"{what}: not within {timeout} s")
-        time.sleep(0.1)
 
 
 def go() -> str:
@@ -104,9 +94,11 @@ def test_go_tool_pprof_pulls_over_tls_and_basic_auth(pki, tmp_path):  # noqa: F8
             pull = subprocess.Popen([go(), "tool", "pprof", "-top", "-nodecount=400", url],
                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
             try:
-                wait_for("the profile attached", lambda: attached(p.pid)["[perf_event]"] > 0, proc=pull)
+                _wait("the profile attached", lambda: attached(p.pid)["[perf_event]"] > 0 or pull.poll() is not None)
+                if pull.poll() is not None:
+                    pytest.fail(f"go tool pprof ended first: {pull.communicate()}")
                 during = attached(p.pid)
-                assert during["[perf_event]"] == os.cpu_count() and during["bpf-prog"] >= 1
+                assert during["[perf_event]"] == len(online_cpus()) and during["bpf-prog"] >= 1
                 t0 = time.monotonic()
                 status, _, text = _fetch(port, ctx)
                 scrape = time.monotonic() - t0
@@ -165,10 +157,10 @@ def test_client_gone_and_sigterm_detach(tmp_path):
     try:
         with serving("--profile") as (p, port):
             s = _request(port, "seconds=60")
-            wait_for("the profile attached", lambda: attached(p.pid)["[perf_event]"] > 0)
+            _wait("the profile attached", lambda: attached(p.pid)["[perf_event]"] > 0)
             s.close()
             t0 = time.monotonic()
-            wait_for("detached after the client went", lambda: attached(p.pid) == Counter(), timeout=10)
+            _wait("detached after the client went", lambda: attached(p.pid) == Counter(), timeout=10)
             assert time.monotonic() - t0 < 5
             m = _samples(_fetch(port, None, password=None)[2])
             assert m['pycore_profile_requests_total{code="499"}'] == 1
@@ -189,7 +181,7 @@ def test_client_gone_and_sigterm_detach(tmp_path):
             assert top.stdout.splitlines()[0] == "File: python3.11"
 
             s = _request(port, "seconds=60")
-            wait_for("the profile attached", lambda: attached(p.pid)["[perf_event]"] > 0)
+            _wait("the profile attached", lambda: attached(p.pid)["[perf_event]"] > 0)
             t0 = time.monotonic()
             out, err = stop(p, signal.SIGTERM, timeout=30)
             took = time.monotonic() - t0
