@@ -113,7 +113,7 @@ class Unwinder:
             if len(walked) >= len(ustack):
                 ustack = tuple(walked)
                 self.dwarf += 1
-        elif ip:
+        elif ip and nu:                # a user stack the kernel walked but the program could not copy
             self.failures["native_no_copy"] += 1
         py: tuple = ()
         if status == -4:
