@@ -91,7 +91,10 @@ def test_go_tool_pprof_pulls_over_tls_and_basic_auth(pki, tmp_path):  # noqa: F8
 
             url = f"https://prom:{urllib.parse.quote(PASSWORD)}@localhost:{port}{PROFILE}?seconds=5"
             env = dict(os.environ, PPROF_TMPDIR=str(tmp_path), HOME=str(tmp_path), SSL_CERT_FILE=str(pki / "ca.crt"))
-            pull = subprocess.Popen([go(), "tool", "pprof", "-top", "-nodecount=400", url],
+            # -timeout: go tool pprof waits 1.5 x seconds + 5 s by default; the answer comes after the
+            # seconds plus the load, attach, drain and naming, 1 to 3 s here, up to 8 s when this 2-core
+            # host runs a load of 9 (a whole test run beside): 12.5 s was once too short
+            pull = subprocess.Popen([go(), "tool", "pprof", "-top", "-nodecount=400", "-timeout=60", url],
                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
             try:
                 _wait("the profile attached", lambda: attached(p.pid)["[perf_event]"] > 0 or pull.poll() is not None)

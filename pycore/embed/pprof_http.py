@@ -30,6 +30,8 @@ from collections.abc import Callable, Iterator
 from typing import Any
 from urllib.parse import parse_qs
 
+from pycore.errors import PycoreError
+from pycore.profile.session import ProfileSession
 from pycore.profile.unwind import FAILURES
 
 __all__ = ["CONNECTION", "DEFAULT_SECONDS", "MAX_SECONDS", "PprofEndpoint"]
@@ -55,6 +57,11 @@ class PprofEndpoint:
     """The WSGI app of ``/debug/pprof/...`` and the profiler's health families."""
 
     def __init__(self, hz: int = 99) -> None:
+        # what a profile loads lazily, imported at serve's start rather than in the first request's time
+        import pycore.profile.pprof  # noqa: F401
+        import pycore.profile.sampler  # noqa: F401
+        import pycore.profile.symbols  # noqa: F401
+
         self.hz = hz
         self._busy = threading.Lock()           # one CPU profile at a time, as Go
         self._lock = threading.Lock()           # the counters and the running session
@@ -97,9 +104,6 @@ class PprofEndpoint:
     def _profile(self, seconds: int, pid: int | None, conn: Any) -> Any:
         """Sample for ``seconds`` (less when serve stops): the closed ProfileSession, or None when the
         client went away first (counted as 499, nginx's status for a client that closed its request)."""
-        from pycore.errors import PycoreError
-        from pycore.profile.session import ProfileSession
-
         if not self._busy.acquire(blocking=False):
             raise _Refused("500 Internal Server Error", BUSY)
         try:
