@@ -23,7 +23,8 @@
 #     pycore/bpf/*.bpf.o); skipped when the build inputs (and the list of
 #     Python modules) have not changed since the last install (stamp in
 #     .venv/.pycore-build-stamp);
-#   - mount tracefs on /sys/kernel/tracing if it is not mounted.
+#   - mount tracefs on /sys/kernel/tracing if it is not mounted;
+#   - fetch speedscope's npm package into ~/.cache/pycore (tests/speedscope_pkg.py).
 # Environment: PYTHON=/path/to/python3 to choose the interpreter for .venv.
 set -euo pipefail
 
@@ -180,6 +181,9 @@ setup() {
         say "mounting tracefs on /sys/kernel/tracing"
         as_root mount -t tracefs nodev /sys/kernel/tracing
     fi
+    # speedscope's npm package (its file-format schema and built app) for pycore profile's speedscope
+    # test, into ~/.cache/pycore once, checked against the registry's sha512 (tests/speedscope_pkg.py)
+    "$VENV/bin/python" -m tests.speedscope_pkg >/dev/null || say "speedscope's npm package not fetched (the test will try again)"
     say "setup done in $((SECONDS - t0)) s"
 }
 

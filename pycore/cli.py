@@ -29,7 +29,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "run": ("pycore.commands.run", "run a tool: pycore run fget-crack, vfs-unlink, lock-contention, ..."),
     "tools": ("pycore.commands.tools", "list the tools, their attach points, and which can run here"),
     "trace": ("pycore.commands.trace", "run a bpftrace script with no compiler: pycore trace -e 'PROGRAM' | FILE [ARG...]"),
-    "serve": ("pycore.commands.serve", "export tools' metrics for Prometheus: pycore serve --listen 127.0.0.1:9435 TOOL..."),
+    "serve": ("pycore.commands.serve", "export tools' and scripts' metrics for Prometheus, and CPU profiles for go tool pprof (--profile): pycore serve --listen 127.0.0.1:9435 TOOL..."),
     "build": ("pycore.commands.build", "compile your own BPF C into a CO-RE object: pycore build prog.bpf.c -o prog.bpf.o"),
     "skel": ("pycore.commands.skel", "a typed Python skeleton of a BPF object: pycore skel prog.bpf.o -o prog_skel.py"),
     "cmake-dir": ("pycore.commands.cmake_dir", "print the directory of pycore's CMake package (pycore_add_bpf_object)"),

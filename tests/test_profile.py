@@ -658,3 +658,102 @@ def test_html_in_chromium(tmp_path):
     for shot in ("zoomed.png", "search.png"):
         data = (tmp_path / shot).read_bytes()
         assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 20000, (shot, len(data))
+
+
+def speedscope_totals(doc: dict, name: str) -> list[float]:
+    """Each frame called ``name``'s total (the weights of the samples holding it, once a sample), in
+    seconds: what speedscope's sandwich view says in its Total column, one row per frame."""
+    prof = doc["profiles"][0]
+    out = []
+    for i, frame in enumerate(doc["shared"]["frames"]):
+        if frame["name"] == name:
+            out.append(sum(w for s, w in zip(prof["samples"], prof["weights"]) if i in s))
+    return sorted(t for t in out if t > 0)
+
+
+def test_speedscope_schema_and_app(tmp_path):
+    """The CLI's .speedscope.json validates against the schema of speedscope's npm package (1.22.2, the
+    registry's sha512 checked: tests/speedscope_pkg.py), and speedscope's own app, served from a local
+    HTTP server, loads it in headless Chromium by #profileURL= with no script error: the page is named
+    after the file, its toolbar after the process, and the sandwich view, searched for "spin", lists
+    the workload's spin frames with the totals the file gives them."""
+    import functools
+    import re
+    import threading
+    import urllib.parse
+    from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+
+    from tests.speedscope_pkg import release_dir
+
+    try:
+        import jsonschema
+        from playwright.sync_api import sync_playwright
+    except ImportError as e:
+        pytest.fail(f"{e.name} is not installed (pyproject's test extra has it)")
+    if not os.path.exists(CHROMIUM):
+        pytest.fail(f"{CHROMIUM} is missing (dev.sh installs Debian's chromium)")
+    out = tmp_path / "p.speedscope.json"
+    res = run_profile("-c", f"{PYTHON} {WORKLOAD} 2", "-F", "499", "-o", str(out))
+    assert res.returncode == 0, res.stderr
+    doc = json.loads(out.read_text())
+    release = release_dir()
+    schema = json.loads((release / "file-format-schema.json").read_text())
+    errors = [f"{list(e.path)}: {e.message}" for e in jsonschema.Draft7Validator(schema).iter_errors(doc)]
+    assert errors == []
+    process = doc["profiles"][0]["name"]
+    assert re.fullmatch(r"python3\.11 \(\d+\)", process), process
+    spins = speedscope_totals(doc, "spin")
+    assert spins, "no spin frame sampled"
+
+    site = tmp_path / "site"          # the app's files and the profile, served together
+    site.mkdir()
+    for f in release.iterdir():
+        (site / f.name).symlink_to(f)
+    (site / out.name).symlink_to(out)
+
+    class Quiet(SimpleHTTPRequestHandler):
+        def log_message(self, *a: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(site)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{server.server_port}"
+    problems, requests = [], []
+    try:
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
+            try:
+                page = browser.new_page(viewport={"width": 1400, "height": 900})
+                page.on("pageerror", lambda e: problems.append(str(e)))
+                page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
+                page.on("request", lambda r: requests.append(r.url))
+                page.goto(f"{base}/index.html#profileURL={urllib.parse.quote(f'{base}/{out.name}', safe='')}")
+                page.wait_for_function("document.title.endsWith(' - speedscope')", timeout=30000)
+                assert page.title() == "pycore profile - speedscope"
+                page.wait_for_function(f"document.body.innerText.split('\\n').includes({json.dumps(process)})",
+                                       timeout=30000)
+                page.get_by_text("Sandwich").click()
+                page.keyboard.press("Control+f")
+                page.keyboard.type("spin")
+                page.wait_for_function("document.body.innerText.includes('spin_at_bottom')", timeout=10000)
+                rows = [line.split("\t") for line in page.inner_text("body").splitlines()]
+                page.screenshot(path=str(tmp_path / "sandwich.png"))
+            finally:
+                browser.close()
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert problems == []
+    assert f"{base}/{out.name}" in requests and all(r.startswith(base) for r in requests), requests
+    # rows: "190.38ms (14%)", "0.00ns (<0.01%)", "spin" (the cells of a row, a line each)
+    text = [cell.strip() for row in rows for cell in row if cell.strip()]
+    shown = []
+    for k, cell in enumerate(text):
+        if cell == "spin" and k >= 2:
+            m = re.fullmatch(r"([\d.]+)(ns|µs|us|ms|s) \(.*\)", text[k - 2])
+            assert m, text[k - 2:k + 1]
+            shown.append(float(m.group(1)) * {"ns": 1e-9, "µs": 1e-6, "us": 1e-6, "ms": 1e-3, "s": 1}[m.group(2)])
+    assert len(shown) == len(spins), (text, spins)
+    assert sorted(shown) == pytest.approx(spins, rel=0.01, abs=1e-4)
+    data = (tmp_path / "sandwich.png").read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"

@@ -101,6 +101,14 @@ def _samples(text: str) -> dict[str, float]:
     return out
 
 
+def promtool_check(exposition: str) -> None:
+    """``promtool check metrics`` (Debian's prometheus package, dev.sh installs it) accepts the text."""
+    if not shutil.which("promtool"):
+        pytest.fail("promtool is not installed (dev.sh installs Debian's prometheus)")
+    r = subprocess.run(["promtool", "check", "metrics"], input=exposition, capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
 def _script(tmp_path, name: str, text: str) -> str:
     path = tmp_path / name
     path.write_text(text)
@@ -192,9 +200,7 @@ def test_script_maps_scraped(workload, tmp_path):
     assert m[runs] >= len(sizes)
     assert m['pycore_script_map_keys{map="@opens",script="opens"}'] >= 1
     assert 10e6 < m["process_resident_memory_bytes"] < 500e6 and m["process_cpu_seconds_total"] > 0
-    if shutil.which("promtool"):
-        r = subprocess.run(["promtool", "check", "metrics"], input=exposition, capture_output=True, text=True)
-        assert r.returncode == 0, r.stdout + r.stderr
+    promtool_check(exposition)
 
 
 def test_broken_script_is_down_and_the_good_one_serves(workload, tmp_path):

@@ -1,4 +1,4 @@
-"""Serve tools' and bpftrace scripts' metrics over HTTP for Prometheus: pycore serve [--listen HOST:PORT] [--script FILE.bt] [--scripts-dir DIR] TOOL...
+"""Serve tools' and bpftrace scripts' metrics over HTTP for Prometheus: pycore serve [--listen HOST:PORT] [--script FILE.bt] [--scripts-dir DIR] [--profile] TOOL...
 
 Each TOOL is attached as 'pycore run TOOL' would (same fallbacks, default
 options), its events are counted as they arrive, and /metrics exports
@@ -14,6 +14,10 @@ SIGHUP reloads what changed (so does a changed file in a --scripts-dir,
 without SIGHUP): unchanged scripts keep their maps, a script that no longer
 loads keeps its previous version running (pycore.embed.scripts.ScriptSet).
 /-/healthy and /-/ready answer as Prometheus's own.
+With ``--profile``, /debug/pprof/profile?seconds=N answers as Go's
+net/http/pprof does (the whole host sampled by pycore's profiler, for go tool
+pprof and Parca: pycore.embed.pprof_http), and /metrics has the profiler's
+health (pycore_profile_*).
 SIGTERM or Ctrl-C stops it and detaches everything.
 
 Needs the 'prometheus' extra (prometheus_client).
@@ -56,6 +60,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="keys each map of a script can hold (default: BPFTRACE_MAX_MAP_KEYS or "
                              "BPFTRACE_MAP_KEYS_MAX, else the script's config block max_map_keys, else 4096); "
                              "what a full map refuses is counted (pycore_script_map_keys_refused_total)")
+    parser.add_argument("--profile", action="store_true",
+                        help="answer /debug/pprof/profile?seconds=N (default 30) as Go's net/http/pprof: the "
+                             "whole host's CPU profile (pid=PID: one process), gzipped profile.proto for go tool "
+                             "pprof and Parca; one at a time; the profiler's health in /metrics (docs/serve.md)")
     parser.add_argument("tools", nargs="*", metavar="TOOL", help="tools to run ('pycore tools' lists them)")
 
 
@@ -78,8 +86,8 @@ def run(args: argparse.Namespace) -> int:
     if why:
         print(f"pycore serve: {why}", file=sys.stderr)
         return 2
-    if not args.tools and not args.script and not args.scripts_dir:
-        print("pycore serve: give a TOOL or --script FILE.bt (or --scripts-dir DIR)", file=sys.stderr)
+    if not args.tools and not args.script and not args.scripts_dir and not args.profile:
+        print("pycore serve: give a TOOL or --script FILE.bt (or --scripts-dir DIR, or --profile)", file=sys.stderr)
         return 2
     if args.series_limit < 1 or args.log_rate <= 0:
         print("pycore serve: --series-limit and --log-rate must be positive", file=sys.stderr)
@@ -149,6 +157,7 @@ def run(args: argparse.Namespace) -> int:
     threads: list[threading.Thread] = []
     server = None
     stats = None
+    pprof = None
     ready = threading.Event()
     try:
         try:
@@ -162,8 +171,13 @@ def run(args: argparse.Namespace) -> int:
 
         served = ScriptsCollector(scripts)
         app = _scripts_app(exposed, served, ready) if scripts else make_wsgi_app(exposed)
+        if args.profile:
+            from pycore.embed.pprof_http import PprofEndpoint
+
+            pprof = PprofEndpoint()
+            exposed.register(pprof)
         try:
-            server = _server(host, port, app, ready, web_config)
+            server = _server(host, port, app, ready, web_config, pprof)
         except OSError as e:
             print(f"pycore serve: cannot listen on {args.listen}: {e.strerror}", file=sys.stderr)
             return 2
@@ -189,6 +203,8 @@ def run(args: argparse.Namespace) -> int:
                 threads.append(t)
         ready.set()
         what = [s.name for s in sessions] + [f"{s.name}.bt" + ("" if s.up else " (down)") for s in scripts.scripts]
+        if pprof is not None:
+            what.append("/debug/pprof/profile")
         scheme = "https" if web_config is not None and web_config.tls else "http"
         print(f"pycore serve: {scheme}://{host}:{server.server_port}/metrics ({', '.join(what)})",
               file=sys.stderr, flush=True)
@@ -204,6 +220,8 @@ def run(args: argparse.Namespace) -> int:
     finally:
         for s in old:
             signal.signal(s, signal.SIG_IGN)
+        if pprof is not None:
+            pprof.close()       # a profile being taken: detached now, not at the process's exit
         if server is not None:
             server.shutdown()
             server.server_close()
@@ -250,9 +268,10 @@ def _scripts_app(exposed: Any, served: Any, ready: threading.Event) -> Any:
     return app
 
 
-def _server(host: str, port: int, metrics: Any, ready: threading.Event, web: Any = None) -> Any:
+def _server(host: str, port: int, metrics: Any, ready: threading.Event, web: Any = None, pprof: Any = None) -> Any:
     """A WSGI server answering scrapes concurrently (a thread each: a slow scraper does not hold up
-    another), /metrics from ``metrics``, and /-/healthy and /-/ready (503 until ``ready``) as Prometheus.
+    another, nor does a profile being taken), /metrics from ``metrics``, /-/healthy and /-/ready (503
+    until ``ready``) as Prometheus, and /debug/pprof/ from ``pprof`` (a PprofEndpoint) when given.
     ``web`` (a WebConfigFile): TLS, its handshake in the connection's thread, not the accept loop;
     basic auth, headers and rate limit on every path."""
     from socketserver import ThreadingMixIn
@@ -261,6 +280,11 @@ def _server(host: str, port: int, metrics: Any, ready: threading.Event, web: Any
     class Quiet(WSGIRequestHandler):
         def log_message(self, *a: object) -> None:
             pass
+
+        def get_environ(self) -> dict[str, Any]:
+            env = super().get_environ()
+            env["pycore.connection"] = self.connection      # pprof_http.CONNECTION: is the client gone?
+            return env
 
     class Threading(ThreadingMixIn, WSGIServer):
         daemon_threads = True
@@ -287,6 +311,8 @@ def _server(host: str, port: int, metrics: Any, ready: threading.Event, web: Any
                 return [b"pycore serve is Ready.\n"]
             start_response("503 Service Unavailable", [("Content-Type", "text/plain")])
             return [b"pycore serve is loading.\n"]
+        if pprof is not None and path.startswith("/debug/pprof"):
+            return pprof(environ, start_response)
         return metrics(environ, start_response)
 
     if ":" in host:

@@ -17,7 +17,7 @@ import bisect
 import struct
 from functools import lru_cache
 
-__all__ = ["Cfi", "cfi_for", "unwind"]
+__all__ = ["END", "STOPS", "Cfi", "cfi_for", "unwind"]
 
 _RBP, _RSP, _RA = 6, 7, 16
 
@@ -281,40 +281,51 @@ def cfi_for(path: str) -> Cfi | None:
     return _cfi(path, (st.st_dev, st.st_ino, st.st_mtime_ns))
 
 
-def unwind(locate, ip: int, sp: int, bp: int, stack: bytes, limit: int = 127) -> list[int]:  # noqa: ANN001
-    """Return addresses from ``ip`` outwards.  ``locate(addr)`` gives (path, link-time address) or None;
-    ``stack`` is the copy of user memory from ``sp``."""
+#: why :func:`unwind` stopped short of the outermost frame (``END``: it did not; the others are the
+#: failures pycore serve --profile counts, pycore_profile_unwind_failures_total{reason="native_..."})
+END = "end"
+STOPS = ("no_mapping", "no_cfi", "cfa_rule", "outside_copy", "not_outwards", "depth_limit")
+
+
+def unwind(locate, ip: int, sp: int, bp: int, stack: bytes, limit: int = 127) -> tuple[list[int], str]:  # noqa: ANN001
+    """Return addresses from ``ip`` outwards and why the walk ended (:data:`END`, the outermost frame,
+    or one of :data:`STOPS`).  ``locate(addr)`` gives (path, link-time address) or None; ``stack`` is
+    the copy of user memory from ``sp``."""
     base, pcs, pc = sp, [ip], ip
     for depth in range(limit):
         where = locate(pc if depth == 0 else pc - 1)
         if where is None:
-            break
+            return pcs, "no_mapping"           # the vDSO, a JIT, anonymous memory
         cfi = cfi_for(where[0])
         rule = cfi.rule(where[1]) if cfi is not None else None
         if rule is None:
-            break
+            return pcs, "no_cfi"
         reg, off, ra_off, bp_off = rule
         if reg == _RSP:
             cfa = sp + off
         elif reg == _RBP:
             cfa = bp + off
         else:
-            break
+            return pcs, "cfa_rule"
 
         def read(addr: int) -> int | None:
             k = addr - base
             return struct.unpack_from("<Q", stack, k)[0] if 0 <= k <= len(stack) - 8 else None
 
-        ra = read(cfa + ra_off) if ra_off is not None else None
+        if ra_off is None:
+            return pcs, END                    # the return address undefined: _start, a thread's start
+        ra = read(cfa + ra_off)
+        if ra is None:
+            return pcs, "outside_copy"
         if not ra:
-            break
+            return pcs, END
         if bp_off is not None:
             new_bp = read(cfa + bp_off)
             if new_bp is None:
-                break
+                return pcs, "outside_copy"
             bp = new_bp
         if cfa <= sp:
-            break
+            return pcs, "not_outwards"
         sp, pc = cfa, ra
         pcs.append(ra)
-    return pcs
+    return pcs, "depth_limit"

@@ -12,6 +12,7 @@ that order, and is safe to call twice: the command calls it on every way out
 from __future__ import annotations
 
 import os
+import threading
 import time
 
 from pycore.profile.pyframes import PythonProcess, find_python
@@ -53,6 +54,7 @@ class Sampler:
         self.not_python: dict[int, str] = {}           # pid -> why its Python frames are not read
         self._perf_fds: list[int] = []
         self._link_fds: list[int] = []
+        self._fds_lock = threading.Lock()       # stop() from one thread, close() from another
         self._obj = None
         self._ring = None
         self.started_at = 0.0
@@ -129,14 +131,20 @@ class Sampler:
         """Samples the program kept (the target's, or every process's with ``-a``)."""
         return int(self._obj.globals["samples_taken"]) if self._obj is not None else 0
 
-    def close(self) -> None:
-        """Detach and release everything (links, perf events, ring, object); safe twice."""
-        for fd in self._link_fds + self._perf_fds:
+    def stop(self) -> None:
+        """Stop sampling (close the links and perf events); the ring keeps what was sampled for
+        :meth:`poll` until :meth:`close`.  Safe twice, and from another thread than poll's."""
+        with self._fds_lock:
+            fds, self._link_fds, self._perf_fds = self._link_fds + self._perf_fds, [], []
+        for fd in fds:
             try:
                 os.close(fd)
             except OSError:
                 pass
-        self._link_fds, self._perf_fds = [], []
+
+    def close(self) -> None:
+        """Detach and release everything (links, perf events, ring, object); safe twice."""
+        self.stop()
         if self._ring is not None:
             self._ring.close()
             self._ring = None

@@ -89,6 +89,7 @@ class ProfileSession:
                 if self._sampler is None:
                     return
                 self._sampler.poll(self._handle, 0)
+                self._lost = self._sampler.lost
             self._stop.wait(POLL_SECONDS)
 
     @property
@@ -98,6 +99,12 @@ class ProfileSession:
     def close(self) -> None:
         """Stop sampling and detach (the samples stay); safe to call twice."""
         self._stop.set()
+        sampler = self._sampler
+        if sampler is not None:
+            # sampling ends now, not once the drain thread has caught up (the profile's duration)
+            sampler.stop()
+            if self._end is None:
+                self._end = time.monotonic()
         if self._thread.is_alive() and self._thread is not threading.current_thread():
             self._thread.join()
         with self._lock:
@@ -109,7 +116,8 @@ class ProfileSession:
                 self._lost = self._sampler.lost
                 self._sampler.close()
                 self._sampler = None
-                self._end = time.monotonic()
+                if self._end is None:
+                    self._end = time.monotonic()
 
     def __enter__(self) -> ProfileSession:
         return self
@@ -133,6 +141,14 @@ class ProfileSession:
                 self._unwinder.close()
                 self._result = prof
         return prof
+
+    def health(self) -> tuple[int, int, dict[str, int]]:
+        """(samples received, samples lost, stacks not read whole by reason:
+        :data:`pycore.profile.unwind.FAILURES`) so far, without naming the stacks: cheap enough for
+        every scrape of pycore serve --profile's metrics.  Read without the session's lock, which
+        the drain thread holds while it unwinds what the ring holds (a scrape does not wait for that):
+        the lost count as of the last drain."""
+        return self._unwinder.samples, self._lost, dict(self._unwinder.failures)
 
     @property
     def samples(self) -> int:

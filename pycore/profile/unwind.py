@@ -13,6 +13,7 @@ from __future__ import annotations
 import struct
 from collections import Counter
 
+from pycore.profile.cfi import END, STOPS, unwind
 from pycore.profile.stacks import Frame, Profile, splice
 
 TYPE_CHECKING = False
@@ -20,7 +21,7 @@ if TYPE_CHECKING:
     from pycore.profile.pyframes import CodeReader, PythonProcess
     from pycore.profile.symbols import ProcessMaps
 
-__all__ = ["HEADER", "MAX_STACK", "Unwinder"]
+__all__ = ["FAILURES", "HEADER", "MAX_STACK", "PY_STATUS", "Unwinder"]
 
 MAX_STACK = 127
 HEADER = struct.Struct("<IIIiiiII16s")          # struct profile_sample up to kstack
@@ -30,6 +31,15 @@ _REGS_AT = HEADER.size + 2 * MAX_STACK * 8
 _COPY_AT = _REGS_AT + _REGS.size
 _PY = struct.Struct("<QQII")
 _PY_AT = _COPY_AT + UCOPY
+
+#: the BPF program's py_status for a CPython process whose frames it could not read
+#: (bpf_src/profile/profile.bpf.c); -1 also for the first samples of a process seen by -a before
+#: its layout was given to the program
+PY_STATUS = {-1: "python_no_layout", -2: "python_no_thread_state", -3: "python_unreadable",
+             -4: "python_truncated"}
+#: every reason :attr:`Unwinder.failures` counts: the Python ones, then the native walk's
+#: (pycore.profile.cfi.STOPS, and no copy of the user stack at all)
+FAILURES = (*PY_STATUS.values(), "native_no_copy", *("native_" + why for why in STOPS))
 
 
 FRAME_OWNED_BY_CSTACK = 3      # 3.12+: the shim frame each C call into the eval loop pushes first
@@ -60,6 +70,8 @@ class Unwinder:
         self.comms: dict[int, str] = {}
         self.python_unread = 0
         self.truncated = 0
+        self.samples = 0               # records added (the raw counts' sum, kept as they arrive)
+        self.failures: Counter[str] = Counter()    # why a sample's stack is short: FAILURES' reasons
         self._frames: dict[tuple, tuple[Frame, bool]] = {}
         self.dwarf = 0                 # samples whose user stack came from .eh_frame
 
@@ -92,19 +104,24 @@ class Unwinder:
         kstack = struct.unpack_from(f"<{nk}Q", data, HEADER.size)
         ustack = struct.unpack_from(f"<{nu}Q", data, HEADER.size + MAX_STACK * 8)
         ip, sp, bp, copied, _ = _REGS.unpack_from(data, _REGS_AT)
+        self.samples += 1
         if copied and ip:
             # .eh_frame over the copied stack; the frame-pointer walk when it gets further
-            from pycore.profile.cfi import unwind
-
-            walked = unwind(self.maps[pid].locate, ip, sp, bp, data[_COPY_AT:_COPY_AT + min(copied, UCOPY)])
+            walked, why = unwind(self.maps[pid].locate, ip, sp, bp, data[_COPY_AT:_COPY_AT + min(copied, UCOPY)])
+            if why != END:
+                self.failures["native_" + why] += 1
             if len(walked) >= len(ustack):
                 ustack = tuple(walked)
                 self.dwarf += 1
+        elif ip and nu:                # a user stack the kernel walked but the program could not copy
+            self.failures["native_no_copy"] += 1
         py: tuple = ()
         if status == -4:
             self.truncated += 1
         elif status == -3 or (status == -2 and pid in self.pythons):
             self.python_unread += 1
+        if status < 0 and pid in self.pythons:
+            self.failures[PY_STATUS[status]] += 1
         reader = self.codes.get(pid)
         if n_py and reader is not None:
             n = min(n_py, (len(data) - _PY_AT) // _PY.size)
