@@ -261,21 +261,11 @@ static __always_inline void user_stack_copy(struct profile_sample *s)
 		s->ucopy_len = UCOPY / 4;	/* near the top of the stack's mapping */
 }
 
-SEC("perf_event")
-int on_sample(struct bpf_perf_event_data *ctx)
+/* The current thread's record: ids, stacks, user stack copy, Python frames (on_sample and on_switch). */
+static __always_inline void fill_sample(void *ctx, struct profile_sample *s, __u64 id)
 {
-	__u64 id = bpf_get_current_pid_tgid();
-	__u32 tgid = id >> 32, zero = 0, n;
-	struct profile_sample *s;
-	__u64 size, wake;
+	__u32 tgid = id >> 32;
 
-	if (!tgid || tgid == self_tgid)
-		return 0;
-	if (!all_processes && tgid != targ_tgid)
-		return 0;
-	s = bpf_map_lookup_elem(&scratch, &zero);
-	if (!s)
-		return 0;
 	s->pid = tgid;
 	s->tid = (__u32)id;
 	s->cpu = bpf_get_smp_processor_id();
@@ -285,8 +275,15 @@ int on_sample(struct bpf_perf_event_data *ctx)
 	s->ustack_len = bpf_get_stack(ctx, s->ustack, sizeof(s->ustack), BPF_F_USER_STACK);
 	user_stack_copy(s);
 	python_frames(s, tgid);
+}
+
+/* One record to the ring, cut after its Python frames. */
+static __always_inline void send_sample(struct profile_sample *s)
+{
+	__u32 n = s->n_py;
+	__u64 size, wake;
+
 	__sync_fetch_and_add(&samples_taken, 1);
-	n = s->n_py;
 	if (n > MAX_PY)
 		n = MAX_PY;
 	size = __builtin_offsetof(struct profile_sample, py) + (__u64)n * sizeof(struct py_frame);
@@ -294,5 +291,101 @@ int on_sample(struct bpf_perf_event_data *ctx)
 	wake = bpf_ringbuf_query(&samples, BPF_RB_AVAIL_DATA) > RING_SIZE / 2 ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP;
 	if (bpf_ringbuf_output(&samples, s, size, wake))
 		__sync_fetch_and_add(&pycore_dropped, 1);
+}
+
+static __always_inline int profiled(__u32 tgid)
+{
+	return tgid && tgid != self_tgid && (all_processes || tgid == targ_tgid);
+}
+
+SEC("perf_event")
+int on_sample(struct bpf_perf_event_data *ctx)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 zero = 0;
+	struct profile_sample *s;
+
+	if (!profiled(id >> 32))
+		return 0;
+	s = bpf_map_lookup_elem(&scratch, &zero);
+	if (!s)
+		return 0;
+	fill_sample(ctx, s, id);
+	send_sample(s);
+	return 0;
+}
+
+/*
+ * --off-cpu: where threads wait.  At sched_switch the thread switching out
+ * (prev) is still the current task, so bpf_get_stack, the user registers and
+ * bpf_probe_read_user all read it: the same record as on_sample is built then,
+ * in the thread's own slot of `waits` with the time.  When the thread is
+ * switched in again (next), the record goes to the ring with the wait in
+ * `pad` (microseconds).  A thread's stack cannot be read while it is switched
+ * out, so the capture is paid at every switch-out of a profiled thread;
+ * min_block_us only spares the ring and user space the short waits.
+ */
+struct offcpu_wait {
+	__u64 since;			/* bpf_ktime_get_ns() at the switch-out; 0: not waiting */
+	struct profile_sample s;
+};
+
+const volatile __u64 min_block_us = 1;
+__u64 switch_not_current SEC(".bss");	/* prev was not the current task (never seen) */
+__u64 waits_short SEC(".bss");		/* waits under min_block_us, not sent */
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 512);	/* user space sizes it: -a needs more threads */
+	__type(key, __u32);		/* tid */
+	__type(value, struct offcpu_wait);
+} waits SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct offcpu_wait);
+} wait_init SEC(".maps");	/* zeros: a new thread's slot is made from it */
+
+SEC("?tp_btf/sched_switch")
+int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
+{
+	__u32 tid = prev->pid, zero = 0;
+	struct offcpu_wait *w;
+	__u64 now = bpf_ktime_get_ns(), wait;
+
+	if (profiled(prev->tgid)) {
+		if ((void *)prev != (void *)bpf_get_current_task_btf()) {
+			__sync_fetch_and_add(&switch_not_current, 1);
+		} else {
+			w = bpf_map_lookup_elem(&waits, &tid);
+			if (!w) {
+				void *init = bpf_map_lookup_elem(&wait_init, &zero);
+
+				if (init)
+					bpf_map_update_elem(&waits, &tid, init, BPF_NOEXIST);
+				w = bpf_map_lookup_elem(&waits, &tid);
+			}
+			if (w) {
+				fill_sample(ctx, &w->s, (__u64)prev->tgid << 32 | tid);
+				w->since = now;
+			}
+		}
+	}
+	tid = next->pid;
+	if (!profiled(next->tgid))
+		return 0;
+	w = bpf_map_lookup_elem(&waits, &tid);
+	if (!w || !w->since)
+		return 0;
+	wait = (now - w->since) / 1000;
+	w->since = 0;
+	if (wait < min_block_us) {
+		__sync_fetch_and_add(&waits_short, 1);
+		return 0;
+	}
+	w->s.pad = wait > 0xffffffff ? 0xffffffff : wait;
+	send_sample(&w->s);
 	return 0;
 }

@@ -3,8 +3,9 @@
 Each sample holds the kernel stack, the native user stack and, for a CPython
 3.11, 3.12 or 3.13 process, its Python frames (name, file, line) where the interpreter runs
 them; the process and the thread are the root frames.  Without -o: the
-functions with the most samples, by self and total time.  docs/profile.md
-says more.
+functions with the most samples, by self and total time.  --off-cpu: the
+stacks where threads wait (switched out to switched in), weighted by the
+time waited.  docs/profile.md says more.
 """
 
 from __future__ import annotations
@@ -27,8 +28,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     target.add_argument("-p", "--pid", type=int, help="sample this process (all its threads)")
     target.add_argument("-c", "--cmd", metavar="CMD", help="run CMD and sample it until it exits")
     target.add_argument("-a", "--all", action="store_true", help="sample every process")
-    parser.add_argument("-F", "--frequency", type=int, default=99, metavar="HZ",
-                        help="samples a second on each CPU (default 99)")
+    parser.add_argument("-F", "--frequency", type=int, metavar="HZ",
+                        help="samples a second on each CPU (default 99; not with --off-cpu)")
     parser.add_argument("-d", "--duration", type=float, metavar="SECONDS",
                         help="stop after this long (default: Ctrl-C, or the process's exit)")
     parser.add_argument("-o", "--output", metavar="FILE", help="write the profile here (format from "
@@ -37,6 +38,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "(default: from -o's name; top without -o)")
     parser.add_argument("--top", type=int, default=25, metavar="N", help="rows of the table (default 25)")
     parser.add_argument("--sort", choices=("self", "total"), default="self", help="the table's order")
+    parser.add_argument("--off-cpu", action="store_true", help="where threads wait, not where they run: "
+                        "stacks weighted by the time from switch-out to switch-in")
+    parser.add_argument("--min-block", type=int, metavar="US", help="--off-cpu: leave out waits shorter "
+                        "than US microseconds (default 1)")
 
 
 def _fail(message: str) -> int:
@@ -83,6 +88,14 @@ def run(args: argparse.Namespace) -> int:
     if fmt is None:
         return _fail(f"{args.output}: cannot tell the format from the name; say --format "
                      + "|".join(FORMATS))
+    if args.off_cpu and args.frequency is not None:
+        return _fail("-F: --off-cpu does not sample: it records every wait (leave -F out)")
+    if args.min_block is not None and not args.off_cpu:
+        return _fail("--min-block: only with --off-cpu")
+    if args.min_block is not None and args.min_block < 0:
+        return _fail(f"--min-block {args.min_block}: must be 0 or more microseconds")
+    if args.frequency is None:
+        args.frequency = 99
     if not 1 <= args.frequency <= 10000:
         return _fail(f"-F {args.frequency}: the frequency must be 1 to 10000 Hz")
     if args.duration is not None and args.duration <= 0:
@@ -111,8 +124,9 @@ def run(args: argparse.Namespace) -> int:
     if argv:
         child, release = _spawn_held(argv)
     target = args.pid or child
-    sampler = Sampler(target, args.frequency, all_processes=args.all)
-    unwinder = Unwinder(args.frequency, sampler.pythons)
+    sampler = Sampler(target, args.frequency, all_processes=args.all, off_cpu=args.off_cpu,
+                      min_block_us=1 if args.min_block is None else args.min_block)
+    unwinder = Unwinder(args.frequency, sampler.pythons, off_cpu=args.off_cpu)
     seen: set[int] = set()
 
     def handle(data: bytes) -> None:
@@ -183,7 +197,8 @@ def run(args: argparse.Namespace) -> int:
     profile.duration = duration
     profile.lost = lost
     if ended and ended != "done":
-        print(f"pycore profile: {ended}; writing the {profile.samples} samples taken", file=sys.stderr)
+        taken = f"{profile.waits} waits" if args.off_cpu else f"{profile.samples} samples"
+        print(f"pycore profile: {ended}; writing the {taken} taken", file=sys.stderr)
     _write(profile, fmt, args)
     _summary(profile, args)
     return 0
@@ -270,7 +285,7 @@ def _write(profile, fmt: str, args: argparse.Namespace) -> None:  # noqa: ANN001
 
 def _title(args: argparse.Namespace) -> str:
     what = f"-p {args.pid}" if args.pid else f"-c {args.cmd}" if args.cmd else "-a"
-    return f"pycore profile {what}, {args.frequency} Hz"
+    return f"pycore profile {what}, " + ("off-CPU" if args.off_cpu else f"{args.frequency} Hz")
 
 
 def _summary(profile, args: argparse.Namespace) -> None:  # noqa: ANN001
@@ -283,5 +298,6 @@ def _summary(profile, args: argparse.Namespace) -> None:  # noqa: ANN001
         notes.append(f"{profile.truncated} with Python stacks cut at 256 frames")
     extra = f" ({', '.join(notes)})" if notes else ""
     where = f", written to {args.output}" if args.output else ""
-    print(f"pycore profile: {profile.samples} samples in {profile.duration:.1f} s{extra}{where}",
-          file=sys.stderr)
+    what = (f"{profile.waits} waits, {profile.samples * profile.unit_seconds:.2f} s off-CPU" if profile.off_cpu
+            else f"{profile.samples} samples")
+    print(f"pycore profile: {what} in {profile.duration:.1f} s{extra}{where}", file=sys.stderr)

@@ -8,7 +8,7 @@ so the file opens from disk, offline, in any browser.  The root is at the top
 bottom).  Click a frame to zoom to it (its ancestors stay, full width; click
 one to zoom out), search to highlight the frames whose name holds the text
 (and see their share of the samples), hover for the frame's count, seconds
-and share.  Frame labels are the folded format's, so each tree path is one
+and share (off-CPU: the seconds waited and their share).  Frame labels are the folded format's, so each tree path is one
 folded line.
 
 The tree, as the page reads it: ``[name index, kind index, samples,
@@ -56,6 +56,8 @@ def write_html(profile: Profile, out: TextIO, title: str = "pycore profile") -> 
     names, tree = flame_tree(profile)
     data = {"names": names, "kinds": list(KINDS), "tree": tree, "hz": profile.hz,
             "duration": round(profile.duration, 3), "samples": profile.samples, "title": title}
+    if profile.off_cpu:               # a node's value is microseconds waited: shown in seconds
+        data.update(hz=0, offcpu=True, waits=profile.waits)
     # "<" only occurs inside JSON strings: as \u003c it cannot close the script element
     payload = json.dumps(data, separators=(",", ":")).replace("<", "\\u003c")
     out.write(_PAGE.replace("@TITLE@", html.escape(title)).replace("@DATA@", payload))
@@ -113,8 +115,12 @@ header h1 { font-size: 14px; margin: 0; }
   const total = root.v || 1;
   let zoomed = root, query = "";
   document.getElementById("title").textContent = D.title;
-  document.getElementById("info").textContent =
-    D.samples + " samples at " + D.hz + " Hz, " + D.duration + " s";
+  document.getElementById("info").textContent = D.offcpu
+    ? "off-CPU: " + (D.samples / 1e6).toFixed(2) + " s waited in " + D.waits + " waits, " + D.duration + " s"
+    : D.samples + " samples at " + D.hz + " Hz, " + D.duration + " s";
+  function amount(v) {
+    return D.offcpu ? (v / 1e6).toFixed(3) + " s waited" : v + " sample" + (v === 1 ? "" : "s");
+  }
 
   function hash(s) {
     let h = 0;
@@ -163,7 +169,7 @@ header h1 { font-size: 14px; margin: 0; }
     chart.style.height = ((deepest + 1) * H) + "px";
   }
   function describe(n) {
-    let s = n.name + "  " + n.v + " sample" + (n.v === 1 ? "" : "s");
+    let s = n.name + "  " + amount(n.v);
     if (D.hz) s += ", " + (n.v / D.hz).toFixed(2) + " s";
     s += ", " + (100 * n.v / total).toFixed(2) + "% of all";
     if (zoomed !== root) s += ", " + (100 * n.v / (zoomed.v || 1)).toFixed(2) + "% of the zoomed frame";
@@ -176,7 +182,7 @@ header h1 { font-size: 14px; margin: 0; }
       if (matches(n)) { hit += n.v; return; }
       for (const c of n.c) walk(c);
     })(root);
-    matched.textContent = "Matched: " + hit + " samples (" + (100 * hit / total).toFixed(2) + "%)";
+    matched.textContent = "Matched: " + (D.offcpu ? amount(hit) : hit + " samples") + " (" + (100 * hit / total).toFixed(2) + "%)";
   }
   chart.addEventListener("click", (ev) => {
     const i = ev.target.dataset && ev.target.dataset.i;

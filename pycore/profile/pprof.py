@@ -14,6 +14,10 @@ with it; the most sampled process's executable first, which pprof takes for
 the main binary); native locations point at their file's mapping.  Frames
 are named already, so every mapping says ``has_functions`` (pprof does not
 symbolize again); kernel and Python locations have no mapping.
+
+An off-CPU profile has one value, ``wait/nanoseconds`` (the time its threads
+waited at the stack, microseconds from the program times 1000), and no
+period: it is not sampled.
 """
 
 from __future__ import annotations
@@ -65,8 +69,12 @@ def encode_pprof(profile: Profile) -> bytes:
     functions: dict[tuple[str, str], int] = {}
     locations: dict[Frame, int] = {}
     body = bytearray()
-    period = int(1e9 / profile.hz) if profile.hz else 0
-    value_types = [(s("samples"), s("count")), (s("cpu"), s("nanoseconds"))]
+    if profile.off_cpu:
+        period, kind = 0, "wait"
+        value_types = [(s("wait"), s("nanoseconds"))]
+    else:
+        period, kind = (int(1e9 / profile.hz) if profile.hz else 0), "cpu"
+        value_types = [(s("samples"), s("count")), (s("cpu"), s("nanoseconds"))]
     for t, u in value_types:
         body += _bytes(1, _int(1, t) + _int(2, u))
     func_msgs, loc_msgs, map_msgs = bytearray(), bytearray(), bytearray()
@@ -92,11 +100,11 @@ def encode_pprof(profile: Profile) -> bytes:
     ids_of = encoded.__getitem__
     for stack, n in profile.stacks.items():
         ids = b"".join(map(ids_of, reversed(stack)))        # leaf first
-        body += _bytes(2, _bytes(1, ids) + _packed(2, [n, n * period]))
+        body += _bytes(2, _bytes(1, ids) + _packed(2, [n * 1000] if profile.off_cpu else [n, n * period]))
     body += map_msgs + loc_msgs + func_msgs
     body += b"".join(_bytes(6, text.encode()) for text in strings)   # in index order (dicts keep it)
     body += _int(9, int(time.time() * 1e9)) + _int(10, int(profile.duration * 1e9))
-    body += _bytes(11, _int(1, s("cpu")) + _int(2, s("nanoseconds"))) + _int(12, period)
+    body += _bytes(11, _int(1, s(kind)) + _int(2, s("nanoseconds"))) + _int(12, period)
     return bytes(body)
 
 

@@ -7,6 +7,10 @@ frequency mode, as bpftrace's ``profile:hz:99`` and perf do) running the
 :meth:`Sampler.close` closes the links, the perf events and the object, in
 that order, and is safe to call twice: the command calls it on every way out
 (the end, ``-d``, Ctrl-C, SIGTERM, an error).
+
+With ``off_cpu`` the perf events are not opened: the ``on_switch`` program
+(``tp_btf/sched_switch``) records a profiled thread's stacks as it is switched
+out and sends them, with the wait in microseconds, when it is switched in.
 """
 
 from __future__ import annotations
@@ -24,6 +28,9 @@ if TYPE_CHECKING:
 __all__ = ["OBJECT", "Sampler"]
 
 OBJECT = "profile"
+# threads whose pending wait the off-CPU program keeps (16.5 KiB each, preallocated): one
+# process's threads, or every process's; past it the least recently switched thread's is dropped
+WAIT_SLOTS, WAIT_SLOTS_ALL = 512, 4096
 
 
 NO_CFRAME = 0xFFFF      # struct py_proc.cframe_frame: 3.13's PyThreadState.current_frame is the frame
@@ -45,8 +52,10 @@ class Sampler:
     """Load, attach, drain.  ``pid``: the one process sampled (None with ``all_processes``)."""
 
     def __init__(self, pid: int | None, hz: int = 99, *, all_processes: bool = False,
-                 exclude_self: bool = True) -> None:
+                 exclude_self: bool = True, off_cpu: bool = False, min_block_us: int = 1) -> None:
         self.pid = pid
+        self.off_cpu = off_cpu
+        self.min_block_us = min_block_us
         self.exclude_self = exclude_self       # False: pycore.profile(os.getpid()) samples its caller
         self.hz = hz
         self.all_processes = all_processes
@@ -74,6 +83,11 @@ class Sampler:
             g["self_tgid"] = os.getpid() if self.exclude_self else 0
             g["targ_tgid"] = self.pid or 0
             g["all_processes"] = 1 if self.all_processes else 0
+            if self.off_cpu:
+                g["min_block_us"] = self.min_block_us
+                obj.programs["on_sample"].autoload = False
+                obj.programs["on_switch"].autoload = True
+                obj.maps["waits"].max_entries = WAIT_SLOTS_ALL if self.all_processes else WAIT_SLOTS
             obj.load()
             if self.pid:
                 self.register(self.pid)
@@ -82,6 +96,10 @@ class Sampler:
                     if entry.isdigit() and int(entry) != os.getpid():
                         self.register(int(entry), quiet=True)
             self._ring = RingBuffer(obj, "samples", bytes)
+            if self.off_cpu:
+                obj.programs["on_switch"].attach()      # a link the object owns: closed with it
+                self.started_at = time.monotonic()
+                return
             prog_fd = obj.programs["on_sample"].fd
             attr = PerfEventAttr(type=PERF_TYPE_SOFTWARE, config=PERF_COUNT_SW_CPU_CLOCK,
                                  sample_period=self.hz, freq=True)
@@ -128,7 +146,7 @@ class Sampler:
 
     @property
     def taken(self) -> int:
-        """Samples the program kept (the target's, or every process's with ``-a``)."""
+        """Samples (off-CPU: waits) the program sent (the target's, or every process's with ``-a``)."""
         return int(self._obj.globals["samples_taken"]) if self._obj is not None else 0
 
     def stop(self) -> None:

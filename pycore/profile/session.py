@@ -32,17 +32,22 @@ __all__ = ["ProfileSession", "profile"]
 POLL_SECONDS = 0.1
 
 
-def profile(pid: int | None = None, *, hz: int = 99, all_processes: bool = False) -> ProfileSession:
+def profile(pid: int | None = None, *, hz: int | None = None, all_processes: bool = False,
+            off_cpu: bool = False, min_block_us: int = 1) -> ProfileSession:
     """Start sampling process ``pid`` (all its threads), or every process with ``all_processes=True``,
-    at ``hz`` samples a second on each CPU.  Raises ``PermissionError`` without CAP_BPF/CAP_PERFMON,
-    :class:`pycore.TargetError` for a ``pid`` that does not exist, ``ValueError`` for a bad ``hz``."""
-    return ProfileSession(pid, hz=hz, all_processes=all_processes)
+    at ``hz`` samples a second on each CPU (default 99).  ``off_cpu=True``: record where the threads
+    wait instead (every switch-out to its switch-in, waits under ``min_block_us`` left out), each stack
+    weighted by the microseconds waited; ``hz`` does not apply.  Raises ``PermissionError`` without
+    CAP_BPF/CAP_PERFMON, :class:`pycore.TargetError` for a ``pid`` that does not exist, ``ValueError``
+    for a bad ``hz`` or combination."""
+    return ProfileSession(pid, hz=hz, all_processes=all_processes, off_cpu=off_cpu, min_block_us=min_block_us)
 
 
 class ProfileSession:
     """A running (then closed) profile: ``folded()``, ``pprof()``, ``speedscope()``, ``html()``, ``top()``."""
 
-    def __init__(self, pid: int | None = None, *, hz: int = 99, all_processes: bool = False) -> None:
+    def __init__(self, pid: int | None = None, *, hz: int | None = None, all_processes: bool = False,
+                 off_cpu: bool = False, min_block_us: int = 1) -> None:
         from pycore.kernel.privileges import missing_privileges
         from pycore.kernel.process import TargetError
         from pycore.profile.sampler import Sampler
@@ -50,6 +55,12 @@ class ProfileSession:
 
         if (pid is None) == (not all_processes):
             raise ValueError("profile(): give a pid or all_processes=True (one of the two)")
+        if off_cpu and hz is not None:
+            raise ValueError("profile(): hz does not apply with off_cpu=True (every wait is recorded)")
+        if not isinstance(min_block_us, int) or min_block_us < 0:
+            raise ValueError(f"profile(): min_block_us={min_block_us!r}: 0 or more microseconds")
+        if hz is None:
+            hz = 99
         if not isinstance(hz, int) or not 1 <= hz <= 10000:
             raise ValueError(f"profile(): hz={hz!r}: the frequency must be 1 to 10000 Hz")
         if pid is not None and (pid <= 0 or not os.path.exists(f"/proc/{pid}")):
@@ -64,8 +75,9 @@ class ProfileSession:
         self._stop = threading.Event()
         self._result: Profile | None = None
         self._sampler: Sampler | None = Sampler(pid, hz, all_processes=all_processes,
-                                                exclude_self=pid != os.getpid())
-        self._unwinder: Unwinder = Unwinder(hz, self._sampler.pythons)
+                                                exclude_self=pid != os.getpid(), off_cpu=off_cpu,
+                                                min_block_us=min_block_us)
+        self._unwinder: Unwinder = Unwinder(hz, self._sampler.pythons, off_cpu=off_cpu)
         self._seen: set[int] = set()
         self._lost = 0
         self._sampler.start()              # closes what it opened when it fails
@@ -152,6 +164,7 @@ class ProfileSession:
 
     @property
     def samples(self) -> int:
+        """Samples taken (off-CPU: microseconds waited, the sum of the stacks' weights)."""
         return self.profile.samples
 
     def folded(self) -> str:

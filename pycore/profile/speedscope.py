@@ -1,7 +1,8 @@
 """speedscope's own file format (``.speedscope.json``): one "sampled" profile per process.
 
 Frames are shared (``shared.frames``: name, file, line); each sample is a
-list of frame indexes, root first, and its weight is its time in seconds.
+list of frame indexes, root first, and its weight is its time in seconds
+(on-CPU: samples over the rate; off-CPU: the time waited).
 The schema: https://www.speedscope.app/file-format-schema.json.
 """
 
@@ -33,7 +34,7 @@ def write_speedscope(profile: Profile, out: TextIO, name: str = "pycore profile"
             frames.append(entry)
         return i
 
-    period = 1.0 / profile.hz if profile.hz else 0.0
+    period = profile.unit_seconds
     by_process: dict[Frame, tuple[list, list]] = {}
     label = profile.labels().__getitem__
     for f in sorted(profile.frames(), key=lambda f: (label(f), f)):

@@ -73,10 +73,13 @@ def clean_label(label: str) -> str:
 
 
 class Profile:
-    """Whole stacks (root first) with their sample counts, and what the run was."""
+    """Whole stacks (root first) with their sample counts (off-CPU: microseconds waited), and what
+    the run was."""
 
-    def __init__(self, hz: int) -> None:
+    def __init__(self, hz: int, off_cpu: bool = False) -> None:
         self.hz = hz
+        self.off_cpu = off_cpu         # a stack's value is the microseconds its thread waited there
+        self.waits = 0                 # off-CPU: the waits recorded (a value sums several)
         self.stacks: Counter[tuple[Frame, ...]] = Counter()
         self.duration = 0.0            # seconds sampled
         self.lost = 0                  # samples the ring buffer dropped
@@ -89,6 +92,13 @@ class Profile:
     @property
     def samples(self) -> int:
         return sum(self.stacks.values())
+
+    @property
+    def unit_seconds(self) -> float:
+        """Seconds one unit of a stack's value stands for: a sample's period, or a microsecond."""
+        if self.off_cpu:
+            return 1e-6
+        return 1.0 / self.hz if self.hz else 0.0
 
     def add(self, stack: tuple[Frame, ...], count: int = 1) -> None:
         self.stacks[stack] += count

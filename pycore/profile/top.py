@@ -1,4 +1,4 @@
-"""The terminal's view: the functions with the most samples, by self and total time.
+"""The terminal's view: the functions with the most samples (off-CPU: time waited), by self and total.
 
 Self: samples whose leaf is the function; total: samples with the function
 anywhere in the stack (once per sample, however deep it recurses).  The
@@ -26,8 +26,11 @@ def write_top(profile: Profile, out: TextIO, limit: int = 25, by: str = "self") 
     """``limit`` rows sorted by ``by`` ("self" or "total"), ties by the other."""
     own, total = profile.functions()
     n = profile.samples
-    period = 1.0 / profile.hz if profile.hz else 0.0
-    out.write(f"{n} samples at {profile.hz} Hz ({profile.duration:.1f} s)\n")
+    period = profile.unit_seconds
+    if profile.off_cpu:
+        out.write(f"{n * period:.2f} s off-CPU in {profile.waits} waits ({profile.duration:.1f} s)\n")
+    else:
+        out.write(f"{n} samples at {profile.hz} Hz ({profile.duration:.1f} s)\n")
     if not n:
         return
     key = (lambda f: (own[f], total[f])) if by == "self" else (lambda f: (total[f], own[f]))

@@ -31,6 +31,7 @@ _REGS_AT = HEADER.size + 2 * MAX_STACK * 8
 _COPY_AT = _REGS_AT + _REGS.size
 _PY = struct.Struct("<QQII")
 _PY_AT = _COPY_AT + UCOPY
+SCHEDULE = "__schedule"                         # where sched_switch fires: an off-CPU stack's kernel leaf
 
 #: the BPF program's py_status for a CPython process whose frames it could not read
 #: (bpf_src/profile/profile.bpf.c); -1 also for the first samples of a process seen by -a before
@@ -61,8 +62,10 @@ def _shims_to_entries(frames: list[tuple[Frame | None, bool]]) -> tuple[tuple[Fr
 class Unwinder:
     """Counts raw samples and turns them into a :class:`~pycore.profile.stacks.Profile`."""
 
-    def __init__(self, hz: int, pythons: dict[int, PythonProcess] | None = None) -> None:
+    def __init__(self, hz: int, pythons: dict[int, PythonProcess] | None = None, off_cpu: bool = False) -> None:
         self.hz = hz
+        self.off_cpu = off_cpu         # records are waits: weighted by the microseconds in pad
+        self.waits = 0
         self.pythons = pythons if pythons is not None else {}
         self.raw: Counter[tuple] = Counter()
         self.maps: dict[int, ProcessMaps] = {}
@@ -96,7 +99,7 @@ class Unwinder:
 
     def add(self, data: bytes) -> None:
         """One record of the ring buffer."""
-        pid, tid, _cpu, klen, ulen, status, n_py, _pad, comm_raw = HEADER.unpack_from(data)
+        pid, tid, _cpu, klen, ulen, status, n_py, waited_us, comm_raw = HEADER.unpack_from(data)
         comm = comm_raw.split(b"\0", 1)[0].decode("utf-8", "replace")
         if pid not in self.maps:
             self._process(pid, comm)
@@ -133,7 +136,11 @@ class Unwinder:
                     frame = cache[(pid, key)] = self._python_frame(reader, *key)
                 frames.append(frame)
             py = tuple(frames) if not reader.layout.frame_owner else _shims_to_entries(frames)
-        self.raw[(pid, tid, comm, kstack, ustack, py)] += 1
+        if self.off_cpu:
+            self.waits += 1
+            self.raw[(pid, tid, comm, kstack, ustack, py)] += waited_us
+        else:
+            self.raw[(pid, tid, comm, kstack, ustack, py)] += 1
 
     @staticmethod
     def _python_frame(reader: CodeReader, code: int, instr: int, flags: int, _pad: int) -> tuple[Frame, bool]:
@@ -153,7 +160,8 @@ class Unwinder:
         from pycore.profile.symbols import KernelSymbols
 
         kernel = kernel_names or KernelSymbols()
-        prof = Profile(self.hz)
+        prof = Profile(self.hz, self.off_cpu)
+        prof.waits = self.waits
         prof.python_unread, prof.truncated = self.python_unread, self.truncated
         per_pid: Counter[int] = Counter()
         mappings: dict[str, tuple[int, int, int, str]] = {}
@@ -176,7 +184,11 @@ class Unwinder:
             stack = [Frame("process", f"{self.comms.get(pid, comm)} ({pid})"),
                      Frame("thread", f"{comm} ({tid})")]
             stack += splice(native, list(py))
-            stack += [Frame("kernel", kernel(a)) for a in reversed(kstack)]
+            knames = [kernel(a) for a in kstack]
+            if self.off_cpu and SCHEDULE in knames:
+                # leaf first: the tracepoint's call into the program sits above __schedule
+                knames = knames[knames.index(SCHEDULE):]
+            stack += [Frame("kernel", name) for name in reversed(knames)]
             prof.add(tuple(stack), n)
         exes = [self.maps[pid].exe for pid, _ in per_pid.most_common()]
         main = next((e for e in exes if e in mappings), None)
