@@ -12,8 +12,9 @@ Each function's wall time and CPU time are measured by the workload itself
 (``time.perf_counter()`` and ``time.thread_time()``); a function's off-CPU
 time is the difference.  On SIGTERM (or after SECONDS) it prints, as JSON on
 stdout, each function's off-CPU seconds (``off``), the whole loop's off-CPU
-seconds (``total``) and the rounds done.  SIGUSR1 starts the measurement
-afresh (SECONDS count from then).  "ready" on stderr when it runs.
+seconds (``total``) and the rounds done; on SIGUSR2, the same so far, and it
+goes on.  SIGUSR1 starts the measurement afresh (SECONDS count from then).
+"ready" on stderr when it runs.
 """
 
 import json
@@ -29,6 +30,7 @@ FUNCS = ("sleeper", "reader")
 off = dict.fromkeys(FUNCS, 0.0)
 stop = False
 restart = False
+start = [0.0, 0.0, 0]          # wall and CPU time at the measurement's start, rounds since
 
 
 def sleeper():
@@ -64,6 +66,15 @@ def on_usr1(signum, frame):
     restart = True
 
 
+def report():
+    total = (time.perf_counter() - start[0]) - (time.thread_time() - start[1])
+    print(json.dumps({"off": off, "total": total, "rounds": start[2]}), flush=True)
+
+
+def on_usr2(signum, frame):
+    report()
+
+
 def main():
     global restart
     seconds = float(sys.argv[1]) if len(sys.argv) > 1 else 60.0
@@ -78,24 +89,23 @@ def main():
     os.close(ans_w)
     signal.signal(signal.SIGTERM, on_term)
     signal.signal(signal.SIGUSR1, on_usr1)
+    signal.signal(signal.SIGUSR2, on_usr2)
     print("ready", file=sys.stderr, flush=True)
     restart = True
     while not stop:
         if restart:
             restart = False
             off.update(dict.fromkeys(FUNCS, 0.0))
-            rounds = 0
-            w0, c0 = time.perf_counter(), time.thread_time()
-            end = w0 + seconds
+            start[:] = time.perf_counter(), time.thread_time(), 0
+            end = start[0] + seconds
         if time.perf_counter() >= end:
             break
         timed("sleeper", sleeper)
         timed("reader", reader, ask_w, ans_r)
-        rounds += 1
-    total = (time.perf_counter() - w0) - (time.thread_time() - c0)
+        start[2] += 1
+    report()
     os.close(ask_w)
     os.waitpid(child, 0)
-    print(json.dumps({"off": off, "total": total, "rounds": rounds}))
 
 
 if __name__ == "__main__":
