@@ -272,13 +272,10 @@ def _cfi(path: str, _identity: tuple[int, int, int]) -> Cfi | None:
 
 
 def cfi_for(path: str) -> Cfi | None:
-    import os
+    from pycore.profile.symbols import file_identity
 
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return _cfi(path, (st.st_dev, st.st_ino, st.st_mtime_ns))
+    ident = file_identity(path)
+    return None if ident is None else _cfi(path, ident)
 
 
 #: why :func:`unwind` stopped short of the outermost frame (``END``: it did not; the others are the
@@ -287,19 +284,33 @@ END = "end"
 STOPS = ("no_mapping", "no_cfi", "cfa_rule", "outside_copy", "not_outwards", "depth_limit")
 
 
-def unwind(locate, ip: int, sp: int, bp: int, stack: bytes, limit: int = 127) -> tuple[list[int], str]:  # noqa: ANN001
+def _rule_at(locate, key: int):  # noqa: ANN001, ANN202
+    """The .eh_frame rule of the code at ``key``, or why there is none (no_mapping, no_cfi)."""
+    where = locate(key)
+    if where is None:
+        return "no_mapping"                    # the vDSO, a JIT, anonymous memory
+    cfi = cfi_for(where[0])
+    rule = cfi.rule(where[1]) if cfi is not None else None
+    return "no_cfi" if rule is None else rule
+
+
+def unwind(locate, ip: int, sp: int, bp: int, stack: bytes, limit: int = 127,  # noqa: ANN001
+           rules: dict | None = None) -> tuple[list[int], str]:
     """Return addresses from ``ip`` outwards and why the walk ended (:data:`END`, the outermost frame,
     or one of :data:`STOPS`).  ``locate(addr)`` gives (path, link-time address) or None; ``stack`` is
-    the copy of user memory from ``sp``."""
+    the copy of user memory from ``sp``; ``rules``, the process's pc -> rule (or stop) found so far
+    (kept by the caller while the process's mappings stay: an off-CPU profile unwinds thousands of
+    records a second through the same few pcs)."""
     base, pcs, pc = sp, [ip], ip
     for depth in range(limit):
-        where = locate(pc if depth == 0 else pc - 1)
-        if where is None:
-            return pcs, "no_mapping"           # the vDSO, a JIT, anonymous memory
-        cfi = cfi_for(where[0])
-        rule = cfi.rule(where[1]) if cfi is not None else None
+        key = pc if depth == 0 else pc - 1
+        rule = rules.get(key) if rules is not None else None
         if rule is None:
-            return pcs, "no_cfi"
+            rule = _rule_at(locate, key)
+            if rules is not None:
+                rules[key] = rule
+        if isinstance(rule, str):
+            return pcs, rule
         reg, off, ra_off, bp_off = rule
         if reg == _RSP:
             cfa = sp + off

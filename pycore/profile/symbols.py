@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import bisect
 import os
+import time
 from functools import lru_cache
 
 from pycore.record import field, record
@@ -119,13 +120,32 @@ def _debug_symbols(f, path: str, syms: dict[int, tuple[int, str]]) -> None:  # n
 _BUILD_IDS: dict[str, str | None] = {}
 
 
-def module_for(path: str) -> Module:
-    """The module of ``path``, read once per file version (device, inode, mtime)."""
+_IDENTITIES: dict[str, tuple[float, tuple[int, int, int] | None]] = {}
+IDENTITY_SECONDS = 1.0
+
+
+def file_identity(path: str) -> tuple[int, int, int] | None:
+    """(device, inode, mtime) of ``path``, None when it cannot be read; stat'ed again after a second:
+    unwinding asks for every frame of every record, and a stat each time was half of its cost."""
+    now = time.monotonic()
+    seen = _IDENTITIES.get(path)
+    if seen is not None and now - seen[0] < IDENTITY_SECONDS:
+        return seen[1]
     try:
         st = os.stat(path)
+        ident: tuple[int, int, int] | None = (st.st_dev, st.st_ino, st.st_mtime_ns)
     except OSError:
+        ident = None
+    _IDENTITIES[path] = (now, ident)
+    return ident
+
+
+def module_for(path: str) -> Module:
+    """The module of ``path``, read once per file version (device, inode, mtime)."""
+    ident = file_identity(path)
+    if ident is None:
         return Module(os.path.basename(path))
-    return _module(path, (st.st_dev, st.st_ino, st.st_mtime_ns))
+    return _module(path, ident)
 
 
 @record
@@ -144,6 +164,7 @@ class ProcessMaps:
         self.pid = pid
         self.mappings: list[_Mapping] = []
         self._names: dict[int, tuple[str, str]] = {}
+        self.rules: dict[int, object] = {}     # pc -> its unwinding rule (cfi.unwind's cache)
         try:
             self.exe = os.readlink(f"/proc/{pid}/exe")    # pprof's main binary
         except OSError:
@@ -169,6 +190,7 @@ class ProcessMaps:
             root = f"/proc/{self.pid}/root{name}"
             out.append(_Mapping(lo, hi, int(parts[2], 16), name, root if os.path.exists(root) else name))
         self.mappings = out
+        self.rules.clear()
         return True
 
     def mapping(self, addr: int) -> tuple[int, int, int, str, str] | None:

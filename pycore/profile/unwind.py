@@ -110,7 +110,9 @@ class Unwinder:
         self.samples += 1
         if copied and ip:
             # .eh_frame over the copied stack; the frame-pointer walk when it gets further
-            walked, why = unwind(self.maps[pid].locate, ip, sp, bp, data[_COPY_AT:_COPY_AT + min(copied, UCOPY)])
+            maps = self.maps[pid]
+            walked, why = unwind(maps.locate, ip, sp, bp, data[_COPY_AT:_COPY_AT + min(copied, UCOPY)],
+                                 rules=maps.rules)
             if why != END:
                 self.failures["native_" + why] += 1
             if len(walked) >= len(ustack):
