@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_profile import PYTHON, folded_stacks, parse_flame, python_name
+from tests.test_profile import CHROMIUM, PYTHON, flame_nodes, folded_stacks, parse_flame, python_name
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKLOAD = ROOT / "tests" / "offcpu_workload.py"
@@ -177,6 +177,52 @@ def test_cli_p_formats(tmp_path):
     head = table.stdout.splitlines()[0]
     assert re.fullmatch(r"\d+\.\d\d s off-CPU in \d+ waits \(2\.\d s\)", head), head
     assert any(line.endswith(f"reader ({WORKLOAD})") for line in table.stdout.splitlines())
+
+
+def test_html_off_cpu_in_chromium(tmp_path):
+    """The off-CPU page in headless Chromium: its info line, hover and search say seconds waited (the
+    tree's microseconds) and shares."""
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        pytest.fail("playwright is not installed (pyproject's test extra has it)")
+    if not os.path.exists(CHROMIUM):
+        pytest.fail(f"{CHROMIUM} is missing (dev.sh installs Debian's chromium)")
+    wl = start_workload()
+    page_file = tmp_path / "wait.html"
+    try:
+        res = run_profile("--off-cpu", "-p", str(wl.pid), "-d", "2", "-o", str(page_file))
+    finally:
+        stop_workload(wl)
+    assert res.returncode == 0, res.stderr
+    doc = parse_flame(page_file.read_text())
+    nodes = flame_nodes(doc["tree"], doc["names"])
+    total = nodes[0][1]
+    outer = [i for i, (path, _, _) in enumerate(nodes) if path and python_name(path[-1]) == "sleeper"]
+    sleeper = max(outer, key=lambda i: nodes[i][1])
+    hit = sum(nodes[i][1] for i, (path, _, _) in enumerate(nodes) if path and python_name(path[-1]) == "reader")
+    errors: list[str] = []
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 900})
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            page.goto(page_file.as_uri())
+            assert page.title() == f"pycore profile -p {wl.pid}, off-CPU"
+            info = page.inner_text("#info")
+            assert re.fullmatch(r"off-CPU: ([\d.]+) s waited in (\d+) waits, [\d.]+ s", info), info
+            assert float(info.split()[1]) == pytest.approx(total / 1e6, abs=0.006)
+            page.locator(f'.f[data-i="{sleeper}"]').hover()
+            status = page.inner_text("#status")
+            m = re.fullmatch(r"(sleeper \(.*?\))  ([\d.]+) s waited, ([\d.]+)% of all", status)
+            assert m and m.group(1) == nodes[sleeper][0][-1], status
+            assert float(m.group(2)) == pytest.approx(nodes[sleeper][1] / 1e6, abs=0.0006)
+            assert float(m.group(3)) == pytest.approx(100 * nodes[sleeper][1] / total, abs=0.006)
+            page.fill("#search", "reader (")
+            assert page.inner_text("#matched") == f"Matched: {hit / 1e6:.3f} s waited ({100 * hit / total:.2f}%)"
+        finally:
+            browser.close()
+    assert errors == [] and hit > 0
 
 
 def test_cli_c_and_all(tmp_path):
