@@ -24,6 +24,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import bpftool_show, prog_ids_of
 from tests.test_profile import CHROMIUM, PYTHON, flame_nodes, folded_stacks, parse_flame, python_name
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -49,19 +50,32 @@ def run_profile(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
     return subprocess.run(PYCORE + list(args), capture_output=True, text=True, timeout=timeout, cwd=ROOT)
 
 
-def attached() -> str:
-    return subprocess.run(["bpftool", "prog", "show"], capture_output=True, text=True, check=True).stdout
+def programs(ids: set[int]) -> set[str]:
+    """The names of the loaded programs among ``ids`` (a test finds its own programs by the ids its
+    process holds, tests/conftest.prog_ids_of, not by name: a suite run beside this one loads the same)."""
+    return {p["name"] for p in bpftool_show("prog") if p["id"] in ids}
 
 
-def detached() -> bool:
-    """No on_switch program loaded, within 3 s: the kernel frees a tracing program after its link's
-    close, from a work queue, a moment later."""
+def gone(ids: set[int]) -> bool:
+    """None of ``ids`` loaded, within 3 s: the kernel frees a tracing program after its link's close,
+    from a work queue, a moment later."""
     end = time.monotonic() + 3
-    while "on_switch" in attached():
+    while programs(ids):
         if time.monotonic() > end:
             return False
         time.sleep(0.1)
     return True
+
+
+def held_while_running(p: subprocess.Popen, timeout: float = 30) -> set[int]:
+    """The ids of the programs process ``p`` holds once it has loaded one (on_switch)."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end and p.poll() is None:
+        ids = prog_ids_of(p.pid)
+        if "on_switch" in programs(ids):
+            return ids
+        time.sleep(0.1)
+    raise AssertionError("pycore profile --off-cpu never held its on_switch program")
 
 
 def weights(stacks: list[tuple[list[str], int]]) -> tuple[dict[str, int], int]:
@@ -84,13 +98,13 @@ def test_shares_kernel_paths_and_splice(record_property):
     wl = start_workload()
     try:
         with pycore.profile(wl.pid, off_cpu=True) as prof:
-            progs = attached()
-            assert "on_switch" in progs and "on_sample" not in progs
+            ids = prog_ids_of(os.getpid())
+            assert programs(ids) == {"on_switch"}
             wl.send_signal(signal.SIGUSR1)          # the workload's truth starts now, attached,
             time.sleep(6)
             wl.send_signal(signal.SIGUSR2)          # and ends now, as the profile does
             truth = json.loads(wl.stdout.readline())
-        assert detached()
+        assert gone(ids)
         folded = prof.folded()                     # named while the workload still runs
         top = prof.top(100, "total")
     finally:
@@ -237,6 +251,7 @@ def test_cli_c_and_all(tmp_path):
     try:
         prof = subprocess.Popen(PYCORE + ["--off-cpu", "-a", "-d", "1.5", "-o", str(everything)], cwd=ROOT,
                                 stderr=subprocess.PIPE, text=True)
+        ids = held_while_running(prof)
         _, err = prof.communicate(timeout=120)
     finally:
         stop_workload(wl)
@@ -246,7 +261,7 @@ def test_cli_c_and_all(tmp_path):
     assert any("sleeper" in map(python_name, frames) for frames in mine)
     assert len({frames[0] for frames, _ in stacks}) > 2          # other processes' waits too
     assert not any(frames[0].endswith(f"({prof.pid})") for frames, _ in stacks)
-    assert detached()
+    assert gone(ids)
 
 
 def test_min_block_leaves_short_waits_out(tmp_path):
@@ -268,14 +283,15 @@ def test_signal_writes_and_detaches(tmp_path):
     try:
         prof = subprocess.Popen(PYCORE + ["--off-cpu", "-p", str(wl.pid), "-o", str(out)], stderr=subprocess.PIPE,
                                 text=True, cwd=ROOT)
-        time.sleep(2)
+        ids = held_while_running(prof)
+        time.sleep(1.5)
         prof.send_signal(signal.SIGTERM)
         _, err = prof.communicate(timeout=60)
     finally:
         stop_workload(wl)
     assert prof.returncode == 0, err
     assert folded_stacks(out)
-    assert detached()
+    assert gone(ids)
 
 
 @pytest.mark.parametrize("args, message", [
@@ -299,4 +315,4 @@ def test_api_bad_combinations():
         pycore.profile(os.getpid(), off_cpu=True, hz=99)
     with pytest.raises(ValueError, match="min_block_us=-5: 0 or more microseconds"):
         pycore.profile(os.getpid(), off_cpu=True, min_block_us=-5)
-    assert detached()
+    assert "on_switch" not in programs(prog_ids_of(os.getpid()))
