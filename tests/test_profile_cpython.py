@@ -42,17 +42,17 @@ def trixie() -> Path:
     return root
 
 
-def start_workload_313(root: Path, seconds: float = 60) -> subprocess.Popen:
-    """tests/profile_workload.py under the root's python3.13: the tests directory bound on its /mnt and
-    /dev bound, in a mount namespace of its own (nothing stays mounted); the Popen's pid is python3.13's
-    (unshare, sh and chroot each exec the next)."""
+def start_workload_313(root: Path, seconds: float = 60, workload: str = WORKLOAD.name) -> subprocess.Popen:
+    """tests/profile_workload.py (or another of tests/) under the root's python3.13: the tests directory
+    bound on its /mnt and /dev bound, in a mount namespace of its own (nothing stays mounted); the Popen's
+    pid is python3.13's (unshare, sh and chroot each exec the next)."""
     script = textwrap.dedent("""\
-        r=$1; t=$2; s=$3
+        r=$1; t=$2; s=$3; w=$4
         mount --bind "$t" "$r/mnt" && mount --rbind /dev "$r/dev" || exit 125
-        exec chroot "$r" python3.13 /mnt/profile_workload.py "$s"
+        exec chroot "$r" python3.13 "/mnt/$w" "$s"
         """)
     proc = subprocess.Popen(["unshare", "-m", "--propagation", "private", "sh", "-c", script, "sh", str(root),
-                             str(WORKLOAD.parent), str(seconds)],
+                             str(WORKLOAD.parent), str(seconds), workload],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     line = proc.stderr.readline().strip()
     assert line == "ready", (line, proc.stderr.read() if proc.poll() is not None else "")

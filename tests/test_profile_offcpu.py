@@ -25,6 +25,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import bpftool_show, prog_ids_of
+from tests.test_profile_cpython import start_workload_313, trixie  # noqa: F401 - trixie: a fixture
 from tests.test_profile import CHROMIUM, PYTHON, flame_nodes, folded_stacks, parse_flame, python_name
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -93,26 +94,16 @@ def test_shares_kernel_paths_and_splice(record_property):
     """pycore.profile(pid, off_cpu=True): each function's share of the time waited within 2 points of the
     workload's own; the kernel frames are the wait's (nanosleep, pipe read, down to __schedule); the
     Python frames sit in the native stack; only on_switch is attached, and nothing after close()."""
-    import pycore
-
     wl = start_workload()
     try:
-        with pycore.profile(wl.pid, off_cpu=True) as prof:
-            ids = prog_ids_of(os.getpid())
-            assert programs(ids) == {"on_switch"}
-            wl.send_signal(signal.SIGUSR1)          # the workload's truth starts now, attached,
-            time.sleep(6)
-            wl.send_signal(signal.SIGUSR2)          # and ends now, as the profile does
-            truth = json.loads(wl.stdout.readline())
+        truth, prof, ids = profile_off_cpu(wl, 6)
         assert gone(ids)
         folded = prof.folded()                     # named while the workload still runs
         top = prof.top(100, "total")
     finally:
         stop_workload(wl)
-    stacks = [(line.rsplit(" ", 1)[0].split(";"), int(line.rsplit(" ", 1)[1])) for line in folded.splitlines()]
+    stacks, share, expected = shares_of(folded, truth)
     got, total = weights(stacks)
-    expected = {f: 100.0 * truth["off"][f] / truth["total"] for f in FUNCS}
-    share = {f: 100.0 * got[f] / total for f in FUNCS}
     print(f"\nworkload/pycore off-CPU shares (%), {prof.profile.waits} waits, {total / 1e6:.2f} s: "
           f"{ {f: f'{expected[f]:.1f}/{share[f]:.1f}' for f in FUNCS} }")
     record_property("offcpu_shares", json.dumps({"truth": expected, "pycore": share, "waits": prof.profile.waits}))
@@ -144,6 +135,45 @@ def test_shares_kernel_paths_and_splice(record_property):
     row = next(r for r in rows if r.endswith(f"sleeper ({WORKLOAD})"))
     assert float(row.split()[2]) == pytest.approx(share["sleeper"], abs=0.1)
     assert float(row.split()[3]) == pytest.approx(got["sleeper"] / 1e6, abs=0.01)
+
+
+def profile_off_cpu(proc: subprocess.Popen, seconds: float) -> tuple[dict, object, set[int]]:
+    """pycore.profile(off_cpu=True) over the workload for ``seconds``, its truth from SIGUSR1 (once
+    attached) to SIGUSR2 (just before detaching): (the truth, the closed session, its program ids)."""
+    import pycore
+
+    with pycore.profile(proc.pid, off_cpu=True) as prof:
+        ids = prog_ids_of(os.getpid())
+        assert programs(ids) == {"on_switch"}
+        proc.send_signal(signal.SIGUSR1)
+        time.sleep(seconds)
+        proc.send_signal(signal.SIGUSR2)
+        truth = json.loads(proc.stdout.readline())
+    return truth, prof, ids
+
+
+def shares_of(folded: str, truth: dict) -> tuple[list, dict[str, float], dict[str, float]]:
+    """(the stacks, pycore's share of the time waited under each function, the workload's)."""
+    stacks = [(line.rsplit(" ", 1)[0].split(";"), int(line.rsplit(" ", 1)[1])) for line in folded.splitlines()]
+    got, total = weights(stacks)
+    return (stacks, {f: 100.0 * got[f] / total for f in FUNCS},
+            {f: 100.0 * truth["off"][f] / truth["total"] for f in FUNCS})
+
+
+def test_python313_in_its_root(trixie):  # noqa: F811 - the fixture imported above
+    """The same split on Debian 13's python3.13 in its own root (the offsets it publishes): within 2 points."""
+    wl = start_workload_313(trixie, workload=WORKLOAD.name)
+    try:
+        truth, prof, _ = profile_off_cpu(wl, 5)
+        folded = prof.folded()
+    finally:
+        stop_workload(wl)
+    stacks, share, expected = shares_of(folded, truth)
+    print(f"\npython3.13 workload/pycore off-CPU shares (%): { {f: f'{expected[f]:.1f}/{share[f]:.1f}' for f in FUNCS} }")
+    assert all(frames[0] == f"python3.13 ({wl.pid})" for frames, _ in stacks)
+    assert any("do_nanosleep_[k]" in frames and "sleeper" in map(python_name, frames) for frames, _ in stacks)
+    for f in FUNCS:
+        assert abs(share[f] - expected[f]) <= 2.0, (f, expected, share)
 
 
 def test_cli_p_formats(tmp_path):
