@@ -1,5 +1,6 @@
 """pycore profile on Debian's 6.1 and 6.12 kernels (run by tests/vm under QEMU: ``./dev.sh vm-test``):
-the accuracy workload of tests/test_profile.py, its kernel frames named from the guest's kallsyms."""
+the accuracy workload of tests/test_profile.py, its kernel frames named from the guest's kallsyms, and
+--off-cpu's (tests/test_profile_offcpu.py)."""
 
 from __future__ import annotations
 
@@ -45,4 +46,32 @@ def test_workload_profiled_on_this_kernel(tmp_path, record_property):
                      "vfs_read_[k]") for frames in reads for f in frames), reads[:3]
     assert max(sum(python_name(f) == "deep" for f in frames) for frames, _ in stacks) == 220
     for f in FUNCS:
+        assert abs(got[f] - expected[f]) <= 3.0, (release, f, expected, got)
+
+
+def test_off_cpu_on_this_kernel(record_property):
+    """--off-cpu on this kernel: its tp_btf/sched_switch program loads and attaches, the waits' kernel
+    paths are named from its kallsyms, and each function's share of the time waited is near the
+    workload's own (3 points, as above)."""
+    from tests.test_profile_offcpu import FUNCS as WAITS, profile_off_cpu, shares_of
+    from tests.test_profile_offcpu import start_workload as start_waits
+    from tests.test_profile_offcpu import stop_workload as stop_waits
+
+    release = os.uname().release
+    wl = start_waits()
+    try:
+        truth, prof, _ = profile_off_cpu(wl, 5)
+        folded = prof.folded()
+    finally:
+        stop_waits(wl)
+    stacks, got, expected = shares_of(folded, truth)
+    record_property("offcpu_vm", json.dumps({"kernel": release, "waits": prof.profile.waits, "truth": expected,
+                                             "pycore": got}))
+    print(f"\n{release}: {prof.profile.waits} waits, truth/pycore "
+          + ", ".join(f"{f} {expected[f]:.1f}/{got[f]:.1f}" for f in WAITS))
+    assert prof.profile.waits >= 200
+    assert all(frames[-1] == "__schedule_[k]" for frames, _ in stacks)
+    assert any("do_nanosleep_[k]" in frames and "sleeper" in map(python_name, frames) for frames, _ in stacks)
+    assert any("pipe_read" in f for frames, _ in stacks if "reader" in map(python_name, frames) for f in frames)
+    for f in WAITS:
         assert abs(got[f] - expected[f]) <= 3.0, (release, f, expected, got)
