@@ -8,8 +8,8 @@ so the file opens from disk, offline, in any browser.  The root is at the top
 bottom).  Click a frame to zoom to it (its ancestors stay, full width; click
 one to zoom out), search to highlight the frames whose name holds the text
 (and see their share of the samples), hover for the frame's count, seconds
-and share (off-CPU: the seconds waited and their share).  Frame labels are the folded format's, so each tree path is one
-folded line.
+and share (off-CPU: the seconds waited and their share).  Frame labels are
+the folded format's, so each tree path is one folded line.
 
 The tree, as the page reads it: ``[name index, kind index, samples,
 [children...]]``, names and kinds in their own tables.
