@@ -227,6 +227,23 @@ def wait_attached(p: subprocess.Popen, links: int = 1, timeout: float = 30) -> N
         time.sleep(0.02)
 
 
+def programs(ids: set[int]) -> set[str]:
+    """The names of the loaded programs among ``ids`` (a test finds its own programs by the ids its
+    process holds, :func:`prog_ids_of`, not by name: a suite run beside this one loads the same)."""
+    return {p["name"] for p in bpftool_show("prog") if p["id"] in ids}
+
+
+def gone(ids: set[int]) -> bool:
+    """None of ``ids`` loaded, within 3 s: the kernel frees a tracing program after its link's close,
+    from a work queue, a moment later."""
+    end = time.monotonic() + 3
+    while programs(ids):
+        if time.monotonic() > end:
+            return False
+        time.sleep(0.1)
+    return True
+
+
 def bpftool_show(kind: str, tries: int = 5) -> list[dict]:
     """``bpftool -j KIND show`` as JSON.  bpftool lists ids, then queries
     each one; an object the kernel frees in between (right after a tool was

@@ -26,7 +26,7 @@ import pytest
 
 from pycore.elf.cpython import LAYOUTS
 from pycore.profile.pyframes import line_of
-from tests.conftest import bpftool_show, prog_ids_of
+from tests.conftest import bpftool_show, gone, programs, prog_ids_of
 
 PYTHON = "/usr/bin/python3.11"
 HEADERS = "/usr/include/python3.11"
@@ -272,15 +272,21 @@ def test_signal_writes_and_detaches(tmp_path, sig):
     try:
         prof = subprocess.Popen(PYCORE + ["-p", str(wl.pid), "-o", str(out)], stderr=subprocess.PIPE,
                                 text=True, cwd=ROOT)
-        time.sleep(3)
+        ids: set[int] = set()
+        end = time.monotonic() + 30
+        while "on_sample" not in programs(ids) and time.monotonic() < end:     # its own, not by name
+            time.sleep(0.2)
+            ids = prog_ids_of(prof.pid)
+        held = programs(ids)
+        time.sleep(2)
         prof.send_signal(sig)
         _, err = prof.communicate(timeout=60)
     finally:
         stop_workload(wl)
     assert prof.returncode == 0, err
     assert folded_stacks(out)
-    progs = subprocess.run(["bpftool", "prog", "show"], capture_output=True, text=True).stdout
-    assert "on_sample" not in progs
+    assert "on_sample" in held, held       # it held its program while it ran
+    assert gone(ids), programs(ids)
 
 
 def test_pprof_and_speedscope(tmp_path):

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import bpftool_show, prog_ids_of
+from tests.conftest import gone, programs, prog_ids_of
 from tests.test_profile_cpython import start_workload_313, trixie  # noqa: F401 - trixie: a fixture
 from tests.test_profile import CHROMIUM, PYTHON, flame_nodes, folded_stacks, parse_flame, python_name
 
@@ -49,23 +49,6 @@ def stop_workload(proc: subprocess.Popen) -> dict:
 
 def run_profile(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
     return subprocess.run(PYCORE + list(args), capture_output=True, text=True, timeout=timeout, cwd=ROOT)
-
-
-def programs(ids: set[int]) -> set[str]:
-    """The names of the loaded programs among ``ids`` (a test finds its own programs by the ids its
-    process holds, tests/conftest.prog_ids_of, not by name: a suite run beside this one loads the same)."""
-    return {p["name"] for p in bpftool_show("prog") if p["id"] in ids}
-
-
-def gone(ids: set[int]) -> bool:
-    """None of ``ids`` loaded, within 3 s: the kernel frees a tracing program after its link's close,
-    from a work queue, a moment later."""
-    end = time.monotonic() + 3
-    while programs(ids):
-        if time.monotonic() > end:
-            return False
-        time.sleep(0.1)
-    return True
 
 
 def held_while_running(p: subprocess.Popen, timeout: float = 30) -> set[int]:
