@@ -576,6 +576,27 @@ def test_api_profiles_its_own_process():
     assert {"test_api_profiles_its_own_process.<locals>.burn_here", "test_api_profiles_its_own_process"} <= frames
 
 
+def test_named_after_the_process_is_gone():
+    """Stacks are named when exported, which may be long after the process exited (a -c command, a
+    session exported later): its native frames keep their names, for a process in its own root (the
+    Debian 13 root's python3.13, whose files pycore opens through /proc/PID/root) as for one in ours."""
+    import pycore
+    from tests.test_profile_cpython import start_workload_313
+
+    root = Path.home() / ".cache" / "pycore" / "trixie-root"
+    if not (root / "usr/bin/python3.13").exists():
+        pytest.fail(f"{root} has no python3.13 (./dev.sh trixie-root completes it)")
+    for start, exe in ((start_workload, "python3.11"), (lambda: start_workload_313(root), "python3.13")):
+        wl = start()
+        with pycore.profile(wl.pid, hz=199) as prof:
+            time.sleep(1.5)
+        stop_workload(wl)
+        time.sleep(2.5)           # past the file identities' 1 s cache: only what was kept names them
+        natives = {f for line in prof.folded().splitlines() for f in line.rpartition(" ")[0].split(";")
+                   if " (" not in f}
+        assert {"Py_RunMain", "PyEval_EvalCode"} <= natives, (exe, sorted(natives)[:30])
+
+
 CHROMIUM = "/usr/bin/chromium"
 
 

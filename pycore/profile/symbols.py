@@ -154,7 +154,24 @@ class _Mapping:
     end: int
     offset: int
     name: str          # as the process sees it
-    path: str          # as pycore opens it (through /proc/PID/root)
+    path: str          # as pycore opens it: the name, or through /proc/PID/root for another root
+    _module: Module | None = None
+
+    def module(self) -> Module:
+        """The file's module, kept once read: a process in another root may have exited by the time
+        its stacks are named (a -c command has), and its /proc/PID/root with it."""
+        if self._module is None:
+            self._module = module_for(self.path)
+        return self._module
+
+
+def _same_root(pid: int) -> bool:
+    """Whether ``pid`` sees the files pycore sees at the same paths (its root is pycore's)."""
+    try:
+        theirs, ours = os.stat(f"/proc/{pid}/root"), os.stat("/")
+    except OSError:
+        return False
+    return (theirs.st_dev, theirs.st_ino) == (ours.st_dev, ours.st_ino)
 
 
 class ProcessMaps:
@@ -179,6 +196,7 @@ class ProcessMaps:
         except OSError:
             return False
         out = []
+        same = _same_root(self.pid)     # then plain paths: they still name the files once it exits
         for line in lines:
             parts = line.split(None, 5)
             if len(parts) < 6 or parts[1][2:3] != "x":
@@ -188,7 +206,11 @@ class ProcessMaps:
                 continue
             lo, hi = (int(x, 16) for x in parts[0].split("-"))
             root = f"/proc/{self.pid}/root{name}"
-            out.append(_Mapping(lo, hi, int(parts[2], 16), name, root if os.path.exists(root) else name))
+            path = name if same or not os.path.exists(root) else root
+            m = _Mapping(lo, hi, int(parts[2], 16), name, path)
+            if not same:
+                m.module()              # read now, while /proc/PID/root still leads to it
+            out.append(m)
         self.mappings = out
         self.rules.clear()
         return True
@@ -198,7 +220,7 @@ class ProcessMaps:
         m = self._mapping(addr)
         if m is None:
             return None
-        return m.start, m.end, m.offset, m.name, module_for(m.path).build_id or ""
+        return m.start, m.end, m.offset, m.name, m.module().build_id or ""
 
     def _mapping(self, addr: int) -> _Mapping | None:
         for m in self.mappings:
@@ -215,7 +237,7 @@ class ProcessMaps:
         m = self._mapping(addr)
         if m is None:
             return None
-        vaddr = module_for(m.path).vaddr(addr - m.start + m.offset)
+        vaddr = m.module().vaddr(addr - m.start + m.offset)
         return None if vaddr is None else (m.path, vaddr)
 
     def lookup(self, addr: int) -> tuple[str, str]:
@@ -229,7 +251,7 @@ class ProcessMaps:
         if m is None:
             found = (f"[unknown {addr:#x}]", "")
         else:
-            mod = module_for(m.path)
+            mod = m.module()
             file_offset = addr - m.start + m.offset
             vaddr = mod.vaddr(file_offset)
             name = mod.function(vaddr) if vaddr is not None else None
