@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 import os
 import shutil
 import signal
@@ -595,6 +596,24 @@ def test_named_after_the_process_is_gone():
         natives = {f for line in prof.folded().splitlines() for f in line.rpartition(" ")[0].split(";")
                    if " (" not in f}
         assert {"Py_RunMain", "PyEval_EvalCode"} <= natives, (exe, sorted(natives)[:30])
+
+
+def test_freed_code_objects_are_never_misnamed(tmp_path):
+    """Code objects freed between the sample and its reading (~100 ms later) are not read as whatever
+    took their memory: a frame is the workload's own, the import machinery's, or ``[code 0x...]``,
+    never a name read from a freed object (``?``, a line of 0 or less)."""
+    out = tmp_path / "churn.folded"
+    res = run_profile("-F", "997", "-o", str(out), "-c", f"{PYTHON} {ROOT / 'tests' / 'profile_churn.py'} 4",
+                      timeout=120)
+    assert res.returncode == 0, res.stderr
+    ours = re.compile(r"^(?:(?:g\d+|<module>|K\d+|K\d+\.m|K\d+\.m\.<locals>\.<listcomp>) \(<gen\d+>:\d+\)"
+                      r"|<module> \(\S*profile_churn\.py:\d+\)|\S+ \(<frozen [\w.]+>:\d+\)|\[code 0x[0-9a-f]+\])$")
+    python = [f for frames, _ in folded_stacks(out) for f in frames[2:]
+              if f.endswith("]") and f.startswith("[code ") or f.endswith(")") and " (" in f and not f.endswith("_[k]")]
+    assert python
+    odd = sorted({f for f in python if not ours.match(f)})
+    assert not odd, odd[:20]
+    assert all(int(f.rsplit(":", 1)[1][:-1]) > 0 for f in python if not f.startswith("[code "))
 
 
 CHROMIUM = "/usr/bin/chromium"

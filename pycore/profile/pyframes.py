@@ -100,9 +100,10 @@ def line_of(table: bytes, firstlineno: int, index: int) -> int | None:
 class CodeReader:
     """Code objects of one process, each read once; None for one that cannot be read."""
 
-    def __init__(self, pid: int, layout: FrameLayout) -> None:
+    def __init__(self, pid: int, layout: FrameLayout, code_type: int = 0) -> None:
         self.pid = pid
         self.layout = layout
+        self.code_type = code_type      # PyCode_Type's run-time address: 0 when not known
         self._codes: dict[int, CodeInfo | None] = {}
         try:
             self._fd: int | None = os.open(f"/proc/{pid}/mem", os.O_RDONLY | os.O_CLOEXEC)
@@ -130,8 +131,8 @@ class CodeReader:
         length = struct.unpack("<q", self._read(obj + L.unicode_length, 8))[0]
         state = struct.unpack("<I", self._read(obj + L.unicode_state, 4))[0]
         kind, compact, ascii_ = (state >> 2) & 7, (state >> 5) & 1, (state >> 6) & 1
-        if not compact or length < 0:
-            return "?"
+        if not compact or length < 0:   # a code object's names are compact: this one was freed
+            raise OSError("not a compact string")
         length = min(length, _MAX_STRING)
         if ascii_:
             text = self._read(obj + L.ascii_data, length).decode("ascii", "replace")
@@ -149,11 +150,26 @@ class CodeReader:
         L = self.layout
         info = None
         try:
+            # the sample is read ~100 ms after BPF took it: a code object freed since (an import's
+            # module code, a lambda) may hold anything now, so its ob_type must still be PyCode_Type
+            # and its reference count a count: pymalloc keeps a freed block's next-free pointer (or
+            # NULL) there, glibc's free() its list pointers over both words (3.12+'s immortal objects
+            # count 2**32 - 1 or so: below 2**40 still)
+            refcnt, ob_type = struct.unpack("<QQ", self._read(addr, 16))
+            if not 0 < refcnt < 1 << 40 or (self.code_type and ob_type != self.code_type):
+                raise OSError("not a live code object")
             table_obj = self._ptr(addr + L.code_linetable)
             size = min(struct.unpack("<q", self._read(table_obj + L.bytes_size, 8))[0], _MAX_TABLE)
-            info = CodeInfo(qualname=self._string(self._ptr(addr + L.code_qualname)),
+            qualname = self._string(self._ptr(addr + L.code_qualname))
+            name = self._string(self._ptr(addr + L.code_name))
+            firstlineno = struct.unpack("<i", self._read(addr + L.code_firstlineno, 4))[0]
+            # a live code object's qualified name ends with its name, and it starts at a line >= 0;
+            # one freed and reused, or half torn down, seldom agrees with itself so
+            if not name or (qualname != name and not qualname.endswith("." + name)) or firstlineno < 0:
+                raise OSError("not a live code object")
+            info = CodeInfo(qualname=qualname,
                             filename=self._string(self._ptr(addr + L.code_filename)),
-                            firstlineno=struct.unpack("<i", self._read(addr + L.code_firstlineno, 4))[0],
+                            firstlineno=firstlineno,
                             linetable=self._read(table_obj + L.bytes_data, size) if size > 0 else b"",
                             bytecode=addr + L.code_adaptive)
         except (OSError, struct.error, UnicodeDecodeError, KeyError, OverflowError, ValueError):
@@ -171,6 +187,7 @@ class PythonProcess:
     layout: FrameLayout
     runtime: int               # run-time address of _PyRuntime
     path: str                  # the file defining it, as the process sees it
+    code_type: int = 0         # run-time address of PyCode_Type (0: not known)
 
 
 def find_python(pid: int) -> tuple[PythonProcess | None, str]:
@@ -211,7 +228,8 @@ def find_python(pid: int) -> tuple[PythonProcess | None, str]:
         if bias is None or runtime is None:
             why = f"{name}: {path} is not mapped as its segments say"
             continue
-        return PythonProcess(pid, name, layout, runtime + bias, path), name
+        code_type = binary.symbols.get("PyCode_Type")
+        return PythonProcess(pid, name, layout, runtime + bias, path, code_type + bias if code_type else 0), name
     return None, why
 
 

@@ -32,8 +32,8 @@ class Frame(NamedTuple):
 
     def label(self) -> str:
         """The frame as folded stacks and the terminal show it."""
-        if self.kind == "python":
-            return f"{self.name} ({self.file}:{self.line})"
+        if self.kind == "python":       # a code object that could not be read has no file: [code 0x...]
+            return f"{self.name} ({self.file}:{self.line})" if self.file else self.name
         if self.kind == "kernel":
             return f"{self.name}_[k]"
         return self.name

@@ -95,7 +95,7 @@ class Unwinder:
             self.comms[pid] = comm
         py = self.pythons.get(pid)
         if py is not None:
-            self.codes[pid] = CodeReader(pid, py.layout)
+            self.codes[pid] = CodeReader(pid, py.layout, py.code_type)
 
     def add(self, data: bytes) -> None:
         """One record of the ring buffer."""
