@@ -9,6 +9,7 @@ from pycore.lang.lower.layout import (Action, _align8, LOST_OFF, TAG_PRINTF, TAG
                                       TAG_ZERO, TAG_TIME, TAG_PRINT_VALUE, TAG_JOIN, TAG_SYSTEM, TAG_CAT,
                                       TAG_HELPER_ERROR)
 from pycore.lang.lower.state import State
+from pycore.lang.check.records import AGGREGATES
 from pycore.lang.probes import REGS
 from pycore.lang.types import INT64, Array, Record, Str, Tuple, Type, Void, is_buffer, width
 
@@ -38,6 +39,51 @@ def call_extent(source: str, line: int, col: int) -> tuple[int, int, int, int]:
                 if depth == 0:
                     return line, col, ln + 1, i + 2
     return line, col, line, col + 1
+
+
+def statement_extent(source: str, line: int, col: int) -> tuple[int, int, int, int]:
+    """(line, col, end line, end col) of the statement starting at ``line:col``: up to its ``;`` (or
+    the ``}`` closing its block) at depth 0, strings skipped, trailing blanks left out."""
+    lines = source.splitlines()
+    depth, quote, esc = 0, False, False
+    last = (line, col)
+    for ln in range(line - 1, len(lines)):
+        text = lines[ln]
+        for i in range(col - 1 if ln == line - 1 else 0, len(text)):
+            c = text[i]
+            if quote:
+                esc, quote = (not esc and c == "\\"), quote and (esc or c != '"')
+            elif c == '"':
+                quote = True
+            elif c in "([{":
+                depth += 1
+            elif c in ")]}":
+                if depth == 0:
+                    return line, col, last[0], last[1] + 1
+                depth -= 1
+            elif c == ";" and depth == 0:
+                return line, col, last[0], last[1] + 1
+            if not c.isspace():
+                last = (ln + 1, i + 1)
+    return line, col, last[0], last[1] + 1
+
+
+def update_site(source: str, s: A.Stmt) -> tuple[int, int, int, int]:
+    """Where bpftrace 0.23.2 places its map-full warning for the map update of statement ``s`` (its
+    locations as its lexer makes them): the whole statement (``@m[k] = v``, ``@m[k] += 1``,
+    ``@m[k]++``); ``++``/``--`` alone before the map; for an aggregation, its call and whatever
+    touches it with no blank between (``@m[k]=count()`` whole, ``@m[k] = count()`` only ``count()``)."""
+    line, col = s.pos.line, s.pos.col
+    if isinstance(s, A.IncDec) and s.prefix:
+        return line, col, line, col + 2
+    if isinstance(s, A.Assign) and isinstance(s.value, A.Call) and s.value.name in AGGREGATES:
+        _, _, end_line, end_col = call_extent(source, s.value.pos.line, s.value.pos.col)
+        start_line, start = s.value.pos.line, s.value.pos.col
+        text = source.splitlines()[start_line - 1] if 0 < start_line <= len(source.splitlines()) else ""
+        while start > 1 and not text[start - 2].isspace() and (start_line, start) > (line, col):
+            start -= 1
+        return start_line, start, end_line, end_col
+    return statement_extent(source, line, col)
 
 
 class Calls(State):
@@ -174,10 +220,13 @@ class Calls(State):
         """After a helper call (its result in r0): when it failed (< 0 as an int), a record with the
         code, printed as bpftrace 0.23.2's warning at the call's place (``Can't delete map element
         because it does not exist.``); its check level 1, the default, warns for these helpers."""
+        self.helper_error_at(call_extent(self.source, call.pos.line, call.pos.col), helper)
+
+    def helper_error_at(self, where: tuple[int, int, int, int], helper: str) -> None:
+        """:meth:`helper_error` at the place ``where`` (line, col, end line, end col)."""
         e = self.e
         ok = e.label()
         e.jmp_imm("jsge", 0, 0, ok)         # r0 as returned; the helpers' errors are small negatives
-        where = call_extent(self.source, call.pos.line, call.pos.col)
         idx = self.layout.action(Action(TAG_HELPER_ERROR, self.filename, [INT64], (helper, *where)))
         rec = self.f.region(16)
         e.stx(8, 8, rec + 8, 0)

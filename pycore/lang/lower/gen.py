@@ -40,6 +40,7 @@ class Gen(Statements, Loops, Maps, Calls, Exprs, Strings):
         self.exit_label = emit.label()
         self._loops = []
         self._pending = []
+        self.update_site: tuple[int, int, int, int] | None = None   # the map update's place (map-full warnings)
 
 
 

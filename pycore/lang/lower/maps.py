@@ -119,6 +119,11 @@ class Maps(State):
         e.ldx(8, 1, 8, off)
         e.alu_imm("add", 1, 1)
         e.stx(8, 8, off, 1)
+        if self.update_site is not None:    # bpftrace 0.23.2's warning at the statement, each time
+            kept = self.f.slot()
+            e.stx(8, 10, kept, 0)
+            self.helper_error_at(self.update_site, "map_update_elem")
+            e.ldx(8, 0, 10, kept)
         e.place(done)
 
     def map_lookup(self, m: MapInfo, key: int) -> None:

@@ -80,10 +80,18 @@ class Statements(State):
                 self.call_stmt(s.expr)
                 return s.expr.name != "exit"
             self.scalar_or_string(s.expr)
-        elif isinstance(s, A.Assign):
-            self.assign(s)
-        elif isinstance(s, A.IncDec):
-            self.incdec(s.target, 1 if s.op == "++" else -1)   # alone: its value is not needed
+        elif isinstance(s, (A.Assign, A.IncDec)):
+            if isinstance(s.target, A.MapRef):
+                from pycore.lang.lower.calls import update_site
+
+                self.update_site = update_site(self.source, s)
+            try:
+                if isinstance(s, A.Assign):
+                    self.assign(s)
+                else:
+                    self.incdec(s.target, 1 if s.op == "++" else -1)   # alone: its value is not needed
+            finally:
+                self.update_site = None
         elif isinstance(s, A.If):
             else_l, end_l = e.label(), e.label()
             self.scalar(s.cond)
