@@ -45,7 +45,7 @@ class Config:
     """The variables pycore honours, and every other one as set (name -> value)."""
 
     max_map_keys: int = 4096
-    max_strlen: int = 64      # pycore's default is 0.17's 64 (0.23's is 1024: docs/trace.md says why)
+    max_strlen: int = 1024    # 0.23's default (0.17's was 64): docs/trace.md says what it costs
     missing_probes: str = "warn"
     print_maps_on_exit: bool = True
     stack_mode: str = "bpftrace"
