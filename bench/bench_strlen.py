@@ -14,7 +14,10 @@ beside it). Figures, medians of the rounds (the tracers alternate within a round
 bpftrace 0.23.2 runs through ``tests/bpftrace023.py`` (the Debian 13 root ``./dev.sh`` builds); the
 program is built into that root's /tmp so that both attach to the same file.
 
-    python bench/bench_strlen.py [--runs N] [--events N] [--key]
+``--before PATH`` adds the rows of another pycore command (e.g. a checkout of main before this change:
+``/work/main/.venv/bin/pycore``) at 64 and 1024.
+
+    python bench/bench_strlen.py [--runs N] [--events N] [--key] [--before PATH]
 """
 
 from __future__ import annotations
@@ -89,6 +92,7 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--events", type=int, default=200000)
     ap.add_argument("--key", action="store_true", help="also count the string as a map key")
+    ap.add_argument("--before", metavar="PATH", help="another pycore command to measure beside (an older checkout)")
     args = ap.parse_args()
     bpftrace023.require = lambda: None        # noqa: E731 - no pytest here: available() says why not
     why = bpftrace023.available()
@@ -112,6 +116,10 @@ def main() -> int:
             "pycore default": (pycore_command() + ["trace", "-e", script.format(p=exe)], base),
             "bpftrace 0.23.2": (bpftrace023.argv("-e", script.format(p=inside)), bpftrace023.env()),
         }
+        if args.before:
+            for n in ("64", "1024"):
+                tracers[f"before {n}"] = ([args.before, "trace", "-e", script.format(p=exe)],
+                                          {**base, "BPFTRACE_MAX_STRLEN": n})
         res: dict[str, list[tuple[float, float, int]]] = {n: [] for n in tracers}
         loop = [str(exe), str(args.events)]
         for i in range(args.runs + 1):
@@ -139,9 +147,10 @@ def main() -> int:
         print(f"  {name:<16} loop +{loop_ns[name]:6.0f} ns/event   tracer cpu {cpu_ns[name]:6.0f} ns/line   "
               f"got {got / n:6.1%}")
     ref = "bpftrace 0.23.2"
-    for name in ("pycore 64", "pycore 1024", "pycore default"):
-        print(f"  {name:<16} / pycore 64: loop {loop_ns[name] / loop_ns['pycore 64']:.2f}x, cpu "
-              f"{cpu_ns[name] / cpu_ns['pycore 64']:.2f}x;  / {ref}: loop {loop_ns[name] / loop_ns[ref]:.2f}x, cpu "
+    base = "before 64" if "before 64" in res else "pycore 64"
+    for name in [n for n in res if n.startswith(("pycore", "before"))]:
+        print(f"  {name:<16} / {base}: loop {loop_ns[name] / loop_ns[base]:.2f}x, cpu "
+              f"{cpu_ns[name] / cpu_ns[base]:.2f}x;  / {ref}: loop {loop_ns[name] / loop_ns[ref]:.2f}x, cpu "
               f"{cpu_ns[name] / cpu_ns[ref]:.2f}x")
     return 0
 

@@ -109,3 +109,25 @@ def test_strings_of_1024_are_not_longer_programs() -> None:
     at64 = _instructions(README, {"BPFTRACE_MAX_STRLEN": "64"})
     at1024 = _instructions(README, {})
     assert at1024 <= at64 <= 80, (at64, at1024)
+
+
+@pytest.mark.kernel
+def test_long_paths_in_the_kernel(tmp_path) -> None:
+    """The verifiers of 6.1 and 6.12 (the VMs) take the records that end at a string's NUL, the memset
+    by one helper call and a scratch map sized by the script: a path of ~300 bytes opened by cat,
+    through a tracepoint's str() (by printf, last and not last, and as a map key) and kfunc's path()."""
+    require_root()
+    d = tmp_path
+    while len(str(d)) < 280:
+        d = d / ("d" * 40)
+    d.mkdir(parents=True)
+    f = d / "the-file"
+    f.write_text("x\n")
+    script = ('tracepoint:syscalls:sys_enter_openat /pid == cpid/ { printf("%s %s\\n", comm, str(args.filename)); '
+              'printf("%s|%d\\n", str(args.filename), 7); @[str(args.filename)] = count(); } '
+              'kfunc:security_file_open /pid == cpid/ { printf("path %s\\n", path(args->file->f_path)); }')
+    p = subprocess.run([*PYCORE, "-c", f"/usr/bin/cat {f}", "-e", script], capture_output=True, text=True,
+                       timeout=240, stdin=subprocess.DEVNULL)
+    assert p.returncode == 0, p.stderr
+    assert f"cat {f}\n" in p.stdout and f"{f}|7\n" in p.stdout and f"path {f}\n" in p.stdout, p.stdout
+    assert f"@[{f}]: 1\n" in p.stdout, p.stdout
