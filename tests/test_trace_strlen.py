@@ -1,8 +1,8 @@
 """max_strlen's default is bpftrace 0.23's 1024 (issue 30): strings longer than 0.17's 64 print whole,
 side by side with the real bpftrace 0.23.2 (tests/bpftrace023.py), and cost what 64 cost.
 
-A uprobe on a C program that passes strings of 5, 199 (4 times), 1023 (what 1024 holds with its
-NUL, twice) and 1500 bytes (3 times) reaches both tracers at once; BEGIN and END cases run alone. How pycore keeps 1024 cheap
+A uprobe on a C program that passes strings of 5 (first and last), 199 (4 times), 1023 (what 1024
+holds with its NUL) and 1500 bytes (5 times) reaches both tracers at once; BEGIN and END cases run alone. How pycore keeps 1024 cheap
 (printf records up to the string's NUL, a memset by one helper call, a scratch map sized by the
 script) is in docs/trace.md, at max_strlen.
 """
@@ -29,7 +29,8 @@ static void run(int n) { for (int i = 0; i < n; i++) big[i] = 'a' + i % 26; big[
 int main(void) {
     strcpy(big, "short"); show(big);       /* in .bss, written first: a literal's page may not be in yet */
     for (int i = 0; i < 4; i++) run(199);  /* counts apart, as the maps' order of equal counts differs */
-    run(1023); run(1023); run(1500); run(1500); run(1500);
+    run(1023); for (int i = 0; i < 5; i++) run(1500);
+    strcpy(big, "short"); show(big);       /* a key built where a longer string was: zeroed after its NUL */
     return 0;
 }
 """
@@ -49,7 +50,8 @@ def test_default_strings_as_bpftrace_023() -> None:
                          '@v[1] = str(arg0); $s = str(arg0); print($s); }}')
     assert p == b
     assert "\n" + ("abcdefghijklmnopqrstuvwxyz" * 8)[:199] + "|\n" in p       # 199 bytes, whole
-    assert p.count(("abcdefghijklmnopqrstuvwxyz" * 40)[:1023] + "..|\n") == 5   # 1023 and 1500: cut at 1023
+    assert p.count(("abcdefghijklmnopqrstuvwxyz" * 40)[:1023] + "..|\n") == 6   # 1023 and 1500: cut at 1023
+    assert "@k[short]: 2\n" in p
     assert "short|\n" in p
 
 

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 __all__ = ["Config", "ConfigError", "read_config", "STACK_MODES", "MAX_STRLEN"]
 
 STACK_MODES = ("bpftrace", "perf", "raw")
-MAX_STRLEN = 4096    # the longest string pycore builds in its 16 KiB scratch area (bpftrace has no limit)
+MAX_STRLEN = 4096    # the longest string pycore builds in its scratch area, 32 KiB at most (bpftrace has no limit)
 
 
 class ConfigError(Exception):
