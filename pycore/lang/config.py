@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 __all__ = ["Config", "ConfigError", "read_config", "STACK_MODES", "MAX_STRLEN"]
 
 STACK_MODES = ("bpftrace", "perf", "raw")
-MAX_STRLEN = 4096    # the longest string pycore builds in its 16 KiB scratch area (bpftrace has no limit)
+MAX_STRLEN = 4096    # the longest string pycore builds in its scratch area, 32 KiB at most (bpftrace has no limit)
 
 
 class ConfigError(Exception):
@@ -45,7 +45,7 @@ class Config:
     """The variables pycore honours, and every other one as set (name -> value)."""
 
     max_map_keys: int = 4096
-    max_strlen: int = 64      # pycore's default is 0.17's 64 (0.23's is 1024: docs/trace.md says why)
+    max_strlen: int = 1024    # 0.23's default (0.17's was 64): docs/trace.md says what it costs
     missing_probes: str = "warn"
     print_maps_on_exit: bool = True
     stack_mode: str = "bpftrace"

@@ -22,7 +22,7 @@ import time
 
 from pycore.lang import ast as A
 from pycore.lang.checker import AGGREGATES, Checked, Checker, MapInfo
-from pycore.lang.codegen import (SCRATCH_SIZE, TAG_CAT, TAG_CLEAR, TAG_EXIT, TAG_JOIN, TAG_PRINT_MAP,
+from pycore.lang.codegen import (TAG_CAT, TAG_CLEAR, TAG_EXIT, TAG_JOIN, TAG_PRINT_MAP,
                                   TAG_PRINT_VALUE, TAG_PRINTF, TAG_SYSTEM, TAG_TIME, TAG_ZERO, TAG_HELPER_ERROR, Action,
                                   Layout,
                                   generate)
@@ -285,9 +285,6 @@ class Script:
             mp = create_map(map_type, key_size, value_size, self.map_size(m.name), name=_map_name(m.name))
             self._maps[m.name] = mp
             fds[m.name] = mp.fd
-        scratch = create_map(MAP_PERCPU_ARRAY, 4, SCRATCH_SIZE, 1, name="scratch")
-        self._maps["$scratch"] = scratch
-        fds["$scratch"] = scratch.fd
         start = create_map(MAP_ARRAY, 4, 8, 1, name="start")
         self._maps["$start"] = start
         fds["$start"] = start.fd
@@ -298,17 +295,36 @@ class Script:
 
     def load(self, verbose: bool = False) -> None:
         """Create the maps, generate and load every program."""
-        from pycore.native.program import load_program
         from pycore.lang.emit import Emitter
+        from pycore.native.program import create_map
 
         self.check()
         fds = self._create_maps()
-        for c in self.compiled:
-            em = Emitter()
-            generate(c.checked, self.layout, em, fds, self.params, (self.filename, self.text))
-            c.insns = em.assemble()
-            if verbose:
-                c.listing = em.disassemble()
+        # The scratch map is as large as the programs need, known once they are all generated: they
+        # are generated with a stand-in fd, which then becomes the map's (dup2) before they load.
+        stand_in = os.open("/dev/null", os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            fds["$scratch"] = stand_in
+            emitted = []
+            for c in self.compiled:
+                em = Emitter()
+                generate(c.checked, self.layout, em, fds, self.params, (self.filename, self.text))
+                c.insns = em.assemble()
+                if verbose:
+                    c.listing = em.disassemble()
+                emitted.append((c, em))
+            size = max(self.layout.scratch_used, self.layout.counters_end, 8)
+            scratch = self._maps["$scratch"] = create_map(MAP_PERCPU_ARRAY, 4, (size + 7) // 8 * 8, 1, name="scratch")
+            os.dup2(scratch.fd, stand_in)
+            self._load(emitted)
+        finally:
+            os.close(stand_in)
+
+    def _load(self, emitted: list) -> None:
+        """Load each generated program (and sort them: BEGIN, END, SIGUSR1, the attached ones)."""
+        from pycore.native.program import load_program
+
+        for c, em in emitted:
             t = c.target
             prog_type = t.prog_type if t.kind not in ("BEGIN", "END", "self") else PROG_RAW_TRACEPOINT
             try:
@@ -572,6 +588,8 @@ class Script:
         cut_at = [i for i in strings if a.args[i].size >= self.config.max_strlen] if cut else []
 
         def values(data: bytes) -> list[Any]:
+            if len(data) < pos:       # a record that ends with a string comes up to its NUL (emit_record)
+                data = data.ljust(pos, b"\0")
             out = list(unpack(data))
             for i in strings:
                 out[i] = _cstr(out[i])

@@ -109,15 +109,16 @@ class Calls(State):
         if n == "str":
             if not 1 <= len(args) <= 2:
                 raise self.error(e, "str(pointer[, length])")
-            if isinstance(args[0], A.Positional):     # str($1): the parameter's text, whatever it holds
-                t = c.types[id(args[0])] = Str(len(self.positional_text(args[0]).encode()) + 1)
+            if isinstance(args[0], A.Positional):     # str($1): the parameter's text, whatever it holds, up to
+                size = len(self.positional_text(args[0]).encode()) + 1     # max_strlen (as 0.23.2 cuts it)
+                t = c.types[id(args[0])] = Str(min(size, self.config.max_strlen))
                 return t if len(args) == 1 else Str(max(1, min(t.size, self.constant(c, args[1]))))
             t = self.expr(c, args[0])
             if isinstance(t, Str):
                 return t
             if not isinstance(t, (Int, Ptr)):
                 raise self.error(args[0], f"str() needs a pointer, not {t}")
-            size = self.config.max_strlen     # the config's max_strlen (pycore's default: 0.17's 64)
+            size = self.config.max_strlen     # the config's max_strlen (0.23's default: 1024)
             if len(args) == 2:
                 # n bytes with the NUL, n - 1 characters, as bpftrace 0.21+ (0.17 read n characters)
                 size = self.constant(c, args[1]) if not _is_runtime(args[1]) else size

@@ -11,10 +11,13 @@ it and a reader of ``pycore trace -v`` can too:
 * Strings, map keys, values and event records live in the scratch buffer
   (the 512-byte stack would not hold a script's strings); a string
   expression is written into a destination region, zeroed first, so keys
-  built from strings hash the same whatever garbage preceded them.
+  built from strings hash the same whatever garbage preceded them (a
+  printf's string that a helper writes with its NUL is not: the runtime
+  reads it up to the NUL).
 * Output (printf, print, exit, time, clear...) is a record in the ring
-  buffer: a u64 tag, then the arguments, each 8 bytes or a whole string;
-  the runtime formats it.  A full ring counts a lost event.
+  buffer: a u64 tag, then the arguments, each 8 bytes or a whole string
+  (a printf record that ends with a string: up to its NUL); the runtime
+  formats it.  A full ring counts a lost event.
 * Aggregations go to per-CPU hash maps (count, sum, min, max, avg, stats,
   hist, lhist: the runtime adds the CPUs up); plain ``@m = v`` to a hash.
 

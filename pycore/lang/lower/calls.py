@@ -7,7 +7,7 @@ from __future__ import annotations
 from pycore.lang import ast as A
 from pycore.lang.lower.layout import (Action, _align8, LOST_OFF, TAG_PRINTF, TAG_EXIT, TAG_PRINT_MAP, TAG_CLEAR,
                                       TAG_ZERO, TAG_TIME, TAG_PRINT_VALUE, TAG_JOIN, TAG_SYSTEM, TAG_CAT,
-                                      TAG_HELPER_ERROR)
+                                      TAG_HELPER_ERROR, R0_LENGTH)
 from pycore.lang.lower.state import State
 from pycore.lang.check.records import AGGREGATES
 from pycore.lang.probes import REGS
@@ -96,7 +96,7 @@ class Calls(State):
             types = [self.t(a) for a in call.args[1:]]
             extra = () if n == "printf" else ("ERROR" if n == "errorf" else "WARNING", *self._place(call))
             idx = self.layout.action(Action(TAG_PRINTF, call.args[0].value, types, extra))
-            self.emit_record(idx, call.args[1:], types)
+            self.emit_record(idx, call.args[1:], types, fit=True)
         elif n == "print":
             a0 = call.args[0]
             if isinstance(a0, A.MapRef) and not a0.keys and self.t(a0) == Void():
@@ -207,14 +207,36 @@ class Calls(State):
                 pos += 8
         self.output(rec, size)
 
-    def emit_record(self, idx: int, args: list[A.Expr], types: list[Type]) -> None:
-        """A ring-buffer record: u64 action index, then each argument (8 bytes, or its buffer)."""
+    def emit_record(self, idx: int, args: list[A.Expr], types: list[Type], fit: bool = False) -> None:
+        """A ring-buffer record: u64 action index, then each argument (8 bytes, or its buffer).
+
+        ``fit`` (printf's records, whose strings the runtime reads up to their NUL): the strings are
+        not zeroed first where a helper writes them with their NUL, and a record that ends with such
+        a string goes into the ring up to its NUL, not at its full size (a ``str()`` of 1024 bytes
+        that holds 20 is a record of ~32 bytes, not ~1 KiB); the runtime pads it back."""
+        e = self.e
         size = 8 + sum(width(t) for t in types)
         rec = self.f.region(size)
-        self.values_into(args, types, rec + 8)
-        self.e.ld_imm64(0, idx)
-        self.e.stx(8, 8, rec, 0)
-        self.output(rec, size)
+        used = self.values_into(args, types, rec + 8, fit)
+        length: int | None = None
+        if used is not None:
+            last = size - width(types[-1])          # where the last string starts in the record
+            if used == R0_LENGTH:                   # r0: its length with the NUL, or an error (zeroed)
+                big, ok = e.label(), e.label()
+                e.jmp_imm("jsgt", 0, 0, big)
+                e.mov_imm(0, 1)
+                e.place(big)
+                e.jmp_imm("jle", 0, types[-1].size, ok)   # bounded for the verifier: the ring's read
+                e.mov_imm(0, types[-1].size)
+                e.place(ok)
+                e.alu_imm("add", 0, last)
+                length = self.f.slot()
+                e.stx(8, 10, length, 0)
+            else:
+                size = last + used
+        e.ld_imm64(0, idx)
+        e.stx(8, 8, rec, 0)
+        self.output(rec, size, length)
 
     def helper_error(self, call: A.Call, helper: str) -> None:
         """After a helper call (its result in r0): when it failed (< 0 as an int), a record with the
@@ -235,11 +257,16 @@ class Calls(State):
         self.output(rec, 16)
         e.place(ok)
 
-    def values_into(self, args: Sequence[A.Expr], types: Sequence[Type], pos: int) -> None:
+    def values_into(self, args: Sequence[A.Expr], types: Sequence[Type], pos: int, fit: bool = False) -> int | None:
         """scratch[pos:] = each value in turn, each :func:`width` bytes: an output record's arguments,
-        a tuple's elements."""
+        a tuple's elements. ``fit``: strings not padded where a helper writes their NUL (emit_record);
+        then what string_into answers of the last value, when it is such a string (else None)."""
+        used = None
         for a, t in zip(args, types):
-            if is_buffer(t):
+            used = None
+            if fit and type(t) is Str:
+                used = self.string_into(a, pos, t.size, pad=False)
+            elif is_buffer(t):
                 self.string_into(a, pos, t.size)
             elif isinstance(t, (Record, Array)):
                 self.address(a)
@@ -249,6 +276,7 @@ class Calls(State):
                 self.e.stx(8, 8, pos, 0)
                 self.usym_pid(t, pos)
             pos += width(t)
+        return used
 
     def tuple_element(self, node: A.Field) -> int:
         """``$t.N``: the element's scratch offset; a tuple not in a variable is built into a region first.
@@ -298,12 +326,16 @@ class Calls(State):
         e.stx(8, 8, rec, 0)
         self.output(rec, size)
 
-    def output(self, rec: int, size: int) -> None:
-        """ringbuf_output(rec); count a lost event when the ring is full."""
+    def output(self, rec: int, size: int, length: int | None = None) -> None:
+        """ringbuf_output(rec) of ``size`` bytes, or of the size in stack slot ``length`` (bounded by
+        emit_record); count a lost event when the ring is full."""
         e = self.e
         e.ld_map(1, self.fds["$ring"])
         self._ptr(2, rec)
-        e.mov_imm(3, size)
+        if length is None:
+            e.mov_imm(3, size)
+        else:
+            e.ldx(8, 3, 10, length)
         e.mov_imm(4, 0)
         e.call("ringbuf_output")
         ok = e.label()

@@ -17,11 +17,15 @@ if TYPE_CHECKING:
     from pycore.lang.lower.gen import Gen
 
 
-SCRATCH_SIZE = 16384         # per-CPU work area: strings, keys, values, records
+SCRATCH_SIZE = 32768         # per-CPU work area (strings, keys, values, records) at most: a per-CPU
+                             # map's value can be no larger (the kernel's PCPU_MIN_UNIT_SIZE); each
+                             # script's is as large as its programs need (Layout.scratch_used)
 LOST_OFF = 0                 # scratch[0:8]: events this CPU could not put in the ring
 REFUSED_OFF = 8              # scratch[8 + 8 * i]: new keys the script's map i refused, on this CPU (full)
 MAX_STACK = 512
 BPF_ANY, BPF_NOEXIST = 0, 1
+ZERO_STORES = 32             # zero or copy at most this many words with stores; more with one helper call
+R0_LENGTH = -1               # string_into's answer: r0 holds the *_str helper's result (the length with the NUL)
 BPF_F_USER_STACK = 1 << 8
 
 # record tags: what the runtime does with a ring-buffer record
@@ -48,6 +52,7 @@ class Layout:
     actions: list[Action] = field(default_factory=list)
     stack_maps: dict[tuple[bool, int], str] = field(default_factory=dict)
     cpid: int = 0                      # the -c command's pid (the cpid builtin)
+    scratch_used: int = 0              # the most scratch bytes any of the programs uses: the map's value size
 
     def refused_off(self, name: str) -> int:
         """Where in scratch the count of new keys map ``name`` refused (it was full) is kept: one u64
@@ -89,7 +94,10 @@ class _Frame:
         off = self.scratch
         self.scratch += _align8(size)
         if self.scratch > SCRATCH_SIZE:
-            raise self.gen.error(None, f"the probe needs more than {SCRATCH_SIZE} bytes of strings and records")
+            raise self.gen.error(None, f"the probe needs more than {SCRATCH_SIZE} bytes of strings and records "
+                                       "(a lower max_strlen makes its strings shorter)")
+        layout = self.gen.layout
+        layout.scratch_used = max(layout.scratch_used, self.scratch)
         return off
 
     def mark(self) -> tuple[int, int]:

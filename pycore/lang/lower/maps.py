@@ -74,13 +74,11 @@ class Maps(State):
     def _tuple_key(self, k: A.Expr, m: MapInfo, off: int, size: int) -> None:
         """``@m[$t]``: the tuple built aside, then each element copied to its place in the key (a string
         of the key may be longer than the tuple's: the rest zero)."""
-        e = self.e
         tt = self.t(k)
         mark = self.f.mark()
         tmp = self.f.region(tt.size)
         self.string_into(k, tmp, tt.size)
-        for i in range(0, size, 8):
-            e.st(8, 8, off + i, 0)
+        self.zero(off, size)
         pos = off
         for src, et, kt in zip(tt.offsets(), tt.elems, m.keys or ()):
             self.copy_words(8, tmp + src, pos, min(width(et), width(kt)))

@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 from pycore.lang import ast as A
 from pycore.lang.check import is_literal
-from pycore.lang.lower.layout import _align8
+from pycore.lang.lower.layout import R0_LENGTH, ZERO_STORES, _align8
 from pycore.lang.lower.state import State
 from pycore.lang.probes import CtxField
 from pycore.lang.types import Array, Inet, Int, Ptr, Str, is_aggregate, width
@@ -18,10 +18,36 @@ from pycore.lang.types import Array, Inet, Int, Ptr, Str, is_aggregate, width
 class Strings(State):
     """Values built into scratch regions (zeroed first, so keys built from them hash alike)."""
 
+    def zero(self, dst: int, size: int) -> None:
+        """scratch[dst:dst+size] = 0 (rounded up to words): stores, or for more than ZERO_STORES words
+        bpf_probe_read_kernel(dst, size, NULL), which fails and so memsets dst (the kernel's documented
+        behaviour, which bpftrace 0.23.2 uses above 512 bytes): 5 instructions for a string of 1024 bytes
+        where stores take 128. Clobbers r0-r5."""
+        e = self.e
+        n = _align8(size)
+        if n <= 8 * ZERO_STORES:
+            for i in range(0, n, 8):
+                e.st(8, 8, dst + i, 0)
+            return
+        e.mov_reg(1, 8)
+        e.alu_imm("add", 1, dst)
+        e.mov_imm(2, n)
+        e.mov_imm(3, 0)
+        e.call("probe_read_kernel")
+
     def copy_words(self, base: int, off: int, dst: int, nbytes: int) -> None:
         """scratch[dst:dst+nbytes] = nbytes (rounded up to words) at register ``base`` + ``off``: a
-        variable's home (base r8, the scratch region) or a map value (base r0)."""
-        for i in range(0, _align8(nbytes), 8):
+        variable's home (base r8, the scratch region) or a map value (base r0). More than ZERO_STORES
+        words: one bpf_probe_read_kernel (a memcpy; 6 instructions for 1024 bytes, not 256), which
+        clobbers r0-r5."""
+        n = _align8(nbytes)
+        if n > 8 * ZERO_STORES:
+            self.e.mov_reg(3, base)
+            if off:
+                self.e.alu_imm("add", 3, off)
+            self.read_mem(dst, n, 3, False)
+            return
+        for i in range(0, n, 8):
             self.e.ldx(8, 1, base, off + i)
             self.e.stx(8, 8, dst + i, 1)
 
@@ -210,18 +236,51 @@ class Strings(State):
 
     # strings
 
-    def string_into(self, node: A.Expr, dst: int, size: int) -> None:
-        """scratch[dst:dst+size] = the string ``node``, NUL-terminated and zero-padded."""
-        e = self.e
+    def string_into(self, node: A.Expr, dst: int, size: int, pad: bool = True) -> int | None:
+        """scratch[dst:dst+size] = the string ``node``, NUL-terminated and zero-padded.
+
+        ``pad=False`` (a printf record's string, read up to its NUL): where a helper writes the string
+        and its NUL (str(), comm, a char array or a tracepoint's string) the bytes after the NUL are
+        left as they were, not zeroed; then the answer says how many bytes count: R0_LENGTH (r0
+        holds the helper's result: the length with the NUL, or an error, the buffer then zeroed by
+        the kernel) or a number. None: all ``size``."""
         t = self.t(node)
         if isinstance(t, Inet):
             self.inet_into(node, dst)
-            return
+            return None
         if isinstance(node, A.Call) and node.name == "str_concat":    # its sources first: $p = str_concat($p, x)
             self.str_concat_into(node, dst, size)
-            return
-        for i in range(0, _align8(size), 8):
-            e.st(8, 8, dst + i, 0)
+            return None
+        if not pad and type(t) is Str:
+            used = self.string_unpadded(node, dst, size)
+            if used != 0:
+                return used
+        self.zero(dst, size)
+        self._string_padded(node, t, dst, size)
+        return None
+
+    def string_unpadded(self, node: A.Expr, dst: int, size: int) -> int | None:
+        """The string ``node`` into scratch[dst:] by a helper that writes its NUL, the bytes after it not
+        zeroed: what string_into answers (R0_LENGTH or a length); 0 where no such helper writes it."""
+        e = self.e
+        if isinstance(node, A.Builtin) and node.name == "comm":
+            e.mov_reg(1, 8)
+            e.alu_imm("add", 1, dst)
+            e.mov_imm(2, min(16, size))
+            e.call("get_current_comm")      # writes all of its bytes, NUL-padded
+            return min(16, size)
+        if isinstance(node, A.Call) and node.name == "str" and not isinstance(self.t(node.args[0]), Str) \
+                and not isinstance(node.args[0], A.Positional):
+            self.str_call(node, dst, size)
+            return R0_LENGTH
+        if isinstance(node, A.Field) and isinstance(node.expr, A.Builtin) and node.expr.name == "args":
+            self.ctx_string(self.c.target.args[node.name], dst, size)
+            return R0_LENGTH
+        return 0
+
+    def _string_padded(self, node: A.Expr, t, dst: int, size: int) -> None:  # noqa: ANN001
+        """The rest of string_into, into a zeroed scratch[dst:dst+size]."""
+        e = self.e
         if self._is_tuple_field(node):
             self.copy_tuple_element(node, dst, size)
             if size < _align8(t.size) and not is_aggregate(t):
@@ -313,8 +372,7 @@ class Strings(State):
         ta, tb = self.f.region(asz), self.f.region(bsz)
         self.string_into(a, ta, asz)
         self.string_into(b, tb, bsz)
-        for i in range(0, _align8(size), 8):
-            e.st(8, 8, dst + i, 0)
+        self.zero(dst, size)
         e.mov_reg(1, 8)
         e.alu_imm("add", 1, dst)
         e.mov_imm(2, min(asz, size))
