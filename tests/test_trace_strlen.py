@@ -106,11 +106,12 @@ def _instructions(script: str, env: dict[str, str]) -> int:
 
 def test_strings_of_1024_are_not_longer_programs() -> None:
     """What made 1024 dear at 64's code: each str() zeroed a store a word (317 instructions for this
-    script at 1024, 77 at 64). Now no more at 1024 than at 64."""
+    script at 1024, 77 at 64). Now no more at 1024 than at 64. (100: the map update's refusal branch,
+    off the path an event takes, holds 0.23.2's map-full warning record, ~16 instructions.)"""
     require_root()
     at64 = _instructions(README, {"BPFTRACE_MAX_STRLEN": "64"})
     at1024 = _instructions(README, {})
-    assert at1024 <= at64 <= 80, (at64, at1024)
+    assert at1024 <= at64 <= 100, (at64, at1024)
 
 
 @pytest.mark.kernel
