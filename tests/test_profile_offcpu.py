@@ -26,7 +26,7 @@ import pytest
 
 from tests.conftest import gone, programs, prog_ids_of
 from tests.test_profile_cpython import start_workload_313, trixie  # noqa: F401 - trixie: a fixture
-from tests.test_profile import CHROMIUM, PYTHON, flame_nodes, folded_stacks, parse_flame, python_name
+from tests.test_profile import CHROMIUM, PYTHON, flame_nodes, folded_stacks, parse_flame, python_name, stop_workload
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKLOAD = ROOT / "tests" / "offcpu_workload.py"
@@ -39,12 +39,6 @@ def start_workload(seconds: float = 60) -> subprocess.Popen:
                             stderr=subprocess.PIPE, text=True)
     assert proc.stderr.readline().strip() == "ready"
     return proc
-
-
-def stop_workload(proc: subprocess.Popen) -> dict:
-    proc.send_signal(signal.SIGTERM)
-    out, _ = proc.communicate(timeout=30)
-    return json.loads(out)
 
 
 def run_profile(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:

@@ -18,53 +18,53 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
 
-def call_extent(source: str, line: int, col: int) -> tuple[int, int, int, int]:
-    """(line, col, end line, end col) of the call starting at ``line:col``: where its closing
-    parenthesis is, the column after it (bpftrace's locations: 1-based, the end exclusive)."""
+def _chars(source: str, line: int, col: int):  # noqa: ANN202 - an iterator of (line, col, char, quoted)
+    """The characters of ``source`` from ``line:col`` on (1-based line and column each), and whether
+    each is part of a string literal (its quotes too)."""
     lines = source.splitlines()
-    depth, quote, esc = 0, False, False
+    quote, esc = False, False
     for ln in range(line - 1, len(lines)):
         text = lines[ln]
         for i in range(col - 1 if ln == line - 1 else 0, len(text)):
             c = text[i]
             if quote:
                 esc, quote = (not esc and c == "\\"), quote and (esc or c != '"')
+                yield ln + 1, i + 1, c, True
                 continue
-            if c == '"':
-                quote = True
-            elif c == "(":
-                depth += 1
-            elif c == ")":
-                depth -= 1
-                if depth == 0:
-                    return line, col, ln + 1, i + 2
+            quote = c == '"'
+            yield ln + 1, i + 1, c, quote
+
+
+def call_extent(source: str, line: int, col: int) -> tuple[int, int, int, int]:
+    """(line, col, end line, end col) of the call starting at ``line:col``: where its closing
+    parenthesis is, the column after it (bpftrace's locations: 1-based, the end exclusive)."""
+    depth = 0
+    for ln, i, c, quoted in _chars(source, line, col):
+        if quoted:
+            continue
+        if c == "(":
+            depth += 1
+        elif c == ")":
+            depth -= 1
+            if depth == 0:
+                return line, col, ln, i + 1
     return line, col, line, col + 1
 
 
 def statement_extent(source: str, line: int, col: int) -> tuple[int, int, int, int]:
     """(line, col, end line, end col) of the statement starting at ``line:col``: up to its ``;`` (or
     the ``}`` closing its block) at depth 0, strings skipped, trailing blanks left out."""
-    lines = source.splitlines()
-    depth, quote, esc = 0, False, False
-    last = (line, col)
-    for ln in range(line - 1, len(lines)):
-        text = lines[ln]
-        for i in range(col - 1 if ln == line - 1 else 0, len(text)):
-            c = text[i]
-            if quote:
-                esc, quote = (not esc and c == "\\"), quote and (esc or c != '"')
-            elif c == '"':
-                quote = True
-            elif c in "([{":
+    depth, last = 0, (line, col)
+    for ln, i, c, quoted in _chars(source, line, col):
+        if not quoted:
+            if c in "([{":
                 depth += 1
-            elif c in ")]}":
-                if depth == 0:
-                    return line, col, last[0], last[1] + 1
+            elif c in ")]}" and depth:
                 depth -= 1
-            elif c == ";" and depth == 0:
-                return line, col, last[0], last[1] + 1
-            if not c.isspace():
-                last = (ln + 1, i + 1)
+            elif c in ";)]}":
+                break
+        if not c.isspace():
+            last = (ln, i)
     return line, col, last[0], last[1] + 1
 
 
