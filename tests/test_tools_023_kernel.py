@@ -271,6 +271,16 @@ def side_by_side(tool: str, index: int, workdir: Path) -> Outcome:
                 for argv in runs:
                     subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=120, env=ENV)
             time.sleep(1)
+            # each tracer prints what it has read until its output stops growing (1.5 s), at most 30 s: a
+            # flood of events (bpftrace's own start makes thousands of cap_capable calls) can keep either
+            # behind under TCG, and both stop printing at Ctrl-C (pycore had 1,239 events unprinted once)
+            quiet_until, end = time.monotonic() + 1.5, time.monotonic() + 30
+            sizes = (len(ours.out), len(theirs.out))
+            while time.monotonic() < min(quiet_until, end):
+                time.sleep(0.25)
+                now = (len(ours.out), len(theirs.out))
+                if now != sizes:
+                    sizes, quiet_until = now, time.monotonic() + 1.5
     finally:
         ran = ours.finish(), theirs.finish()
     return Outcome(*ran, time.monotonic() - t0)
