@@ -174,22 +174,9 @@ def test_shares_within_two_points_and_py_spy(tmp_path, record_property):
         time.sleep(0.5)
         # 4,000 samples at least (a 25% share's binomial error ~0.7 points): on a loaded machine the
         # workload gets little CPU, so up to three 12 s runs, their stacks taken together
-        merged: list[str] = []
-        for _ in range(3):
-            part = tmp_path / "part.folded"
-            res = subprocess.run(PYCORE + ["-p", str(wl.pid), "-d", "12", "-F", "997", "-o", str(part)],
-                                 capture_output=True, text=True, timeout=120, cwd=ROOT)
-            assert res.returncode == 0, res.stderr
-            merged += part.read_text().splitlines(keepends=True)
-            if sum(int(line.rpartition(" ")[2]) for line in merged) >= 4000:
-                break
-        folded.write_text("".join(merged))
+        profile_4000(wl.pid, folded, 12)
         # py-spy after pycore, not beside it: its ptrace stops perturbed the run it shared
-        py_spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
-        if not os.path.exists(py_spy):
-            pytest.fail("py-spy is not installed (it is in the test extra: pip install -e '.[test]')")
-        subprocess.run([py_spy, "record", "-p", str(wl.pid), "-d", "8", "-f", "raw", "-o", str(spy_out)],
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=120)
+        py_spy_record(wl.pid, spy_out, 8)
     finally:
         truth = stop_workload(wl)
     expected = {f: 100.0 * truth["used"][f] / truth["cpu"] for f in FUNCS}
@@ -216,6 +203,31 @@ def test_shares_within_two_points_and_py_spy(tmp_path, record_property):
     record_property("py_spy_shares", json.dumps({"py-spy": spy_got, "samples": spy_n}))
     for f in FUNCS:
         assert abs(got[f] - expected[f]) <= 2.0, (f, expected, got)
+
+
+def profile_4000(pid: int, folded: Path, seconds: int) -> None:
+    """Up to three ``seconds``-long runs at 997 Hz, their stacks taken together, until 4,000 samples
+    (a 25% share's binomial error ~0.7 points); no line saying a Python process cannot be read."""
+    merged: list[str] = []
+    for _ in range(3):
+        part = folded.with_suffix(".part.folded")
+        res = subprocess.run(PYCORE + ["-p", str(pid), "-d", str(seconds), "-F", "997", "-o", str(part)],
+                             capture_output=True, text=True, timeout=120, cwd=ROOT)
+        assert res.returncode == 0, res.stderr
+        assert "CPython" not in res.stderr, res.stderr       # no "cannot read its Python frames" line
+        merged += part.read_text().splitlines(keepends=True)
+        if sum(int(line.rpartition(" ")[2]) for line in merged) >= 4000:
+            break
+    folded.write_text("".join(merged))
+
+
+def py_spy_record(pid: int, out: Path, seconds: int) -> None:
+    """py-spy (PyPI, the test extra) recording ``pid`` for comparison, raw folded output."""
+    py_spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
+    if not os.path.exists(py_spy):
+        pytest.fail("py-spy is not installed (it is in the test extra: pip install -e '.[test]')")
+    subprocess.run([py_spy, "record", "-p", str(pid), "-d", str(seconds), "-f", "raw", "-o", str(out)],
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=120)
 
 
 def run_profile(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:

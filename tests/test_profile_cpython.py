@@ -11,10 +11,8 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
-import sys
 import textwrap
 import time
 from pathlib import Path
@@ -22,8 +20,8 @@ from pathlib import Path
 import pytest
 
 from pycore.elf.cpython import DEBUG_OFFSETS, PythonBinary, layout_for
-from tests.test_profile import CODE_FIELDS, FUNCS, PYCORE, ROOT, WORKLOAD, cpython_values, folded_stacks, python_name, \
-    shares, start_workload, stop_workload
+from tests.test_profile import CODE_FIELDS, FUNCS, PYCORE, ROOT, WORKLOAD, cpython_values, folded_stacks, profile_4000, \
+    py_spy_record, python_name, shares, start_workload, stop_workload
 
 pytestmark = pytest.mark.slow
 
@@ -102,22 +100,8 @@ def test_python313_shares_within_two_points_and_py_spy(trixie, tmp_path, record_
     spy_out = tmp_path / "pyspy.txt"
     try:
         time.sleep(0.5)
-        merged: list[str] = []
-        for _ in range(3):
-            part = tmp_path / "part.folded"
-            res = subprocess.run(PYCORE + ["-p", str(wl.pid), "-d", "10", "-F", "997", "-o", str(part)],
-                                 capture_output=True, text=True, timeout=120, cwd=ROOT)
-            assert res.returncode == 0, res.stderr
-            assert "CPython" not in res.stderr, res.stderr       # no "cannot read its Python frames" line
-            merged += part.read_text().splitlines(keepends=True)
-            if sum(int(line.rpartition(" ")[2]) for line in merged) >= 4000:
-                break
-        folded.write_text("".join(merged))
-        py_spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
-        if not os.path.exists(py_spy):
-            pytest.fail("py-spy is not installed (it is in the test extra: pip install -e '.[test]')")
-        subprocess.run([py_spy, "record", "-p", str(wl.pid), "-d", "6", "-f", "raw", "-o", str(spy_out)],
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=120)
+        profile_4000(wl.pid, folded, 10)
+        py_spy_record(wl.pid, spy_out, 6)
     finally:
         truth = stop_workload(wl)
     expected = {f: 100.0 * truth["used"][f] / truth["cpu"] for f in FUNCS}

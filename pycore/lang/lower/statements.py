@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pycore.lang import ast as A
 from pycore.lang.check import AGGREGATES
+from pycore.lang.lower.calls import update_site
 from pycore.lang.lower.layout import Action, _align8, BPF_ANY, TAG_EXIT
 from pycore.lang.lower.state import State
 from pycore.lang.types import Ptr, Type, is_buffer
@@ -82,8 +83,6 @@ class Statements(State):
             self.scalar_or_string(s.expr)
         elif isinstance(s, (A.Assign, A.IncDec)):
             if isinstance(s.target, A.MapRef):
-                from pycore.lang.lower.calls import update_site
-
                 self.update_site = update_site(self.source, s)
             try:
                 if isinstance(s, A.Assign):
