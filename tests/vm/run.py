@@ -84,6 +84,38 @@ def matrix(results: list[Result], failed_setup: list[str], host_xml: Path | None
     return "\n".join(lines)
 
 
+def failures(results: list[Result], host_xml: Path | None) -> list[str]:
+    """One line per failed test or failed VM run, last in the output: a CI log keeps its head and
+    its tail, and the middle (consoles, tracebacks) is what gets cut."""
+    out = []
+    for r in results:
+        if r.error:
+            out.append(f"{r.kernel.series}: {r.error}")
+        if r.oopses:
+            out.append(f"{r.kernel.series}: {len(r.oopses)} kernel report(s) in {r.outdir / 'console.log'}")
+    named = [(r.kernel.series, r.junit) for r in results]
+    if host_xml is not None:
+        named.append(("host", host_xml))
+    for column, path in named:
+        if not path.exists():
+            continue
+        try:
+            cases = list(ET.parse(path).iter("testcase"))
+        except ET.ParseError as exc:
+            out.append(f"{column}: {path}: {exc}")
+            continue
+        for case in cases:
+            bad = case.find("failure")
+            if bad is None:
+                bad = case.find("error")
+            if bad is None:
+                continue
+            name = f"{case.get('classname', '')}::{case.get('name', '')}"
+            message = (bad.get("message") or "").strip().splitlines()
+            out.append(f"{column}: {name}: {message[0][:200] if message else bad.tag}")
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m tests.vm.run", description=__doc__.split("\n\n")[1],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -147,6 +179,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{s:<22}  setup failed (see above)")
     print()
     print(matrix(results, failed_setup, args.host_xml or out / "host.xml"))
+    bad = failures(results, args.host_xml or out / "host.xml")
+    if bad:
+        print(f"\nfailed ({len(bad)}):")
+        for line in bad:
+            print(f"  {line}")
     return 0 if results and not failed_setup and all(r.ok for r in results) else 1
 
 

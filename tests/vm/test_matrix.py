@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .run import read_junit
+from .harness import Kernel, Result
+from .run import failures, read_junit
 
 JUNIT = """<?xml version="1.0" encoding="utf-8"?>
 <testsuites><testsuite name="pytest">
  <testcase classname="tests.test_a" name="test_pass" time="0.1"/>
- <testcase classname="tests.test_a" name="test_fail" time="0.1"><failure message="x"/></testcase>
+ <testcase classname="tests.test_a" name="test_fail" time="0.1"><failure message="assert 2 == 3&#10;more"/></testcase>
  <testcase classname="tests.test_a" name="test_error" time="0.1"><error message="x"/></testcase>
  <testcase classname="tests.test_a" name="test_skip" time="0.1"><skipped message="x"/></testcase>
  <testcase classname="tests.test_a.TestC" name="test_fb" time="0.1">
@@ -34,3 +35,20 @@ def test_read_junit_cells(tmp_path: Path):
         "test_a::TestC::test_fb": "fallback",
         "tool:opensnoop": "fallback",  # the worst of ok and fallback
     }
+
+
+def test_failures_are_listed_last_one_line_each(tmp_path: Path):
+    """The summary dev.sh prints after the matrix: a timed-out VM, and each failed or errored test
+    with its message's first line, the host's too."""
+    (tmp_path / "vm").mkdir()
+    (tmp_path / "vm" / "junit.xml").write_text(JUNIT)
+    (tmp_path / "host.xml").write_text(JUNIT.replace("test_error", "test_other"))
+    kernel = Kernel(series="6.12", release="6.12.1", root=tmp_path)
+    run = Result(kernel=kernel, outdir=tmp_path / "vm", exitcode=None, error="timed out after 1800 s")
+    assert failures([run], tmp_path / "host.xml") == [
+        "6.12: timed out after 1800 s",
+        "6.12: tests.test_a::test_fail: assert 2 == 3",
+        "6.12: tests.test_a::test_error: x",
+        "host: tests.test_a::test_fail: assert 2 == 3",
+        "host: tests.test_a::test_other: x",
+    ]
