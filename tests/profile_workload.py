@@ -1,7 +1,7 @@
 """A CPU-bound workload with a known split, for pycore profile's tests and bench/bench_profile.py.
 
 Run with python3.11: ``python3.11 tests/profile_workload.py [SECONDS]``.  In
-rounds of ``ROUND`` seconds of this thread's CPU time, each function below
+rounds of about ``ROUND`` seconds of this thread's CPU time, each function below
 burns its share of the round, timed by the workload itself with
 ``time.thread_time()`` (CPU time, so a busy machine that takes the CPU away
 does not move the split).  SIGUSR1 starts the measurement
@@ -14,17 +14,25 @@ without a profiler).
 - ``deep``: recursion 220 frames down, then the same busy loop at the bottom;
 - ``digest``: hashlib's SHA-256 over 256 KiB (C, the GIL released);
 - ``reads``: os.read of /dev/zero (the time in the kernel, GIL released).
+
+Each round's length is drawn from 10 to 30 ms and its functions run in a
+shuffled order: a fixed round in a fixed order is periodic, and a round that
+took two sampling periods of 99 Hz (20.2 ms: 20 ms plus the last digest's
+overrun) put every sample in the same two functions, spin and digest at 48%
+each in go tool pprof and the other two at 1.4% (a whole test run; the
+sampler was right, the workload aliased with it).
 """
 
 import hashlib
 import json
 import os
+import random
 import signal
 import sys
 import time
 
 SHARES = {"spin": 0.30, "deep": 0.25, "digest": 0.20, "reads": 0.25}
-ROUND = 0.02
+ROUND = 0.02                    # seconds of CPU time a round, on average
 DEPTH = 220
 
 clock = time.thread_time
@@ -104,10 +112,13 @@ def main():
     limit = float(sys.argv[1]) if len(sys.argv) > 1 else None
     start, cpu0 = time.monotonic(), clock()
     print("ready", flush=True, file=sys.stderr)
+    order = list(SHARES)
     while not stop and (limit is None or time.monotonic() - start < limit):
-        for name, share in SHARES.items():
+        length = ROUND * random.uniform(0.5, 1.5)
+        random.shuffle(order)
+        for name in order:
             t0 = clock()
-            ops[name] += FUNCS[name](share * ROUND)
+            ops[name] += FUNCS[name](SHARES[name] * length)
             used[name] += clock() - t0
     print(json.dumps({"used": used, "ops": ops, "cpu": clock() - cpu0,
                       "wall": time.monotonic() - start}), flush=True)

@@ -124,21 +124,23 @@ def test_go_tool_pprof_pulls_over_tls_and_basic_auth(pki, tmp_path, record_prope
             lines = out.splitlines()
             assert "Type: cpu" in lines and any(line.startswith("Duration: 5") for line in lines), out
             # -top's rows: flat flat% sum% cum cum% name; cum counts each function once per sample. Within
-            # the workload's own process (its root frame) both Python loops are there, the one under the
-            # 220-frame recursion with its recursion. KNOWN ISSUE, not found yet: in two of three whole
-            # fresh-clone runs (never alone, 4 runs; the same -a session in-process: shares within 3 points,
-            # 3 runs) go tool pprof's shares were off the workload's own split, spin 49% against its
-            # measured 30% and spin_at_bottom 1.4% against 25%: the shares and the truth are recorded
-            # (serve_profile_shares) rather than asserted until the cause is found.
+            # the workload's own process (its root frame) each Python loop's share is the one the
+            # workload measured of itself over the same window, within 10 points, the one under the
+            # 220-frame recursion with its recursion. (Two whole runs once failed here, spin and digest
+            # 48% each: the workload's fixed 20 ms round had aliased with 99 Hz sampling; its rounds
+            # are random now, tests/profile_workload.py. <module> is pprof's "<unknown>": it drops
+            # what is in angle brackets, as C++ template arguments.)
             cum = {parts[5]: float(parts[4].rstrip("%")) for parts in (line.split(None, 5) for line in lines)
                    if len(parts) == 6 and parts[4].endswith("%")}
             ours = cum.get(f"python3.11 ({wl.pid})", 0)
             assert ours > 5, out
-            assert cum.get("spin", 0) > 0 and cum.get("spin_at_bottom", 0) > 0, out
+            got = {row: 100.0 * cum.get(row, 0) / ours for row in ("spin", "spin_at_bottom", "digest")}
+            truth = {f: 100.0 * truth["used"][f] / truth["cpu"] for f in ("spin", "deep", "digest")}
+            record_property("serve_profile_shares", json.dumps({"pycore": got, "truth": truth}))
+            assert got["spin"] == pytest.approx(truth["spin"], abs=10), (got, truth, out)
+            assert got["spin_at_bottom"] == pytest.approx(truth["deep"], abs=10), (got, truth, out)
+            assert got["digest"] == pytest.approx(truth["digest"], abs=10), (got, truth, out)
             assert cum.get("deep", 0) >= cum["spin_at_bottom"], out
-            record_property("serve_profile_shares", json.dumps({
-                "pycore": {row: 100.0 * cum.get(row, 0) / ours for row in ("spin", "spin_at_bottom", "digest")},
-                "truth": {f: 100.0 * truth["used"][f] / truth["cpu"] for f in ("spin", "deep", "digest")}}))
 
             _, headers, exposition = _fetch(port, ctx)
             promtool_check(exposition)
