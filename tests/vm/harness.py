@@ -171,16 +171,21 @@ def kernel_test_files(pytest_args: list[str]) -> list[str]:
     would prove nothing); returns [] (guest collects everything) when host
     collection fails.
     """
+    return sorted({node.split("::", 1)[0] for node in kernel_test_nodes(pytest_args)})
+
+
+def kernel_test_nodes(pytest_args: list[str]) -> list[str]:
+    """The node ids behind :func:`kernel_test_files`, in collection order ([] when host collection fails)."""
     proc = subprocess.run([str(VENV_BIN / "python"), "-m", "pytest", "--collect-only", "-q", "-m", "kernel",
                            "-p", "no:cacheprovider", *pytest_args],
                           cwd=REPO, capture_output=True, text=True, stdin=subprocess.DEVNULL)
-    files = sorted({line.split("::", 1)[0] for line in proc.stdout.splitlines() if "::" in line})
-    if proc.returncode == 5 or (proc.returncode == 0 and not files):
+    nodes = [line.strip() for line in proc.stdout.splitlines() if "::" in line]
+    if proc.returncode == 5 or (proc.returncode == 0 and not nodes):
         raise HarnessError(f"no test selected by pytest -m kernel {shlex.join(pytest_args)}")
     if proc.returncode != 0:
         log(f"host collection failed (pytest exit {proc.returncode}); the guest will collect everything")
         return []
-    return files
+    return nodes
 
 
 def precompile() -> None:

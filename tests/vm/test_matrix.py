@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .harness import Kernel, Result
-from .run import failures, read_junit
+from .run import failures, matrix, plan, read_junit
 
 JUNIT = """<?xml version="1.0" encoding="utf-8"?>
 <testsuites><testsuite name="pytest">
@@ -52,3 +52,33 @@ def test_failures_are_listed_last_one_line_each(tmp_path: Path):
         "host: tests.test_a::test_fail: assert 2 == 3",
         "host: tests.test_a::test_other: x",
     ]
+
+
+def test_plan_splits_the_side_by_side_tools_of_6_12(tmp_path: Path):
+    """6.12's run is two VMs, the second taking every other tools_023 test once 6.1's is done; the
+    matrix shows one 6.12 column, the worst of its two runs."""
+    k61 = Kernel(series="6.1", release="6.1.0-1-amd64", root=tmp_path)
+    k612 = Kernel(series="6.12", release="6.12.1+deb12-amd64", root=tmp_path)
+    tools = [f"tests/test_tools_023_kernel.py::test_tool_side_by_side[{t}.bt]" for t in "abcde"]
+    nodes = ["tests/test_a.py::test_1", *tools, "tests/test_b.py::test_2"]
+    files = ["tests/test_a.py", "tests/test_b.py", "tests/test_tools_023_kernel.py"]
+    jobs = plan([k61, k612], files, nodes, parallel=True)
+    assert [(k.series, name) for k, name, _ in jobs] == [
+        ("6.12", "6.12.1+deb12-amd64"), ("6.1", "6.1.0-1-amd64"), ("6.12", "6.12.1+deb12-amd64+2")]
+    assert jobs[0][2] == ["tests/test_a.py", "tests/test_b.py", tools[0], tools[2], tools[4]]
+    assert jobs[1][2] == files
+    assert jobs[2][2] == [tools[1], tools[3]]
+    # one after the other (multi-threaded TCG), or with host collection failed: one VM a kernel
+    assert [name for _, name, _ in plan([k61, k612], files, nodes, parallel=False)] == [k61.release, k612.release]
+    assert [name for _, name, _ in plan([k61, k612], [], [], parallel=True)] == [k61.release, k612.release]
+
+    for name, body in (("a", JUNIT), ("b", JUNIT.replace('name="test_pass"', 'name="test_pass2"'))):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "junit.xml").write_text(body)
+    runs = [Result(kernel=k612, outdir=tmp_path / "a", exitcode=0),
+            Result(kernel=k612, outdir=tmp_path / "b", exitcode=1)]
+    table = matrix(runs, [], None).splitlines()
+    assert table[0].split() == ["6.12"]
+    assert table[1].split() == ["(vm", "run)", "FAIL"]
+    cells = {line.split()[0]: line.split()[1] for line in table[2:]}
+    assert cells["test_a::test_pass"] == cells["test_a::test_pass2"] == "ok"
