@@ -612,20 +612,30 @@ def test_named_after_the_process_is_gone():
 
 def test_freed_code_objects_are_never_misnamed(tmp_path):
     """Code objects freed between the sample and its reading (~100 ms later) are not read as whatever
-    took their memory: a frame is the workload's own, the import machinery's, or ``[code 0x...]``,
-    never a name read from a freed object (``?``, a line of 0 or less)."""
+    took their memory: a frame is the workload's own, the import machinery's or the standard library's
+    (the interpreter's start), or ``[code 0x...]``,
+    never a name read from a freed object (``?``, a line its function does not have)."""
     out = tmp_path / "churn.folded"
     res = run_profile("-F", "997", "-o", str(out), "-c", f"{PYTHON} {ROOT / 'tests' / 'profile_churn.py'} 4",
                       timeout=120)
     assert res.returncode == 0, res.stderr
     ours = re.compile(r"^(?:(?:g\d+|<module>|K\d+|K\d+\.m|K\d+\.m\.<locals>\.<listcomp>) \(<gen\d+>:\d+\)"
-                      r"|<module> \(\S*profile_churn\.py:\d+\)|\S+ \(<frozen [\w.]+>:\d+\)|\[code 0x[0-9a-f]+\])$")
+                      r"|<module> \(\S*profile_churn\.py:\d+\)|\S+ \(<frozen [\w.]+>:\d+\)|\[code 0x[0-9a-f]+\]"
+                      r"|\S+ \(/usr/lib/python3\.11/[\w/]+\.py:\d+\))$")    # the interpreter's start: encodings
     python = [f for frames, _ in folded_stacks(out) for f in frames[2:]
               if f.endswith("]") and f.startswith("[code ") or f.endswith(")") and " (" in f and not f.endswith("_[k]")]
     assert python
     odd = sorted({f for f in python if not ours.match(f)})
     assert not odd, odd[:20]
-    assert all(int(f.rsplit(":", 1)[1][:-1]) > 0 for f in python if not f.startswith("[code "))
+    # each generated function only at the lines its location table holds (python3.11's dis). The
+    # rule before, "a line above 0", failed a whole test run (which frame was not printed), though 0 is
+    # a real line (the module's RESUME), and let g25602 (<gen25691>:11) through: a code object read
+    # while the GC freed it and the compiler built another there (pyframes.CodeReader.code)
+    lines = {"<module>": {0, 1, 6, 7, 10}, "g": {1, 2, 3, 4, 5}, "K": {7, 8}, "K.m": {8, 9},
+             "K.m.<locals>.<listcomp>": {9}}
+    misplaced = sorted({f for f in python if "(<gen" in f
+                        and int(f.rsplit(":", 1)[1][:-1]) not in lines[re.sub(r"\d+", "", f.split(" (")[0])]})
+    assert not misplaced, misplaced[:20]
 
 
 CHROMIUM = "/usr/bin/chromium"

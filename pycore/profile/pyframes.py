@@ -144,6 +144,19 @@ class CodeReader:
             raise OSError("not a string")
         return text
 
+    def _live(self, obj: int) -> None:
+        """Raise unless ``obj`` has a live object's reference count: pymalloc keeps a freed block's
+        next-free pointer (or NULL) there, glibc's free() its list pointers (3.12+'s immortal objects
+        count 2**32 - 1 or so: below 2**40 still)."""
+        if not 0 < struct.unpack("<Q", self._read(obj, 8))[0] < 1 << 40:
+            raise OSError("not a live object")
+
+    def _fields(self, addr: int) -> bytes:
+        """The code object's header and the fields read below it, in one read."""
+        L = self.layout
+        return self._read(addr, max(L.code_qualname, L.code_name, L.code_filename, L.code_linetable,
+                                    L.code_firstlineno) + 8)
+
     def code(self, addr: int) -> CodeInfo | None:
         if addr in self._codes:
             return self._codes[addr]
@@ -151,27 +164,37 @@ class CodeReader:
         info = None
         try:
             # the sample is read ~100 ms after BPF took it: a code object freed since (an import's
-            # module code, a lambda) may hold anything now, so its ob_type must still be PyCode_Type
-            # and its reference count a count: pymalloc keeps a freed block's next-free pointer (or
-            # NULL) there, glibc's free() its list pointers over both words (3.12+'s immortal objects
-            # count 2**32 - 1 or so: below 2**40 still)
-            refcnt, ob_type = struct.unpack("<QQ", self._read(addr, 16))
+            # module code, a lambda) may hold anything now, so its ob_type must still be PyCode_Type,
+            # it and its strings must have reference counts (a freed string still reads as its old
+            # text), and its fields must be the same after the strings are read as before: the
+            # cyclic GC frees code objects in batches and the compiler builds new ones in their
+            # memory, and one read across that once named g25602 with <gen25691>'s file
+            # (tests/profile_churn.py)
+            fields = self._fields(addr)
+            refcnt, ob_type = struct.unpack_from("<QQ", fields)
             if not 0 < refcnt < 1 << 40 or (self.code_type and ob_type != self.code_type):
                 raise OSError("not a live code object")
-            table_obj = self._ptr(addr + L.code_linetable)
+
+            def ptr(offset: int) -> int:
+                obj = struct.unpack_from("<Q", fields, offset)[0]
+                self._live(obj)
+                return obj
+
+            table_obj = ptr(L.code_linetable)
             size = min(struct.unpack("<q", self._read(table_obj + L.bytes_size, 8))[0], _MAX_TABLE)
-            qualname = self._string(self._ptr(addr + L.code_qualname))
-            name = self._string(self._ptr(addr + L.code_name))
-            firstlineno = struct.unpack("<i", self._read(addr + L.code_firstlineno, 4))[0]
+            qualname = self._string(ptr(L.code_qualname))
+            name = self._string(ptr(L.code_name))
+            filename = self._string(ptr(L.code_filename))
+            firstlineno = struct.unpack_from("<i", fields, L.code_firstlineno)[0]
             # a live code object's qualified name ends with its name, and it starts at a line >= 0;
             # one freed and reused, or half torn down, seldom agrees with itself so
             if not name or (qualname != name and not qualname.endswith("." + name)) or firstlineno < 0:
                 raise OSError("not a live code object")
-            info = CodeInfo(qualname=qualname,
-                            filename=self._string(self._ptr(addr + L.code_filename)),
-                            firstlineno=firstlineno,
-                            linetable=self._read(table_obj + L.bytes_data, size) if size > 0 else b"",
-                            bytecode=addr + L.code_adaptive)
+            linetable = self._read(table_obj + L.bytes_data, size) if size > 0 else b""
+            if self._fields(addr) != fields:
+                raise OSError("the code object changed while it was read")
+            info = CodeInfo(qualname=qualname, filename=filename, firstlineno=firstlineno,
+                            linetable=linetable, bytecode=addr + L.code_adaptive)
         except (OSError, struct.error, UnicodeDecodeError, KeyError, OverflowError, ValueError):
             info = None
         self._codes[addr] = info
