@@ -71,6 +71,7 @@ class Unwinder:
         self.maps: dict[int, ProcessMaps] = {}
         self.codes: dict[int, CodeReader] = {}
         self.comms: dict[int, str] = {}
+        self._python_of: dict[int, PythonProcess | None] = {}   # what pythons held at _process
         self.python_unread = 0
         self.truncated = 0
         self.samples = 0               # records added (the raw counts' sum, kept as they arrive)
@@ -88,12 +89,17 @@ class Unwinder:
         from pycore.profile.symbols import ProcessMaps
 
         self.maps[pid] = ProcessMaps(pid)
+        old = self.codes.pop(pid, None)
+        if old is not None:
+            old.close()
+            for key in [k for k in self._frames if k[0] == pid]:
+                del self._frames[key]
         try:
             with open(f"/proc/{pid}/comm") as f:
                 self.comms[pid] = f.read().strip() or comm
         except OSError:
             self.comms[pid] = comm
-        py = self.pythons.get(pid)
+        py = self._python_of[pid] = self.pythons.get(pid)
         if py is not None:
             self.codes[pid] = CodeReader(pid, py.layout, py.code_type)
 
@@ -101,7 +107,10 @@ class Unwinder:
         """One record of the ring buffer."""
         pid, tid, _cpu, klen, ulen, status, n_py, waited_us, comm_raw = HEADER.unpack_from(data)
         comm = comm_raw.split(b"\0", 1)[0].decode("utf-8", "replace")
-        if pid not in self.maps:
+        if pid not in self.maps or self.pythons.get(pid) is not self._python_of[pid]:
+            # a process's first sample, or its CPython registered (or registered again) since: the
+            # -c command's child was sampled between its release and its exec, and then its maps and
+            # its lack of a CPython were kept, with no Python frame all run (1 run in 10 here)
             self._process(pid, comm)
         nk, nu = min(max(klen, 0) // 8, MAX_STACK), min(max(ulen, 0) // 8, MAX_STACK)
         kstack = struct.unpack_from(f"<{nk}Q", data, HEADER.size)
