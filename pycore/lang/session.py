@@ -35,6 +35,10 @@ __all__ = ["TraceSession", "TraceRunner", "trace", "DRAIN_SECONDS"]
 #: How long after Ctrl-C ``pycore trace`` prints what the ring buffer holds before it gives up on
 #: the rest (counted on stderr): the whole exit stays within ~2 s however fast the probes fired.
 DRAIN_SECONDS = 0.5
+#: ... but at least this long once the probes are detached: detaching under a slow (emulated) CPU
+#: once took all of DRAIN_SECONDS, and a single event waiting in the ring was counted, not printed
+#: (threadsnoop.bt in the 6.12 VM, beside bpftrace 0.23.2, which printed its own)
+MIN_DRAIN_SECONDS = 0.2
 #: Events written to the output at once (one write, one flush).
 WRITE_EVENTS = 256
 
@@ -509,11 +513,12 @@ class TraceRunner:
 
     def _drain(self) -> None:
         """Print what the ring holds once the probes are detached.  After Ctrl-C, until DRAIN_SECONDS
-        after it (a second Ctrl-C: at once): what is left is counted on stderr, not printed."""
+        after it and MIN_DRAIN_SECONDS after the detach (a second Ctrl-C: at once): what is left is
+        counted on stderr, not printed."""
         import time
 
         interrupted = self._signals > 0
-        deadline = self._first_signal + DRAIN_SECONDS
+        deadline = max(self._first_signal + DRAIN_SECONDS, time.monotonic() + MIN_DRAIN_SECONDS)
 
         def enough() -> bool:
             return self._signals > 1 or (interrupted and time.monotonic() > deadline)
