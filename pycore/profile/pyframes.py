@@ -157,6 +157,16 @@ class CodeReader:
         return self._read(addr, max(L.code_qualname, L.code_name, L.code_filename, L.code_linetable,
                                     L.code_firstlineno) + 8)
 
+    def _identity(self, fields: bytes) -> tuple[int, ...]:
+        """What must not change while a code object is read: its type, the objects it names, its
+        first line. Not its reference count (each frame running it holds one) nor 3.11's
+        co_warmup, which its calls count down (a whole -a run named spin [code 0x...] so)."""
+        L = self.layout
+        return (struct.unpack_from("<Q", fields, 8)[0],
+                *(struct.unpack_from("<Q", fields, off)[0]
+                  for off in (L.code_qualname, L.code_name, L.code_filename, L.code_linetable)),
+                struct.unpack_from("<i", fields, L.code_firstlineno)[0])
+
     def code(self, addr: int) -> CodeInfo | None:
         if addr in self._codes:
             return self._codes[addr]
@@ -191,7 +201,7 @@ class CodeReader:
             if not name or (qualname != name and not qualname.endswith("." + name)) or firstlineno < 0:
                 raise OSError("not a live code object")
             linetable = self._read(table_obj + L.bytes_data, size) if size > 0 else b""
-            if self._fields(addr) != fields:
+            if self._identity(self._fields(addr)) != self._identity(fields):
                 raise OSError("the code object changed while it was read")
             info = CodeInfo(qualname=qualname, filename=filename, firstlineno=firstlineno,
                             linetable=linetable, bytecode=addr + L.code_adaptive)
