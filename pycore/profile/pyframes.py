@@ -97,6 +97,11 @@ def line_of(table: bytes, firstlineno: int, index: int) -> int | None:
     return None
 
 
+def _counted(refcnt: int) -> bool:
+    """A live object's reference count (see :meth:`CodeReader._live`), not a freed block's pointer."""
+    return 0 < refcnt < 1 << 40
+
+
 class CodeReader:
     """Code objects of one process, each read once; None for one that cannot be read."""
 
@@ -148,7 +153,7 @@ class CodeReader:
         """Raise unless ``obj`` has a live object's reference count: pymalloc keeps a freed block's
         next-free pointer (or NULL) there, glibc's free() its list pointers (3.12+'s immortal objects
         count 2**32 - 1 or so: below 2**40 still)."""
-        if not 0 < struct.unpack("<Q", self._read(obj, 8))[0] < 1 << 40:
+        if not _counted(struct.unpack("<Q", self._read(obj, 8))[0]):
             raise OSError("not a live object")
 
     def _fields(self, addr: int) -> bytes:
@@ -182,7 +187,7 @@ class CodeReader:
             # (tests/profile_churn.py)
             fields = self._fields(addr)
             refcnt, ob_type = struct.unpack_from("<QQ", fields)
-            if not 0 < refcnt < 1 << 40 or (self.code_type and ob_type != self.code_type):
+            if not _counted(refcnt) or (self.code_type and ob_type != self.code_type):
                 raise OSError("not a live code object")
 
             def ptr(offset: int) -> int:
