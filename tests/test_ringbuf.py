@@ -380,3 +380,41 @@ def test_async_wait_cancelled_and_resumed():
         if rb is not None:
             rb.close()
         obj.close()
+
+
+def test_drain_reads_to_the_end_without_a_signal(make):
+    """The probes' last events, no Ctrl-C: every one is read, none counted as left."""
+    from pycore.native.ringbuf import drain
+
+    _, rb = make()
+    _trigger(N)
+    got = []
+    left = drain(lambda until: rb.poll(got.append, 0, until), rb.skip, lambda: 0, 0.0)
+    assert left == 0
+    _check(got, range(N))
+
+
+def test_drain_after_ctrl_c_stops_at_its_deadline(make):
+    """After Ctrl-C a slow reader gets MIN_DRAIN_SECONDS (the signal is long past), then the rest is
+    skipped and counted; a second Ctrl-C stops the drain at once."""
+    from pycore.native.ringbuf import MIN_DRAIN_SECONDS, drain
+
+    _, rb = make()
+    _trigger(N)
+    got = []
+
+    def slow(ev) -> None:
+        got.append(ev)
+        time.sleep(0.02)            # 50 events: 1 s, five times the drain's time
+
+    t0 = time.monotonic()
+    left = drain(lambda until: rb.poll(slow, 0, until), rb.skip, lambda: 1, t0 - 10)
+    took = time.monotonic() - t0
+    assert MIN_DRAIN_SECONDS <= took < MIN_DRAIN_SECONDS + 0.5
+    assert 0 < len(got) < N and len(got) + left == N, (len(got), left)
+    _check(got, range(len(got)))        # (its os.getpid() is the next event's seq)
+
+    _trigger(N - 1)
+    got.clear()
+    left = drain(lambda until: rb.poll(got.append, 0, until), rb.skip, lambda: 2, time.monotonic())
+    assert len(got) <= 1 and len(got) + left == N, (len(got), left)

@@ -2,7 +2,7 @@
 
 A tracer stopped by SIGINT while its probes flood the ring buffer detaches them
 first, prints what the ring holds (buffered, not a flush per line), then its maps,
-and exits within 2 s; after Ctrl-C it spends at most DRAIN_SECONDS on the ring,
+and exits within 2 s; after Ctrl-C it spends at most ringbuf.DRAIN_SECONDS on the ring,
 even when its output goes to a slow reader (a serial console, a slow ssh link).
 Which programs and links a tracer holds is read from its /proc/PID/fdinfo (names
 are not unique: other tracers run beside the tests); bpftool then shows none of
@@ -197,7 +197,7 @@ def busy(request, loops):
 
 def detached_while_running(proc: subprocess.Popen, sent: float) -> None:
     """The tracer gives up its links while it still prints what the ring held (it prints for up to
-    DRAIN_SECONDS to the slow reader): its probes were detached first."""
+    ringbuf.DRAIN_SECONDS to the slow reader): its probes were detached first."""
     while time.monotonic() < sent + 0.9:
         progs, links = bpf_ids(proc.pid)
         assert proc.poll() is None, "exited before it was seen detached"
@@ -222,7 +222,7 @@ def test_trace_ctrl_c_under_printf_flood(busy):
 
 def test_trace_ctrl_c_slow_reader(busy):
     """Output read at 20 KB/s: the probes are detached at Ctrl-C, what the ring holds is printed for
-    DRAIN_SECONDS, the rest counted on stderr; exit within 2 s (it took ~10 s: two batches of 8,192
+    ringbuf.DRAIN_SECONDS, the rest counted on stderr; exit within 2 s (it took ~10 s: two batches of 8,192
     lines written, the probes attached all along)."""
     busy("getppid")
     for _ in range(3):

@@ -30,15 +30,8 @@ else:
     def overload(f):  # noqa: ANN001, ANN202 - typing's, for mypy only: importing typing costs pycore trace's
         return f      # start ~3 ms (tests/test_record.py); the last definition of each method is the real one
 
-__all__ = ["TraceSession", "TraceRunner", "trace", "DRAIN_SECONDS"]
+__all__ = ["TraceSession", "TraceRunner", "trace"]
 
-#: How long after Ctrl-C ``pycore trace`` prints what the ring buffer holds before it gives up on
-#: the rest (counted on stderr): the whole exit stays within ~2 s however fast the probes fired.
-DRAIN_SECONDS = 0.5
-#: ... but at least this long once the probes are detached: detaching under a slow (emulated) CPU
-#: once took all of DRAIN_SECONDS, and a single event waiting in the ring was counted, not printed
-#: (threadsnoop.bt in the 6.12 VM, beside bpftrace 0.23.2, which printed its own)
-MIN_DRAIN_SECONDS = 0.2
 #: Events written to the output at once (one write, one flush).
 WRITE_EVENTS = 256
 
@@ -512,24 +505,14 @@ class TraceRunner:
             self._write()
 
     def _drain(self) -> None:
-        """Print what the ring holds once the probes are detached.  After Ctrl-C, until DRAIN_SECONDS
-        after it and MIN_DRAIN_SECONDS after the detach (a second Ctrl-C: at once): what is left is
-        counted on stderr, not printed."""
-        import time
+        """Print what the ring holds once the probes are detached (after Ctrl-C, for a while:
+        :func:`pycore.native.ringbuf.drain`); what is left is counted on stderr, not printed."""
+        from pycore.native.ringbuf import drain
 
-        interrupted = self._signals > 0
-        deadline = max(self._first_signal + DRAIN_SECONDS, time.monotonic() + MIN_DRAIN_SECONDS)
-
-        def enough() -> bool:
-            return self._signals > 1 or (interrupted and time.monotonic() > deadline)
-
-        while self._poll(enough) and not enough():
-            pass
-        if enough():
-            left = self.script.ring().skip()
-            if left:
-                print(f"pycore trace: {left} event{'s' if left > 1 else ''} in the buffer at Ctrl-C not printed",
-                      file=self.err)
+        left = drain(self._poll, self.script.ring().skip, lambda: self._signals, self._first_signal)
+        if left:
+            print(f"pycore trace: {left} event{'s' if left > 1 else ''} in the buffer at Ctrl-C not printed",
+                  file=self.err)
 
     def _missing_warnings(self) -> None:
         """The warnings of the attach points ``missing_probes = warn`` skipped, as bpftrace 0.23.2

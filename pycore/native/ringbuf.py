@@ -78,7 +78,8 @@ if TYPE_CHECKING:
 
     from pycore.native.object import BpfObject
 
-__all__ = ["RingBuffer", "Lost", "BUSY_BIT", "DISCARD_BIT", "HEADER_SIZE"]
+__all__ = ["RingBuffer", "Lost", "BUSY_BIT", "DISCARD_BIT", "HEADER_SIZE", "drain", "DRAIN_SECONDS",
+           "MIN_DRAIN_SECONDS"]
 
 BUSY_BIT = 1 << 31
 DISCARD_BIT = 1 << 30
@@ -87,6 +88,38 @@ _LEN_MASK = ~(BUSY_BIT | DISCARD_BIT) & 0xFFFFFFFF
 _RINGBUF_MAP_TYPE = 27
 _DROPPED_VAR = "pycore_dropped"
 _ANNOTATION = "__pycore_ring_event__"  # PYCORE_RING_EVENT(map, type), bpf_src/pycore.bpf.h
+
+
+#: After Ctrl-C, how long a tool prints what its ring buffer holds before it gives up on the rest
+#: (counted on stderr): the whole exit stays within ~2 s however fast the probes fired.
+DRAIN_SECONDS = 0.5
+#: ... but at least this long once the probes are detached: detaching under a slow (emulated) CPU
+#: once took all of DRAIN_SECONDS, and a single event waiting in the ring was counted, not printed
+#: (threadsnoop.bt in the 6.12 VM, beside bpftrace 0.23.2, which printed its own).
+MIN_DRAIN_SECONDS = 0.2
+
+
+def drain(poll: Callable[[Callable[[], bool]], int], skip: Callable[[], int],
+          signals: Callable[[], int], first_signal: float) -> int:
+    """Read the last events of a ring whose probes are detached (``pycore trace`` and the tools).
+
+    ``poll(until)`` reads a batch and returns how many it read, stopping early once ``until()``;
+    ``signals()`` is how many Ctrl-C/SIGTERM arrived, the first at ``first_signal``
+    (``time.monotonic()``).  With no signal, the ring is read to its end; after one, until
+    DRAIN_SECONDS after it and at least MIN_DRAIN_SECONDS from now; a second one stops at once.
+    Returns how many events were left unread (``skip()``), for the caller to count on stderr.
+    """
+    import time
+
+    interrupted = signals() > 0
+    deadline = max(first_signal + DRAIN_SECONDS, time.monotonic() + MIN_DRAIN_SECONDS)
+
+    def enough() -> bool:
+        return signals() > 1 or (interrupted and time.monotonic() > deadline)
+
+    while poll(enough) and not enough():
+        pass
+    return skip() if enough() else 0
 
 
 class Lost:

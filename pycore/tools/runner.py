@@ -27,15 +27,8 @@ if TYPE_CHECKING:
 
     from pycore.native.object import BpfObject
 
-__all__ = ["Runner", "add_common_arguments", "tool_parser", "reason", "DRAIN_SECONDS"]
+__all__ = ["Runner", "add_common_arguments", "tool_parser", "reason"]
 
-#: After Ctrl-C, how long the events the ring buffer holds are printed before the rest is given up
-#: (counted on stderr): the exit stays within ~2 s however fast the probes fired.
-DRAIN_SECONDS = 0.5
-#: ... but at least this long once the probes are detached: detaching under a slow (emulated) CPU
-#: once took all of DRAIN_SECONDS, and a single event waiting in the ring was counted, not printed
-#: (threadsnoop.bt in the 6.12 VM, beside bpftrace 0.23.2, which printed its own)
-MIN_DRAIN_SECONDS = 0.2
 WRITE_EVENTS = 256   # events written at once
 
 
@@ -227,25 +220,17 @@ class Runner:
             self._write()
 
     def _drain(self, obj: BpfObject) -> None:
-        """Print what the ring holds, the probes detached.  After Ctrl-C until DRAIN_SECONDS after it
-        and MIN_DRAIN_SECONDS after the detach (a second Ctrl-C: at once); what is left then is
-        counted on stderr."""
+        """Print what the ring holds, the probes detached (after Ctrl-C, for a while:
+        :func:`pycore.native.ringbuf.drain`); what is left is counted on stderr."""
+        from pycore.native.ringbuf import drain
+
         rb = self._ringbuf(obj)
         if rb is None:
             return
-        interrupted = self._signals > 0
-        deadline = max(self._first_signal + DRAIN_SECONDS, time.monotonic() + MIN_DRAIN_SECONDS)
-
-        def enough() -> bool:
-            return self._signals > 1 or (interrupted and time.monotonic() > deadline)
-
-        while self._poll(rb, enough) and not enough():
-            pass
-        if enough():
-            left = rb.skip()
-            if left:
-                print(f"pycore: {left} event{'s' if left > 1 else ''} in the buffer at Ctrl-C not printed",
-                      file=self.err)
+        left = drain(lambda until: self._poll(rb, until), rb.skip, lambda: self._signals, self._first_signal)
+        if left:
+            print(f"pycore: {left} event{'s' if left > 1 else ''} in the buffer at Ctrl-C not printed",
+                  file=self.err)
 
     def _emit(self, event: Any) -> None:
         if self.tool.args.json:
