@@ -76,7 +76,7 @@ class Unwinder:
         self.truncated = 0
         self.samples = 0               # records added (the raw counts' sum, kept as they arrive)
         self.failures: Counter[str] = Counter()    # why a sample's stack is short: FAILURES' reasons
-        self._frames: dict[tuple, tuple[Frame, bool]] = {}
+        self._frames: dict[int, dict[tuple, tuple[Frame, bool]]] = {}   # pid: (code, instr, ...): named
         self.dwarf = 0                 # samples whose user stack came from .eh_frame
 
     def close(self) -> None:
@@ -92,8 +92,7 @@ class Unwinder:
         old = self.codes.pop(pid, None)
         if old is not None:
             old.close()
-            for key in [k for k in self._frames if k[0] == pid]:
-                del self._frames[key]
+        self._frames[pid] = {}
         try:
             with open(f"/proc/{pid}/comm") as f:
                 self.comms[pid] = f.read().strip() or comm
@@ -139,12 +138,12 @@ class Unwinder:
         reader = self.codes.get(pid)
         if n_py and reader is not None:
             n = min(n_py, (len(data) - _PY_AT) // _PY.size)
-            cache = self._frames
+            cache = self._frames[pid]
             frames = []
             for key in _PY.iter_unpack(data[_PY_AT:_PY_AT + n * _PY.size]):
-                frame = cache.get((pid, key))
+                frame = cache.get(key)
                 if frame is None:
-                    frame = cache[(pid, key)] = self._python_frame(reader, *key)
+                    frame = cache[key] = self._python_frame(reader, *key)
                 frames.append(frame)
             py = tuple(frames) if not reader.layout.frame_owner else _shims_to_entries(frames)
         if self.off_cpu:
