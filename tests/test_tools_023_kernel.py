@@ -311,22 +311,27 @@ def texts(out: list[str]) -> list[str]:
     return found
 
 
-# bpftrace 0.23.2 prints a warning on stdout for each delete() of a key that is not there (runqlat.bt,
-# tcplife.bt, dcsnoop.bt), and so does pycore (tests/test_trace_output_023.py compares the text): how
-# many depends on the machine's other events in each tracer's run, so the warning's four lines are left
-# out of both outputs before comparing.
-_DELETE_WARNING = re.compile(r"WARNING: Can't delete map element because it does not exist\.$")
+# bpftrace 0.23.2 prints a warning on stdout when a helper fails at run time, and pycore prints the same
+# ones (tests/test_trace_output_023.py and test_trace_map_full.py compare the text): a delete() of a key
+# that is not there (runqlat.bt, tcplife.bt, dcsnoop.bt), a full map. How many depends on the machine's
+# other events in each tracer's run, and 0.23.2 has one of its own that a race decides: its count()
+# inserts a new key with BPF_NOEXIST, and two CPUs inserting the same key at once get "File exists"
+# (vfsstat.bt in the 6.12 VM, once in four runs: its `~~~~~~~` line was then a text line pycore did not
+# print). So each warning's lines (the warning, "Additional Info - helper: ...", and when the call is on
+# one line its source line and the ~~~ under it) are left out of both outputs before comparing.
+_MARKER = re.compile(r"\s*~+\s*")
 
 
-def without_delete_warnings(out: list[str]) -> list[str]:
-    kept, skip = [], 0
-    for ln in out:
-        if skip:
-            skip -= 1
-        elif _DELETE_WARNING.search(ln):
-            skip = 3        # "Additional Info - helper: ...", the source line, the ~~~ under it
-        else:
-            kept.append(ln)
+def without_helper_warnings(out: list[str]) -> list[str]:
+    kept, i = [], 0
+    while i < len(out):
+        if "WARNING: " in out[i] and i + 1 < len(out) and out[i + 1].startswith("Additional Info - helper: "):
+            i += 2
+            if i + 1 < len(out) and _MARKER.fullmatch(out[i + 1]):
+                i += 2
+            continue
+        kept.append(out[i])
+        i += 1
     return kept
 
 
@@ -353,8 +358,8 @@ def compare(tool: str, ours: Run, theirs: Run) -> list[str]:
     """What differs between the two outputs, as lines of a message ([] when nothing does)."""
     case = CASES[tool]
     wrong = []
-    theirs = Run(theirs.rc, without_delete_warnings(theirs.out), theirs.err)
-    ours = Run(ours.rc, without_delete_warnings(ours.out), ours.err)
+    theirs = Run(theirs.rc, without_helper_warnings(theirs.out), theirs.err)
+    ours = Run(ours.rc, without_helper_warnings(ours.out), ours.err)
     if texts(ours.out) != texts(theirs.out):
         wrong.append(f"text lines: pycore {texts(ours.out)} / bpftrace {texts(theirs.out)}")
     if maps(ours.out) != maps(theirs.out):
@@ -410,6 +415,22 @@ def test_the_root_ships_39_tools() -> None:
     assert len(SHIPPED) == 39, SHIPPED
     assert set(CASES) == set(SHIPPED), set(CASES) ^ set(SHIPPED)
     assert set(PENDING) | set(BPFTRACE_CANNOT) | set(DIFFERENT) <= set(SHIPPED)
+
+
+def test_helper_warnings_are_left_out() -> None:
+    """0.23.2's own race warning (vfsstat.bt's output in the 6.12 VM, its `~~~` a text line otherwise),
+    a delete()'s, and a warning of a call over several lines (no source, no marker) go; the rest stays."""
+    out = ["Tracing key VFS calls... Hit Ctrl-C to end.", "21:24:30", "@[vfs_read]: 12",
+           "/usr/sbin/vfsstat.bt:31:12-19: WARNING: File exists",
+           "Additional Info - helper: map_update_elem, retcode: -17",
+           "    @[func] = count();", "              ~~~~~~~", "21:24:31",
+           "stdin:3-4: WARNING: Can't delete map element because it does not exist.",
+           "Additional Info - helper: map_delete_elem, retcode: -2", "@[vfs_write]: 6",
+           "WARNING: a line of the tool's own", "~~~"]
+    kept = without_helper_warnings(out)
+    assert kept == ["Tracing key VFS calls... Hit Ctrl-C to end.", "21:24:30", "@[vfs_read]: 12", "21:24:31",
+                    "@[vfs_write]: 6", "WARNING: a line of the tool's own", "~~~"]
+    assert texts(kept) == ["Tracing key VFS calls... Hit Ctrl-C to end.", "~~~"]
 
 
 @kernel
