@@ -146,6 +146,19 @@ NEWER = [
     ("let @a = hash(1); begin { @a[0] = 0; @a[0] = 1; exit(); }", "@a[0]: 1\n"),
     ("let @a = lruhash(1); begin { @a[1] = 1; exit(); }", "@a[1]: 1\n"),
     ("let @a = percpulruhash(1); begin { @a[1] = count(); @a[2] = count(); exit(); }", "@a[2]: 1\n"),
+    # & (0.25 behind a flag, 0.26 without): upstream's tests/runtime/variable 'variable address with int'
+    # and '... with string', then a field's address against offsetof, through a pointer and in a copy
+    ('begin { $a = 1; $b = &$a; $a = 2; printf("%d %d\\n", *$b, $b != 0); exit(); }', "2 1\n"),
+    ('begin { $a = "hello"; $b = (int8 *)&$a; printf("%c %c\\n", *$b, *++$b); exit(); }', "h e\n"),
+    ("begin { $t = curtask; $p = &$t->se.load; $c = &$t.comm; $pp = &$t->real_parent; "
+     'printf("%d %d %d\\n", (uint64)$p - (uint64)$t == offsetof(struct task_struct, se.load), '
+     '(uint64)$c - (uint64)$t == offsetof(struct task_struct, comm), (*$pp)->tgid == $t->real_parent->tgid); '
+     '$s = *$t; $q = &$s; printf("%d %d\\n", $q->pid == pid, str(&$s.comm) == comm); exit(); }',
+     "1 1 1\n1 1\n"),
+    # container_of (the standard library after 0.26): upstream's tests/runtime 'container_of', in the kernel
+    ("begin { $t = curtask; $a = container_of(&$t->se, struct task_struct, se); "
+     "$b = container_of(&$t->se.load, struct task_struct, se.load); printf(\"%d %d %d\\n\", $a == $t, $b == $t, "
+     "$b->pid == pid); exit(); }", "1 1 1\n"),
 ]
 
 
@@ -231,6 +244,13 @@ DECLARATION_REFUSALS = [
     ("BEGIN { let; }", "stdin:1:12:", "unexpected ';' — expected a $variable"),
     ("interval:0s { }", "stdin:1:1:", "a period of 0s is finer than the microseconds"),
     ("BEGIN { $x = 99999999999d; }", "stdin:1:14:", "does not fit in 64 bits of nanoseconds"),
+    ("BEGIN { @m = 1; $p = &@m; }", "stdin:1:22:", "'&' takes a variable, a field, an array element or a"),
+    ("BEGIN { $p = &(1 + 2); }", "stdin:1:14:", "'&' takes a variable, a field, an array element or a"),
+    ('BEGIN { $t = (1, "a"); $p = &$t; }', "stdin:1:29:", "'&' of a (int64, string[2]): pycore takes"),
+    ("BEGIN { $p = container_of(curtask, struct task_struct); }", "stdin:1:14:",
+     "container_of() takes a pointer, a type and a member"),
+    ("BEGIN { $p = container_of(curtask, struct task_struct, nosuch); }", "stdin:1:56:",
+     "'struct task_struct' has no field named 'nosuch'"),
 ]
 
 

@@ -28,7 +28,6 @@ _FUNCTIONS: dict[str, tuple[str, str]] = {
     "find": ("find(@m, key)", "0.25"),
     "write_user": ("write_user()", "0.26"),
     "dw_ustack": ("dw_ustack()", "0.26"),
-    "container_of": ("container_of() (a macro of its standard library)", "a version after 0.26"),
 }
 
 #: Builtins called with arguments that pycore does not take yet: ``comm(pid)`` (0.25); any other (0.24).

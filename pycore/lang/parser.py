@@ -349,7 +349,7 @@ def _deepest(node: A.Node) -> A.Node:
 # -- error text ------------------------------------------------------------------------------------
 
 _EXPR_START = {"INT", "STRING", "IDENT", "VAR", "MAP", "POSITIONAL", "PARAMCOUNT", "LPAR", "CAST", "MINUS",
-               "BANG", "TILDE", "STAR", "INC", "DEC"}
+               "BANG", "TILDE", "STAR", "BAND", "INC", "DEC"}
 _STMT_START = {"IF", "WHILE", "UNROLL", "FOR", "RETURN", "BREAK", "CONTINUE", "LBRACE", "LET"}
 _OPERATORS = {"OROR", "ANDAND", "BOR", "BXOR", "BAND", "EQ", "NE", "LT", "GT", "LE", "GE", "SHL", "SHR", "PLUS",
               "MINUS", "STAR", "SLASH", "PERCENT", "_QMARK", "DOT", "ARROW", "_LBRACK", "INC", "DEC"}

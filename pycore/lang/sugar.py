@@ -2,7 +2,8 @@
 
 bpftrace 0.24 lets every builtin be called like a function (``comm()``, ``pid()``), names the pid
 namespace (``pid(curr_ns)``, ``pid(init)``), and its standard library has ``ppid`` and ``pcomm``
-(0.24: ``ppid(task)``, 0.25: bare ``ppid``), which are ``task->real_parent->tgid`` and ``->comm``.
+(0.24: ``ppid(task)``, 0.25: bare ``ppid``), which are ``task->real_parent->tgid`` and ``->comm``,
+and ``container_of(ptr, type, member)`` (0.26+), a cast of ``ptr`` less the member's offset.
 These are the same programs as the plain forms, so they are rewritten to them here, with each new
 node at the place of the text it stands for (errors point there), and the checker and the lowering
 never see them. The rewrite needs no BTF and no machine, so it is a function of the tree alone.
@@ -65,9 +66,25 @@ def _replace(node: A.Node) -> A.Node | None:
         return _parent(task, name, node.pos)   # type: ignore[arg-type]
     if name in _CALLABLE and not args:
         return A.Builtin(name, pos=node.pos)
+    if name == "container_of" and len(args) == 3 and isinstance(args[0], A.Expr) \
+            and _type_name(args[1]) is not None:
+        # the standard library's macro (bpftrace 0.26+): (type *)((void *)ptr - offsetof(type, member))
+        ptr, kind, member = args
+        void = A.Cast(A.TypeName("void", 1, pos=ptr.pos), _rewrite(ptr), pos=ptr.pos)   # type: ignore[arg-type]
+        back = A.Binary("-", void, A.Call("offsetof", [kind, member], pos=node.pos), pos=node.pos)
+        return A.Cast(A.TypeName(_type_name(kind), 1, pos=node.pos), back, pos=node.pos)  # type: ignore[arg-type]
     if name in ("pid", "tid") and len(args) == 1 and isinstance(args[0], A.Builtin) \
             and (args[0].name == "init" or (args[0].name == "curr_ns" and _initial_pid_namespace())):
         return A.Builtin(name, pos=node.pos)     # pycore's pid and tid are the initial namespace's
+    return None
+
+
+def _type_name(node: A.Node) -> str | None:
+    """A call's type argument: ``struct foo`` or a typedef's name (None: not a type)."""
+    if isinstance(node, A.TypeName) and not node.pointer_depth:
+        return node.name
+    if isinstance(node, A.Builtin):
+        return node.name
     return None
 
 

@@ -338,6 +338,9 @@ class Calls(State):
         if n == "offsetof":
             c.consts[id(e)] = self.offsetof(c, e)
             return UINT64
+        if n == "container_of":     # (a well-formed one is rewritten by pycore.lang.sugar)
+            raise self.error(e, "container_of() takes a pointer, a type and a member: "
+                                "container_of(ptr, struct foo, member)")
         if n == "cat":
             if not args or not isinstance(args[0], A.Str):
                 raise self.error(e, "cat() needs a file name (a format string) first")

@@ -634,6 +634,8 @@ class Checker(Types, Builtins, Calls, State):
             return m.value if isinstance(m.value, (Int, Stack, Ptr)) else INT64
         if isinstance(e, A.Binary):
             return self.binary(c, e)
+        if isinstance(e, A.Unary) and e.op == "&":
+            return self.address_of(c, e)
         if isinstance(e, A.Unary):
             t = self.expr(c, e.operand)
             kind = self.aggregate_map(e.operand)
@@ -652,8 +654,6 @@ class Checker(Types, Builtins, Calls, State):
                 if not isinstance(t, Int):
                     raise self.error(e, f"'{e.op}' needs an integer, not {t}")
                 return INT64 if e.op == "-" else t
-            if e.op == "&":
-                raise self.error(e, "'&' (address of) is not supported")
             raise self.error(e, f"unknown operator {e.op}")
         if isinstance(e, A.Ternary):
             self.condition(c, e.cond, "ternary")

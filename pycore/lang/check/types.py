@@ -9,7 +9,7 @@ from pycore.lang import ast as A
 from pycore.lang.check.records import USER_PROBES, Checked
 from pycore.lang.check.state import State
 from pycore.lang.errors import CheckError, close_matches
-from pycore.lang.types import Array, Int, Ptr, Record, Tuple, Type, Void, from_btf, type_name
+from pycore.lang.types import Array, Int, Ptr, Record, Str, Tuple, Type, Void, from_btf, type_name
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -117,6 +117,33 @@ class Types(State):
         for _ in range(tn.pointer_depth - 1):
             target = self._pointer_to(target, spec)
         return Ptr(target, user, spec)
+
+    def address_of(self, c: Checked, e: A.Unary) -> Type:
+        """``&x`` (bpftrace 0.25): a pointer to a variable, a field, an array element or what a pointer
+        points to, in the memory ``x`` is in (a user pointer's fields are user memory; a variable is the
+        program's own). An array's address is its first element's (``char *`` for ``&$t->comm``)."""
+        x = e.operand
+        t = self.expr(c, x)
+        if isinstance(x, A.Var):
+            user = False
+        elif isinstance(x, A.Unary) and x.op == "*" or isinstance(x, (A.Field, A.Index)):
+            base = self.expr(c, x.operand if isinstance(x, A.Unary) else x.expr)
+            user = bool(getattr(base, "user", False))
+        else:
+            raise self.error(e, "'&' takes a variable, a field, an array element or a dereference (&$v, "
+                                "&$p->f, &$a[1], &*$p)")
+        if isinstance(t, Record) and t.spec is not None:
+            return Ptr(t.btf_id, user, t.spec)
+        if isinstance(t, Array) and t.spec is not None:
+            return Ptr(t.elem_id, user, t.spec)
+        if isinstance(t, Ptr):
+            return Ptr(self._pointer_to(t.target, t.spec) if t.target else 0, user, t.spec or self.spec)
+        if isinstance(t, Int) and not t.display:
+            return Ptr(self.btf_type(e, f"{'' if t.signed else 'u'}int{t.size * 8}"), user, self.spec)
+        if isinstance(t, Str):      # a char array field, a string variable: where its text starts
+            return Ptr(self.btf_type(e, "char"), user, self.spec)
+        raise self.error(e, f"'&' of a {t}: pycore takes the address of integers, pointers, structs, "
+                            f"arrays and strings, not yet of this")
 
     def _array_cast(self, c: Checked, e: A.Cast, inner: Type, name: str) -> Type:
         """``(uint8[8])x`` and ``(uint64)$array`` (bpftrace 0.18): an integer's bytes as an integer array

@@ -58,6 +58,13 @@ class Exprs(State):
             self.map_read(node, self.layout.maps["@" + node.name])
         elif isinstance(node, A.Binary):
             self.binary(node)
+        elif isinstance(node, A.Unary) and node.op == "&":
+            x = node.operand
+            if isinstance(x, A.Var):        # its home: a stack slot (a scalar) or scratch (var_home)
+                e.mov_reg(0, 8 if is_buffer(self.t(x)) else 10)
+                e.alu_imm("add", 0, self.vars_get(x))
+            else:
+                self.address(x)
         elif isinstance(node, A.Unary):
             if node.op == "*":
                 if isinstance(self.t(node.operand), Int):   # an address as an integer: where the probe runs
