@@ -276,6 +276,48 @@ def test_ntop_reg_kaddr_tcp_connect(tmp_path):
     assert ours == ok(bpftrace("-c", cmd, "-e", TCP_CONNECT_KFUNC))
 
 
+# a loopback connection whose sockets say their cookies (SO_COOKIE, Linux 4.12+) on stdout, then send
+COOKIES_PY = """
+import socket, struct, sys
+SO_COOKIE = 57
+srv = socket.socket(); srv.bind(("127.0.0.1", int(sys.argv[1]))); srv.listen(1)
+c = socket.create_connection(("127.0.0.1", int(sys.argv[1]))); a, _ = srv.accept()
+for s in (c, a):
+    print("cookie", struct.unpack("Q", s.getsockopt(socket.SOL_SOCKET, SO_COOKIE, 8))[0], flush=True)
+c.sendall(b"x"); a.recv(1); a.sendall(b"yy"); c.recv(2); a.sendall(b"z"); c.recv(1)
+"""
+
+
+@kernel
+def test_socket_cookie_is_the_sockets_own(tmp_path):
+    """socket_cookie(args.sk) (bpftrace 0.24) in a fentry probe is the cookie the socket itself reports
+    (getsockopt SO_COOKIE): one send by the client's socket, two by the server's."""
+    subprocess.run(["ip", "link", "set", "lo", "up"], check=False, timeout=30)
+    (tmp_path / "cookies.py").write_text(COOKIES_PY)
+    script = 'kfunc:tcp_sendmsg /pid == cpid/ { @sends[socket_cookie(args.sk)] = count(); }'
+    ours = ok(pycore("-c", f"/usr/bin/python3.11 {tmp_path / 'cookies.py'} 45681", "-e", script))
+    client, server = (int(w.split()[1]) for w in lines_of(ours, "cookie "))
+    assert client and server and client != server, ours
+    sends = {int(k): int(v) for k, v in re.findall(r"(?m)^@sends\[(\d+)\]: (\d+)$", ours)}
+    assert sends == {client: 1, server: 2}, ours
+
+
+@kernel
+def test_comm_of_another_pid():
+    """comm(pid) (bpftrace 0.25) in a fentry probe: the child's own name, init's, and "N/A" for a pid that
+    is no process (upstream's); on 6.1, which has no bpf_task_from_pid, one error that says so."""
+    with open("/proc/1/comm") as f:
+        init = f.read().strip()
+    script = ('kfunc:vfs_read /pid == cpid/ { printf("%s|%s|%s|%s\\n", comm(cpid), comm(1), comm(4194303), comm); '
+              'exit(); }')
+    r = pycore("-c", "/usr/bin/cat /etc/hostname", "-e", script)
+    if os.uname().release.startswith("6.1."):
+        assert r.returncode != 0 and "bpf_task_from_pid (Linux 6.2 and later)" in r.stderr, r.stderr
+        assert len(r.stderr.splitlines()) == 3, r.stderr
+        return
+    assert lines_of(ok(r), "cat|") == [f"cat|{init}|N/A|cat"], r.stdout
+
+
 # -- 8. path() and override(): bpf_d_path in fentry, bpf_override_return in a kprobe ---------------
 
 @kernel

@@ -35,6 +35,7 @@ class Helper(enum.IntEnum):
     probe_write_user = 36
     get_numa_node_id = 42
     probe_read_str = 45
+    get_socket_cookie = 46
     override_return = 58
     get_stack = 67
     get_current_cgroup_id = 80

@@ -23,16 +23,13 @@ _SYNTAX: list[tuple[re.Pattern[str], str, str]] = [(re.compile(p, re.M), what, v
 
 #: Functions of later bpftraces: name -> (what it is, version).
 _FUNCTIONS: dict[str, tuple[str, str]] = {
-    "socket_cookie": ("socket_cookie()", "0.24"),
     "tseries": ("tseries()", "0.24"),
-    "find": ("find(@m, key)", "0.25"),
     "write_user": ("write_user()", "0.26"),
     "dw_ustack": ("dw_ustack()", "0.26"),
 }
 
-#: Builtins called with arguments that pycore does not take yet: ``comm(pid)`` (0.25); any other (0.24).
+#: Builtins called with arguments that pycore does not take yet (any not named here: 0.24).
 _CALLED_BUILTINS: dict[str, tuple[str, str]] = {
-    "comm": ("comm(pid), another process's name", "0.25"),
 }
 
 #: Identifiers of later bpftraces: name -> (what it is, version).

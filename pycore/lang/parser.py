@@ -866,6 +866,10 @@ class _Builder:
             key = args[1]
             keys = key.elems if isinstance(key, A.Tuple) else (key,)
             args = (A.MapRef(args[0].name, tuple(keys), pos=args[0].pos),)
+        if name == "find" and len(args) == 3 and isinstance(args[0], A.MapRef) and not args[0].keys:
+            # bpftrace 0.25's find(@m, key, $v): the element, as has_key's, and the variable it sets
+            keys = args[1].elems if isinstance(args[1], A.Tuple) else (args[1],)
+            args = (A.MapRef(args[0].name, tuple(keys), pos=args[0].pos), args[2])
         return A.Call(str(name), args, pos=_tpos(name))
 
     def paren(self, c: list[Any]) -> A.Expr:

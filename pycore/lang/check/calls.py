@@ -8,8 +8,9 @@ from pycore.lang import ast as A
 from pycore.lang.check.records import AGGREGATES, Checked, MapInfo
 from pycore.lang.check.state import State
 from pycore.lang.errors import close_matches
-from pycore.lang.types import (INT64, STRING_SIZE, UINT64, USYM, Array, Buffer, Inet, Int, Mac, Ptr, Record, Stack, Str,
-                               Strerror, SyscallName, TextInt, Timestamp, CgroupPath, Tuple, Type, Void, type_name)
+from pycore.lang.types import (BOOL, INT64, STRING_SIZE, UINT64, USYM, Array, Buffer, Inet, Int, Mac, Ptr, Record, Stack, Str,
+                               Strerror, SyscallName, TextInt, Timestamp, CgroupPath, Tuple, Type, Void, from_btf,
+                               type_name)
 
 
 _NO_VALUE_CALLS = {"printf", "errorf", "warnf", "print", "exit", "delete", "clear", "zero", "time", "join", "system", "signal", "signal_thread", "cat",
@@ -88,6 +89,17 @@ class Calls(State):
             self.map_use(args[0], keys)
             c.types[id(args[0])] = Void()
             return INT64
+        if n == "find":     # bpftrace 0.25: has_key(@m, k) that also sets $v = @m[k] when it is there
+            if len(args) != 2 or not isinstance(args[0], A.MapRef) or not args[0].keys \
+                    or not isinstance(args[1], A.Var):
+                raise self.error(e, "find() takes a map, a key and a variable: find(@m, key, $v)")
+            ref = args[0]
+            self.map_use(ref, self.map_keys(c, ref))
+            store = A.Assign(args[1], "=", A.MapRef(ref.name, ref.keys, pos=ref.pos), pos=e.pos)
+            self.assign(c, store)
+            c.assigns[id(e)] = store
+            c.types[id(ref)] = Void()
+            return BOOL
         if n in ("delete",):
             if len(args) != 1 or not isinstance(args[0], A.MapRef):
                 raise self.error(e, "delete() takes a map element: delete(@m[key]) or delete(@m, key)")
@@ -254,6 +266,38 @@ class Calls(State):
             if len(args) != 1 or not isinstance(self.expr(c, args[0]), Int):
                 raise self.error(e, "override(integer): the value the probed function returns instead")
             return Void()
+        if n == "comm" and len(args) > 1:
+            raise self.error(e, f"comm() takes one argument, a pid, or none ({len(args)} provided)")
+        if n == "comm" and len(args) == 1:     # bpftrace 0.25: another process's name, by its pid
+            from btf.kinds import Kind
+
+            from pycore.lang.probes import PROG_TRACING
+
+            if c.target.prog_type != PROG_TRACING:
+                raise self.error(e, "comm(pid) can only be used in fentry, fexit and iter probes (the kernel's "
+                                    f"bpf_task_from_pid is for those), not in {c.target.probe}")
+            if not _integer(self.expr(c, args[0])):
+                raise self.error(args[0], "Only integer supported for comm()'s pid")
+            found = [self.spec.ids_named(f, (Kind.FUNC,)) for f in ("bpf_task_from_pid", "bpf_task_release")]
+            if not all(found):
+                raise self.error(e, "comm(pid) reads the task with the kernel's bpf_task_from_pid (Linux 6.2 and "
+                                    "later), which this kernel does not have")
+            rec = from_btf(self.spec, self.btf_type(e, "struct task_struct"))
+            _, bits = self.member(e, rec, "comm")   # type: ignore[arg-type]
+            c.kfuncs[id(e)] = (found[0][0], found[1][0], bits // 8)
+            return Str(16)
+        if n == "socket_cookie":   # bpftrace 0.24: bpf_get_socket_cookie of a struct sock the kernel typed
+            if c.target.kind not in ("kfunc", "kretfunc"):
+                raise self.error(e, "socket_cookie() can only be used in fentry and fexit probes (the kernel "
+                                    f"takes a typed struct sock pointer there only), not in {c.target.probe}")
+            if len(args) != 1:
+                raise self.error(e, f"socket_cookie() requires 1 argument ({len(args)} provided)")
+            t = self.expr(c, args[0])
+            named = type_name(t.spec, t.target) if isinstance(t, Ptr) and t.spec else ""
+            if named != "struct sock":
+                raise self.error(args[0], "socket_cookie() only supports 'struct sock *' as the argument "
+                                          f"({t if named else 'int64' if isinstance(t, Int) else t} provided)")
+            return UINT64
         if n == "path":
             if c.target.kind not in ("kfunc", "kretfunc"):
                 raise self.error(e, "path() can only be used in kfunc and kretfunc probes (the kernel's bpf_d_path "

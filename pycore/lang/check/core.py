@@ -245,7 +245,7 @@ class Checker(Types, Builtins, Calls, State):
         if isinstance(s, A.ExprStmt):
             e = s.expr
             if isinstance(e, A.Call):
-                self.call(c, e, statement=True)
+                c.types[id(e)] = self.call(c, e, statement=True)     # (a value call's value is dropped)
             else:
                 self.expr(c, e)
         elif isinstance(s, A.Assign):

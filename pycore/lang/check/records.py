@@ -51,6 +51,9 @@ class Checked:
     variables: dict[str, Type] = field(default_factory=dict)   # a variable's key -> its type
     var_keys: dict[int, str] = field(default_factory=dict)     # id(Var node) -> its variable's key
     loops: dict[int, Type] = field(default_factory=dict)       # id(for statement) -> its variable's type
+    kfuncs: dict[int, tuple[int, ...]] = field(default_factory=dict)  # id(call) -> what it needs of BTF
+    # (comm(pid): bpf_task_from_pid's and bpf_task_release's ids, comm's offset in task_struct)
+    assigns: dict[int, A.Assign] = field(default_factory=dict)  # id(call) -> what it sets (find(): $v = @m[k])
 
     def type_of(self, node: A.Expr) -> Type:
         return self.types[id(node)]

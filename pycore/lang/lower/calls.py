@@ -354,6 +354,11 @@ class Calls(State):
         if n == "strftime":      # the nanoseconds; the format is the type's, applied when printed
             self.scalar(node.args[1])
             return
+        if n == "socket_cookie":     # the pointer as the kernel typed it (a fentry argument): the verifier
+            self.scalar(node.args[0])   # checks it is a struct sock (the checker said so)
+            e.mov_reg(1, 0)
+            e.call("get_socket_cookie")
+            return
         if n == "len" and isinstance(node.args[0], (A.Builtin, A.Call)):   # len(ustack), len(kstack)
             st = self.t(node.args[0])
             self.stack_depth(st.user, st.limit)    # type: ignore[attr-defined]
@@ -453,6 +458,16 @@ class Calls(State):
             e.mov_imm(0, 0)
             e.ja(done)
             e.place(deleted)
+            e.mov_imm(0, 1)
+            e.place(done)
+            return
+        if n == "find":         # has_key, then (when there) the assignment the checker made: $v = @m[k]
+            ref = node.args[0]
+            m = self.layout.maps["@" + ref.name]
+            self.map_lookup(m, self.key(ref, m))
+            done = e.label()
+            e.jmp_imm("jeq", 0, 0, done)
+            self.assign(self.c.assigns[id(node)])
             e.mov_imm(0, 1)
             e.place(done)
             return

@@ -251,6 +251,9 @@ class Strings(State):
         if isinstance(node, A.Call) and node.name == "str_concat":    # its sources first: $p = str_concat($p, x)
             self.str_concat_into(node, dst, size)
             return None
+        if isinstance(node, A.Call) and node.name == "comm" and node.args:
+            self.comm_of_pid_into(node, dst, size)
+            return None
         if not pad and type(t) is Str:
             used = self.string_unpadded(node, dst, size)
             if used != 0:
@@ -361,6 +364,34 @@ class Strings(State):
             e.call("probe_read_user_str" if self._user(node) else "probe_read_kernel_str")
             return
         raise self.error(node, f"{t} is not a string")
+
+    def comm_of_pid_into(self, node: A.Call, dst: int, size: int) -> None:
+        """scratch[dst:dst+size] = comm(pid) (bpftrace 0.25): the task bpf_task_from_pid finds (a
+        reference, kept on the stack while its comm is copied, then released), or "N/A" when there is
+        no such process (as upstream's, which also warns)."""
+        e = self.e
+        from_pid, release, comm_at = self.c.kfuncs[id(node)]
+        self.zero(dst, size)
+        self.scalar(node.args[0])
+        e.mov_reg(1, 0)
+        e.call_kfunc(from_pid)
+        missing, done = e.label(), e.label()
+        e.jmp_imm("jeq", 0, 0, missing)
+        task = self.f.slot()
+        e.stx(8, 10, task, 0)
+        e.mov_reg(3, 0)
+        e.alu_imm("add", 3, comm_at)
+        e.mov_reg(1, 8)
+        e.alu_imm("add", 1, dst)
+        e.mov_imm(2, min(16, size - 1))
+        e.call("probe_read_kernel")
+        e.ldx(8, 1, 10, task)
+        e.call_kfunc(release)
+        e.ja(done)
+        e.place(missing)
+        for i, ch in enumerate(b"N/A"[:size - 1]):
+            e.st(1, 8, dst + i, ch)
+        e.place(done)
 
     def str_concat_into(self, node: A.Call, dst: int, size: int) -> None:
         """scratch[dst:dst+size] = str_concat(a, b): a copied with bpf_probe_read_kernel_str (which says
