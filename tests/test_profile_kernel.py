@@ -7,12 +7,10 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import time
 
 import pytest
 
-from tests.test_profile import FUNCS, PYCORE, ROOT, folded_stacks, python_name, shares, start_workload, \
-    stop_workload
+from tests.test_profile import FUNCS, PYCORE, PYTHON, ROOT, WORKLOAD, folded_stacks, python_name, shares
 
 pytestmark = pytest.mark.kernel
 
@@ -20,19 +18,22 @@ pytestmark = pytest.mark.kernel
 def test_workload_profiled_on_this_kernel(tmp_path, record_property):
     """Python, native and kernel frames in one stack on this kernel: every kernel frame named from
     /proc/kallsyms, the read(2) path under ``reads``, the 220-frame recursion whole, and each
-    function's share near the workload's own CPU times (4 points: the guest's emulated CPU gives
-    2,000 to 4,000 samples where the host test takes 4,000 at least; 3.02 off once on 6.12)."""
+    function's share within 3 points of the workload's own CPU times, as on the host.
+
+    The workload runs under ``-c`` and the shares are of the samples in its ``main()``, the span its
+    own times cover. With ``-p`` on a running workload (the host's tests) the workload's times also
+    covered pycore's start-up, which takes 20-30 s under TCG, unsampled; and the split is not the same
+    while sampled: each sample's BPF program runs in the interrupt of the function it samples, whose
+    CPU time it counts (Debian's kernels have no IRQ_TIME_ACCOUNTING), so digest's long C calls
+    overran their budget more. That read digest 3-5 points high here (sessions 19-20: measured over
+    the sampling window alone, the same runs agreed within 1.3)."""
     release = os.uname().release
-    wl = start_workload()
     out = tmp_path / "vm.folded"
-    try:
-        time.sleep(0.5)
-        res = subprocess.run(PYCORE + ["-p", str(wl.pid), "-d", "8", "-F", "499", "-o", str(out)],
-                             capture_output=True, text=True, timeout=300, cwd=ROOT)
-    finally:
-        truth = stop_workload(wl)
+    res = subprocess.run(PYCORE + ["-F", "499", "-o", str(out), "-c", f"{PYTHON} {WORKLOAD} 8"],
+                         capture_output=True, text=True, timeout=600, cwd=ROOT)
     assert res.returncode == 0, res.stderr
-    stacks = folded_stacks(out)
+    truth = json.loads(res.stdout.strip().splitlines()[-1])
+    stacks = [(frames, n) for frames, n in folded_stacks(out) if "main" in map(python_name, frames)]
     got, n = shares(stacks, python_name)
     expected = {f: 100.0 * truth["used"][f] / truth["cpu"] for f in FUNCS}
     record_property("profile_vm", json.dumps({"kernel": release, "samples": n, "truth": expected, "pycore": got}))
@@ -45,13 +46,8 @@ def test_workload_profiled_on_this_kernel(tmp_path, record_property):
     assert any(f in ("read_zero_[k]", "iov_iter_zero_[k]", "clear_user_[k]", "__clear_user_[k]", "ksys_read_[k]",
                      "vfs_read_[k]") for frames in reads for f in frames), reads[:3]
     assert max(sum(python_name(f) == "deep" for f in frames) for frames, _ in stacks) == 220
-    # OPEN (the closing note of session 19): under TCG, since the workload's rounds are random
-    # (tests/profile_workload.py), digest reads high and spin low: +4.2 on 6.1 and +5.4 on 6.12
-    # (~2,000 samples: 4-5 standard errors), where the fixed rounds read within 0.9. The host's
-    # tests hold the accuracy to 3 points; here each function must be there, within 8, and the
-    # shares go to the junit record (profile_vm) until the cause is found
     for f in FUNCS:
-        assert abs(got[f] - expected[f]) <= 8.0, (release, f, expected, got)
+        assert abs(got[f] - expected[f]) <= 3.0, (release, f, expected, got)
 
 
 def test_off_cpu_on_this_kernel(record_property):

@@ -135,9 +135,11 @@ class Sampler:
             except KeyError:
                 pass
 
-    def poll(self, handle: Callable[[bytes], object], timeout: float) -> int:
-        """Hand each record waiting (for up to ``timeout`` s) to ``handle``."""
-        return self._ring.poll(handle, timeout) if self._ring is not None else 0
+    def poll(self, handle: Callable[[bytes], object], timeout: float,
+             until: Callable[[], bool] | None = None) -> int:
+        """Hand each record waiting (for up to ``timeout`` s) to ``handle``; ``until``: asked after each
+        record, the rest of the batch kept for the next call once it is true (a deadline)."""
+        return self._ring.poll(handle, timeout, until) if self._ring is not None else 0
 
     @property
     def lost(self) -> int:
