@@ -841,3 +841,54 @@ def test_speedscope_schema_and_app(tmp_path):
     assert sorted(shown) == pytest.approx(spins, rel=0.01, abs=1e-4)
     data = (tmp_path / "sandwich.png").read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def _cpu_quota_group(percent: int) -> Path:
+    """A cgroup whose processes get ``percent`` of one CPU (cgroup v2's cpu.max, or v1's CFS quota)."""
+    name = f"pycore-test-slow-{os.getpid()}"
+    v2 = Path("/sys/fs/cgroup")
+    if (v2 / "cgroup.controllers").exists():
+        if "cpu" not in (v2 / "cgroup.subtree_control").read_text().split():
+            (v2 / "cgroup.subtree_control").write_text("+cpu")
+        group = v2 / name
+        group.mkdir()
+        (group / "cpu.max").write_text(f"{percent * 1000} 100000")
+        return group
+    group = v2 / "cpu" / name
+    group.mkdir()
+    (group / "cpu.cfs_period_us").write_text("100000")
+    (group / "cpu.cfs_quota_us").write_text(str(percent * 1000))
+    return group
+
+
+QUOTA_PERCENT = 10
+
+
+def test_duration_holds_when_the_reader_is_slow(tmp_path):
+    """-d ends sampling at its deadline when the reader cannot keep up, then reads what was left: pycore
+    confined to a small share of a CPU (a cgroup's CPU quota) profiles every process at 997 Hz, two
+    busy ones among them, for 1.5 s; the records left are read after sampling stopped (7-10 s here).
+    -d 8 sampled 12-17 s in a 6.12 VM, where the loop read a whole ring of records before it looked at
+    the deadline and read more before it detached; here that loop sampled 1.9 s (and dropped what the
+    ring held at the end), so the bound (d + 0.5 s) catches the VM's overrun, not that one.)"""
+    group = _cpu_quota_group(QUOTA_PERCENT)
+    busy = [subprocess.Popen([PYTHON, "-c", "while True: pass"]) for _ in range(2)]
+    try:
+        out = tmp_path / "slow.folded"
+        t0 = time.monotonic()
+        res = subprocess.run(PYCORE + ["-a", "-F", "997", "-d", "1.5", "-o", str(out)], capture_output=True,
+                             text=True, timeout=240, cwd=ROOT,
+                             preexec_fn=lambda: (group / "cgroup.procs").write_text(str(os.getpid())))
+        took = time.monotonic() - t0
+    finally:
+        for p in busy:
+            p.kill()
+            p.wait()
+        group.rmdir()
+    assert res.returncode == 0, res.stderr
+    m = re.search(r"(\d+) samples in ([\d.]+) s", res.stderr)
+    assert m, res.stderr
+    print(f"\n{m.group(0)}, the run {took:.1f} s")
+    assert float(m.group(2)) <= 2.0, res.stderr
+    assert int(m.group(1)) > 0 and folded_stacks(out)
+

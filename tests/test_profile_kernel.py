@@ -6,39 +6,48 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
+import signal
+import time
 
 import pytest
 
-from tests.test_profile import FUNCS, PYCORE, PYTHON, ROOT, WORKLOAD, folded_stacks, python_name, shares
+from tests.test_profile import FUNCS, python_name, shares, start_workload, stop_workload
 
 pytestmark = pytest.mark.kernel
 
 
-def test_workload_profiled_on_this_kernel(tmp_path, record_property):
+def test_workload_profiled_on_this_kernel(record_property):
     """Python, native and kernel frames in one stack on this kernel: every kernel frame named from
     /proc/kallsyms, the read(2) path under ``reads``, the 220-frame recursion whole, and each
     function's share within 3 points of the workload's own CPU times, as on the host.
 
-    The workload runs under ``-c`` and the shares are of the samples in its ``main()``, the span its
-    own times cover. With ``-p`` on a running workload (the host's tests) the workload's times also
-    covered pycore's start-up, which takes 20-30 s under TCG, unsampled; and the split is not the same
-    while sampled: each sample's BPF program runs in the interrupt of the function it samples, whose
-    CPU time it counts (Debian's kernels have no IRQ_TIME_ACCOUNTING), so digest's long C calls
-    overran their budget more. That read digest 3-5 points high here (sessions 19-20: measured over
-    the sampling window alone, the same runs agreed within 1.3)."""
+    The workload's times are taken over the sampling window alone (SIGUSR1 once pycore.profile() has
+    started sampling, SIGTERM before it stops), as the off-CPU test takes them. The host's tests take
+    them over the workload's life, which here also covered pycore's start-up (20-30 s under TCG,
+    unsampled) while the split is not the same when sampled: each sample's BPF program runs in the
+    interrupt of the function it samples, whose CPU time it counts (Debian's kernels have no
+    IRQ_TIME_ACCOUNTING), so digest's long C calls overran their budget more. That read digest 3-5
+    points high (session 20: over the window alone the same runs agreed within 1.3)."""
+    import pycore
+
     release = os.uname().release
-    out = tmp_path / "vm.folded"
-    res = subprocess.run(PYCORE + ["-F", "499", "-o", str(out), "-c", f"{PYTHON} {WORKLOAD} 8"],
-                         capture_output=True, text=True, timeout=600, cwd=ROOT)
-    assert res.returncode == 0, res.stderr
-    truth = json.loads(res.stdout.strip().splitlines()[-1])
-    stacks = [(frames, n) for frames, n in folded_stacks(out) if "main" in map(python_name, frames)]
+    wl = start_workload()
+    try:
+        with pycore.profile(wl.pid, hz=499) as prof:
+            wl.send_signal(signal.SIGUSR1)
+            time.sleep(8)
+            truth = stop_workload(wl)       # the window's end: the workload's last round, then its exit
+        folded = prof.folded()
+    finally:
+        if wl.poll() is None:
+            wl.kill()
+            wl.wait()
+    stacks = [(line.rsplit(" ", 1)[0].split(";"), int(line.rsplit(" ", 1)[1])) for line in folded.splitlines()]
     got, n = shares(stacks, python_name)
     expected = {f: 100.0 * truth["used"][f] / truth["cpu"] for f in FUNCS}
     record_property("profile_vm", json.dumps({"kernel": release, "samples": n, "truth": expected, "pycore": got}))
     print(f"\n{release}: {n} samples, truth/pycore " + ", ".join(f"{f} {expected[f]:.1f}/{got[f]:.1f}" for f in FUNCS))
-    assert n >= 500, res.stderr
+    assert n >= 500, prof.health()
     kernel = [f for frames, _ in stacks for f in frames if f.endswith("_[k]")]
     assert kernel, "no kernel frames"
     assert not [f for f in kernel if f.startswith("[") or f.startswith("0x")], "a kernel address left unnamed"

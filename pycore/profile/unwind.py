@@ -143,7 +143,9 @@ class Unwinder:
             for key in _PY.iter_unpack(data[_PY_AT:_PY_AT + n * _PY.size]):
                 frame = cache.get(key)
                 if frame is None:
-                    frame = cache[key] = self._python_frame(reader, *key)
+                    frame = self._python_frame(reader, *key)
+                    if frame[0] is None or not frame[0].name.startswith("[code ") or reader.settled(key[0]):
+                        cache[key] = frame      # (a short read's [code 0x...] is read again next time)
                 frames.append(frame)
             py = tuple(frames) if not reader.layout.frame_owner else _shims_to_entries(frames)
         if self.off_cpu:
