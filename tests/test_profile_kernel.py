@@ -47,16 +47,17 @@ def test_workload_profiled_on_this_kernel(record_property):
     expected = {f: 100.0 * truth["used"][f] / truth["cpu"] for f in FUNCS}
     record_property("profile_vm", json.dumps({"kernel": release, "samples": n, "truth": expected, "pycore": got}))
     print(f"\n{release}: {n} samples, truth/pycore " + ", ".join(f"{f} {expected[f]:.1f}/{got[f]:.1f}" for f in FUNCS))
+    rejected = prof._unwinder.codes_rejected()     # code objects named [code 0x...], and why
     assert n >= 500, prof.health()
     kernel = [f for frames, _ in stacks for f in frames if f.endswith("_[k]")]
     assert kernel, "no kernel frames"
     assert not [f for f in kernel if f.startswith("[") or f.startswith("0x")], "a kernel address left unnamed"
     reads = [frames for frames, _ in stacks if "reads" in map(python_name, frames)]
     assert any(f in ("read_zero_[k]", "iov_iter_zero_[k]", "clear_user_[k]", "__clear_user_[k]", "ksys_read_[k]",
-                     "vfs_read_[k]") for frames in reads for f in frames), reads[:3]
-    assert max(sum(python_name(f) == "deep" for f in frames) for frames, _ in stacks) == 220
+                     "vfs_read_[k]") for frames in reads for f in frames), (reads[:3], rejected)
+    assert max(sum(python_name(f) == "deep" for f in frames) for frames, _ in stacks) == 220, rejected
     for f in FUNCS:
-        assert abs(got[f] - expected[f]) <= 3.0, (release, f, expected, got)
+        assert abs(got[f] - expected[f]) <= 3.0, (release, f, expected, got, rejected)
 
 
 def test_off_cpu_on_this_kernel(record_property):

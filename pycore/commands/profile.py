@@ -148,6 +148,7 @@ def run(args: argparse.Namespace) -> int:
             sampler.start()
         except Exception as e:  # noqa: BLE001 - one line: what failed to load or attach
             return _fail(f"cannot start sampling: {e}")
+        unwinder.start()                # the native walks, in a thread of their own
         start = time.monotonic()
         if args.pid:
             if sampler.register(args.pid) is None:
@@ -184,11 +185,12 @@ def run(args: argparse.Namespace) -> int:
         stopped = time.monotonic()
         if release is not None:
             os.close(release)
+        interrupted = False
         try:
             while sampler.poll(handle, 0):
                 pass
         except KeyboardInterrupt:       # a second Ctrl-C: what is read so far is written
-            pass
+            interrupted = True
         except Exception:  # noqa: BLE001 - the ring may be closed already (a failed start)
             pass
         lost = sampler.lost
@@ -196,6 +198,13 @@ def run(args: argparse.Namespace) -> int:
         unwinder.close()
         if child is not None:
             _end_child(child)
+    try:
+        if not interrupted:
+            unwinder.walk()             # what the walker thread had not walked
+    except KeyboardInterrupt:
+        interrupted = True
+    if interrupted:                     # the rest as the kernel walked them (frame pointers)
+        unwinder.count_unwalked()
     if args.cmd and args.pid is None and child is None and not seen and ended != "done":
         return 2
     duration = stopped - start

@@ -102,12 +102,9 @@ def _counted(refcnt: int) -> bool:
     return 0 < refcnt < 1 << 40
 
 
-class _ShortRead(OSError):
-    """/proc/PID/mem gave fewer bytes than asked: a moment's failure, not a verdict on the object."""
-
-
-#: A code object whose reads came back short this many times is given up on (named [code 0x...]).
-SHORT_READS = 3
+class ProcessGone(OSError):
+    """/proc/PID/mem read nothing at all: the address space it was opened on is gone (the process
+    exited, or exec'd another program). An address it does not map reads EIO instead."""
 
 
 class CodeReader:
@@ -118,15 +115,11 @@ class CodeReader:
         self.layout = layout
         self.code_type = code_type      # PyCode_Type's run-time address: 0 when not known
         self._codes: dict[int, CodeInfo | None] = {}
-        self._short: dict[int, int] = {}   # code object: its short reads so far
+        self.rejected: dict[int, str] = {}  # code object named [code 0x...]: why it could not be read
         try:
             self._fd: int | None = os.open(f"/proc/{pid}/mem", os.O_RDONLY | os.O_CLOEXEC)
         except OSError:
             self._fd = None
-
-    def settled(self, addr: int) -> bool:
-        """Whether the code object at ``addr`` has been read for good (named, or given up on)."""
-        return addr in self._codes
 
     def close(self) -> None:
         if self._fd is not None:
@@ -136,13 +129,12 @@ class CodeReader:
     def _read(self, addr: int, size: int) -> bytes:
         if self._fd is None or not 0 < addr < _USER_END:
             raise OSError("no memory")      # a torn read in BPF gives garbage pointers: never pread them
-        for _ in range(3):
-            data = os.pread(self._fd, size, addr)
-            if len(data) == size:
-                return data
-        # /proc/PID/mem copies a page at a time and stops at one it cannot reach this moment: read
-        # again above; what still fails is retried at a later sample (code(): not kept as None)
-        raise _ShortRead("short read")
+        data = os.pread(self._fd, size, addr)
+        if len(data) == size:
+            return data
+        if not data:
+            raise ProcessGone("the process exited before its code objects were read")
+        raise OSError(f"{len(data)} of {size} bytes: memory unmapped")
 
     def _ptr(self, addr: int) -> int:
         return struct.unpack("<Q", self._read(addr, 8))[0]
@@ -226,15 +218,9 @@ class CodeReader:
                 raise OSError("the code object changed while it was read")
             info = CodeInfo(qualname=qualname, filename=filename, firstlineno=firstlineno,
                             linetable=linetable, bytecode=addr + L.code_adaptive)
-        except _ShortRead:
-            # a short read (seen in the 6.12 VM: 3 code objects of the workload's, its main() among
-            # them, were [code 0x...] for a whole run once) is tried again at a later sample
-            self._short[addr] = self._short.get(addr, 0) + 1
-            if self._short[addr] < SHORT_READS:
-                return None
+        except (OSError, struct.error, UnicodeDecodeError, KeyError, OverflowError, ValueError) as e:
             info = None
-        except (OSError, struct.error, UnicodeDecodeError, KeyError, OverflowError, ValueError):
-            info = None
+            self.rejected[addr] = str(e) or type(e).__name__
         self._codes[addr] = info
         return info
 

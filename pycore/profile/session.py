@@ -81,6 +81,7 @@ class ProfileSession:
         self._seen: set[int] = set()
         self._lost = 0
         self._sampler.start()              # closes what it opened when it fails
+        self._unwinder.start()             # the native walks, in a thread of their own
         self._start = time.monotonic()
         self._end: float | None = None
         self._thread = threading.Thread(target=self._drain, name="pycore-profile", daemon=True)
@@ -128,6 +129,7 @@ class ProfileSession:
                 self._lost = self._sampler.lost
                 self._sampler.close()
                 self._sampler = None
+                self._unwinder.close()     # the walker thread, the processes' memory
                 if self._end is None:
                     self._end = time.monotonic()
 

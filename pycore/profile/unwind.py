@@ -1,17 +1,22 @@
 """Raw samples (the BPF program's records) to whole, named stacks.
 
-Records are counted by their raw content (pid, tid, thread name, the two
-address stacks, the Python frames as code and line) as they arrive, and named
-once per distinct stack at the end, so a long run costs one dictionary
-update per sample.  What must be read while the process lives is read on its
-first sample: its maps (for the native names) and each code object (the
-Python names and line tables).
+A record is taken in two steps.  :meth:`Unwinder.add`, as the ring is read,
+does what must be done while the process lives: its maps on its first sample,
+and its Python frames named (each code object read once from its memory).
+The walker thread (:meth:`Unwinder.start`) then walks the native stack over the
+record's copy (.eh_frame, the costly part: a library's first walk parses its
+tables) and counts the record by its content (pid, tid, thread name, the two
+address stacks, the Python frames), named once per distinct stack at the end,
+so a long run costs one dictionary update per sample.  Walking as the ring was
+read left whole runs unnamed in the 6.12 VM: the first walks took 6 s there,
+and the workload had exited before its first records' code objects were read.
 """
 
 from __future__ import annotations
 
 import struct
-from collections import Counter
+import threading
+from collections import Counter, deque
 
 from pycore.profile.cfi import END, STOPS, unwind
 from pycore.profile.stacks import Frame, Profile, splice
@@ -21,7 +26,7 @@ if TYPE_CHECKING:
     from pycore.profile.pyframes import CodeReader, PythonProcess
     from pycore.profile.symbols import ProcessMaps
 
-__all__ = ["FAILURES", "HEADER", "MAX_STACK", "PY_STATUS", "Unwinder"]
+__all__ = ["FAILURES", "HEADER", "MAX_PENDING", "MAX_STACK", "PY_STATUS", "Unwinder"]
 
 MAX_STACK = 127
 HEADER = struct.Struct("<IIIiiiII16s")          # struct profile_sample up to kstack
@@ -42,6 +47,10 @@ PY_STATUS = {-1: "python_no_layout", -2: "python_no_thread_state", -3: "python_u
 #: (pycore.profile.cfi.STOPS, and no copy of the user stack at all)
 FAILURES = (*PY_STATUS.values(), "native_no_copy", *("native_" + why for why in STOPS))
 
+
+#: records read but not walked yet, at most (about 8 KiB each): past it add() walks the oldest, so
+#: walks that cannot keep up slow the reading of the ring (whose overflow is counted lost), in bounded memory
+MAX_PENDING = 4096
 
 FRAME_OWNED_BY_CSTACK = 3      # 3.12+: the shim frame each C call into the eval loop pushes first
 
@@ -78,11 +87,55 @@ class Unwinder:
         self.failures: Counter[str] = Counter()    # why a sample's stack is short: FAILURES' reasons
         self._frames: dict[int, dict[tuple, tuple[Frame, bool]]] = {}   # pid: (code, instr, ...): named
         self.dwarf = 0                 # samples whose user stack came from .eh_frame
+        self._pending: deque[tuple] = deque()    # records added, not walked yet
+        self._rejected: dict[int, str] = {}      # closed readers' code objects named [code 0x...]
+        self._walking = threading.Lock()         # held for each record's walk (the walker's, walk()'s)
+        self._wake = threading.Event()
+        self._closing = False
+        self._walker: threading.Thread | None = None
+        self._walker_error: BaseException | None = None
+
+    def start(self) -> None:
+        """Walk the records in a thread of its own as they are added (else :meth:`walk` does)."""
+        if self._walker is None:
+            self._closing = False
+            self._walker = threading.Thread(target=self._walk_loop, name="pycore-unwind", daemon=True)
+            self._walker.start()
+
+    def _walk_loop(self) -> None:
+        try:
+            while not self._closing:
+                self._wake.wait(0.1)
+                self._wake.clear()
+                self.walk(stop_at_close=True)
+        except BaseException as e:  # noqa: BLE001 - raised again by walk() in the caller's thread
+            self._walker_error = e
 
     def close(self) -> None:
+        """Stop the walker and close the processes' memory (the records added stay, to be walked by
+        :meth:`walk` and named); safe twice."""
+        if self._walker is not None:
+            self._closing = True
+            self._wake.set()
+            if self._walker is not threading.current_thread():
+                self._walker.join()
+            self._walker = None
         for reader in self.codes.values():
+            self._rejected.update(reader.rejected)
             reader.close()
         self.codes.clear()
+
+    def codes_rejected(self) -> dict[int, str]:
+        """The code objects named ``[code 0x...]``, each with why it could not be read."""
+        out = dict(self._rejected)
+        for reader in self.codes.values():
+            out.update(reader.rejected)
+        return out
+
+    @property
+    def pending(self) -> int:
+        """Records added but not walked yet."""
+        return len(self._pending)
 
     def _process(self, pid: int, comm: str) -> None:
         from pycore.profile.pyframes import CodeReader
@@ -91,6 +144,7 @@ class Unwinder:
         self.maps[pid] = ProcessMaps(pid)
         old = self.codes.pop(pid, None)
         if old is not None:
+            self._rejected.update(old.rejected)
             old.close()
         self._frames[pid] = {}
         try:
@@ -103,7 +157,8 @@ class Unwinder:
             self.codes[pid] = CodeReader(pid, py.layout, py.code_type)
 
     def add(self, data: bytes) -> None:
-        """One record of the ring buffer."""
+        """One record of the ring buffer: its process's memory is read now, its native stack
+        walked later (:meth:`walk`)."""
         pid, tid, _cpu, klen, ulen, status, n_py, waited_us, comm_raw = HEADER.unpack_from(data)
         comm = comm_raw.split(b"\0", 1)[0].decode("utf-8", "replace")
         if pid not in self.maps or self.pythons.get(pid) is not self._python_of[pid]:
@@ -116,18 +171,6 @@ class Unwinder:
         ustack = struct.unpack_from(f"<{nu}Q", data, HEADER.size + MAX_STACK * 8)
         ip, sp, bp, copied, _ = _REGS.unpack_from(data, _REGS_AT)
         self.samples += 1
-        if copied and ip:
-            # .eh_frame over the copied stack; the frame-pointer walk when it gets further
-            maps = self.maps[pid]
-            walked, why = unwind(maps.locate, ip, sp, bp, data[_COPY_AT:_COPY_AT + min(copied, UCOPY)],
-                                 rules=maps.rules)
-            if why != END:
-                self.failures["native_" + why] += 1
-            if len(walked) >= len(ustack):
-                ustack = tuple(walked)
-                self.dwarf += 1
-        elif ip and nu:                # a user stack the kernel walked but the program could not copy
-            self.failures["native_no_copy"] += 1
         py: tuple = ()
         if status == -4:
             self.truncated += 1
@@ -143,16 +186,54 @@ class Unwinder:
             for key in _PY.iter_unpack(data[_PY_AT:_PY_AT + n * _PY.size]):
                 frame = cache.get(key)
                 if frame is None:
-                    frame = self._python_frame(reader, *key)
-                    if frame[0] is None or not frame[0].name.startswith("[code ") or reader.settled(key[0]):
-                        cache[key] = frame      # (a short read's [code 0x...] is read again next time)
+                    frame = cache[key] = self._python_frame(reader, *key)
                 frames.append(frame)
             py = tuple(frames) if not reader.layout.frame_owner else _shims_to_entries(frames)
+        copy = data[_COPY_AT:_COPY_AT + min(copied, UCOPY)] if copied and ip else b""
+        self._pending.append((self.maps[pid], (pid, tid, comm, kstack, ustack, py),
+                              ip, sp, bp, copy, waited_us))
+        if len(self._pending) > MAX_PENDING:
+            self._walk_one()
+        elif self._walker is not None and len(self._pending) == 1:
+            self._wake.set()
+
+    def walk(self, *, stop_at_close: bool = False) -> None:
+        """Walk every record added so far (what the walker has not), in this thread."""
+        if self._walker_error is not None:
+            raise RuntimeError(f"the walker thread failed: {self._walker_error!r}") from self._walker_error
+        while self._pending and not (stop_at_close and self._closing):
+            self._walk_one()
+
+    def count_unwalked(self) -> None:
+        """Count the records left as the kernel walked them (frame pointers only): a second Ctrl-C
+        while they were walked."""
+        with self._walking:
+            while self._pending:
+                maps, key, *_, waited_us = self._pending.popleft()
+                self._walk(maps, key, 0, 0, 0, b"", waited_us)
+
+    def _walk_one(self) -> None:
+        with self._walking:
+            if self._pending:
+                self._walk(*self._pending.popleft())
+
+    def _walk(self, maps: ProcessMaps, key: tuple, ip: int, sp: int, bp: int, copy: bytes,
+              waited_us: int) -> None:
+        if copy:
+            # .eh_frame over the copied stack; the frame-pointer walk when it gets further
+            walked, why = unwind(maps.locate, ip, sp, bp, copy, rules=maps.rules)
+            if why != END:
+                self.failures["native_" + why] += 1
+            if len(walked) >= len(key[4]):
+                key = (*key[:4], tuple(walked), key[5])
+                self.dwarf += 1
+        elif ip and key[4]:            # a user stack the kernel walked but the program could not copy
+            self.failures["native_no_copy"] += 1
         if self.off_cpu:
             self.waits += 1
-            self.raw[(pid, tid, comm, kstack, ustack, py)] += waited_us
+            self.raw[key] += waited_us
         else:
-            self.raw[(pid, tid, comm, kstack, ustack, py)] += 1
+            self.raw[key] += 1
 
     @staticmethod
     def _python_frame(reader: CodeReader, code: int, instr: int, flags: int, _pad: int) -> tuple[Frame, bool]:
@@ -172,6 +253,7 @@ class Unwinder:
         from pycore.profile.symbols import KernelSymbols
 
         kernel = kernel_names or KernelSymbols()
+        self.walk()
         prof = Profile(self.hz, self.off_cpu)
         prof.waits = self.waits
         prof.python_unread, prof.truncated = self.python_unread, self.truncated
