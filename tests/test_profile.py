@@ -966,3 +966,23 @@ def test_python_frames_named_while_the_walks_lag(monkeypatch):
     got, n = shares(stacks, python_name)
     assert n == prof._unwinder.samples >= 150
     assert all(got[f] > 5 for f in FUNCS), (got, prof._unwinder.codes_rejected())
+
+
+def test_exports_while_the_walker_counts():
+    """The exports called while sampling runs (pycore serve --profile's scrapes) walk what is pending
+    and name a snapshot while the walker thread goes on, and the last export after close() has every
+    sample taken, walked once."""
+    import pycore
+
+    wl = start_workload()
+    try:
+        with pycore.profile(wl.pid, hz=999) as prof:
+            end, exports = time.monotonic() + 2, 0
+            while time.monotonic() < end:
+                assert prof.folded() is not None
+                exports += 1
+    finally:
+        stop_workload(wl)
+    assert exports >= 2
+    total = sum(int(line.rsplit(" ", 1)[1]) for line in prof.folded().splitlines())
+    assert total == prof.samples == prof._unwinder.samples >= 1000

@@ -254,12 +254,16 @@ class Unwinder:
 
         kernel = kernel_names or KernelSymbols()
         self.walk()
+        with self._walking:             # the walker counts on while this names (pycore serve's scrapes)
+            while self._pending:
+                self._walk(*self._pending.popleft())
+            raw, waits = list(self.raw.items()), self.waits
         prof = Profile(self.hz, self.off_cpu)
-        prof.waits = self.waits
+        prof.waits = waits
         prof.python_unread, prof.truncated = self.python_unread, self.truncated
         per_pid: Counter[int] = Counter()
         mappings: dict[str, tuple[int, int, int, str]] = {}
-        for (pid, tid, comm, kstack, ustack, py), n in self.raw.items():
+        for (pid, tid, comm, kstack, ustack, py), n in raw:
             maps = self.maps[pid]
             per_pid[pid] += n
             native: list[Frame] = []
