@@ -163,6 +163,11 @@ NEWER = [
      '$s); let $t; @c[1, ("hello", (int8)5)] = (1, "bye"); printf("%d ", find(@c, (1, ("hello", (int8)5)), $t)); '
      'print($t); find(@a, 1, $val); clear(@a); clear(@b); clear(@c); exit(); }',
      "1 10 0 10 1 20\n0 hello 1 bye\n1 (1, bye)\n"),
+    # find() computes its key once and assigns the value it found (its key's @n++ counted once; when it
+    # looked up again, $v was @a[1]'s 20 and @n 2)
+    ('begin { @a[0] = 10; @a[1] = 20; @n = 0; printf("%d ", find(@a, @n++, $v)); printf("%d %d ", $v, @n); '
+     '@s[1] = "found"; $w = "none"; printf("%d %s\\n", find(@s, @n, $w), $w); clear(@a); clear(@s); clear(@n); exit(); }',
+     "1 10 1 1 found\n"),
     # container_of (the standard library after 0.26): upstream's tests/runtime 'container_of', in the kernel
     ("begin { $t = curtask; $a = container_of(&$t->se, struct task_struct, se); "
      "$b = container_of(&$t->se.load, struct task_struct, se.load); printf(\"%d %d %d\\n\", $a == $t, $b == $t, "

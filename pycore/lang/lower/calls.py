@@ -461,13 +461,20 @@ class Calls(State):
             e.mov_imm(0, 1)
             e.place(done)
             return
-        if n == "find":         # has_key, then (when there) the assignment the checker made: $v = @m[k]
+        if n == "find":         # one lookup; when there, the assignment the checker made ($v = @m[k]) from it
             ref = node.args[0]
             m = self.layout.maps["@" + ref.name]
+            store = self.c.assigns[id(node)]
             self.map_lookup(m, self.key(ref, m))
             done = e.label()
             e.jmp_imm("jeq", 0, 0, done)
-            self.assign(self.c.assigns[id(node)])
+            found = self.f.slot()
+            e.stx(8, 10, found, 0)
+            self.found[id(store.value)] = found     # (an aggregate's value is read again: per-CPU, combined)
+            try:
+                self.assign(store)
+            finally:
+                del self.found[id(store.value)]
             e.mov_imm(0, 1)
             e.place(done)
             return

@@ -41,6 +41,7 @@ class Gen(Statements, Loops, Maps, Calls, Exprs, Strings):
         self._loops = []
         self._pending = []
         self.update_site: tuple[int, int, int, int] | None = None   # the map update's place (map-full warnings)
+        self.found: dict[int, int] = {}     # id(MapRef) -> stack slot of the value find() looked up
 
 
 

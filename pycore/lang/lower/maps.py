@@ -130,6 +130,15 @@ class Maps(State):
         self._ptr(2, key)
         e.call("map_lookup_elem")
 
+    def lookup_ref(self, ref: A.MapRef, m: MapInfo) -> None:
+        """r0 = the address of ``ref``'s value, or NULL: looked up, or the one find() looked up (its
+        key computed once, its value the one it found however other CPUs change the map meanwhile)."""
+        found = self.found.get(id(ref))
+        if found is not None:
+            self.e.ldx(8, 0, 10, found)
+            return
+        self.map_lookup(m, self.key(ref, m))
+
     def map_write_reg(self, ref: A.MapRef, m: MapInfo) -> None:
         """@m[k] = r0."""
         tmp = self.f.slot()
@@ -148,8 +157,7 @@ class Maps(State):
         if m.kind in READ_AGGREGATES:
             self.aggregate_read(ref, m)
             return
-        key = self.key(ref, m)
-        self.map_lookup(m, key)
+        self.lookup_ref(ref, m)
         done = e.label()
         e.jmp_imm("jeq", 0, 0, done)
         e.ldx(8, 0, 0, 0)

@@ -162,8 +162,7 @@ class Strings(State):
             return
         if isinstance(node, A.MapRef):
             m = self.layout.maps["@" + node.name]
-            key = self.key(node, m)
-            self.map_lookup(m, key)
+            self.lookup_ref(node, m)
             done = e.label()
             e.jmp_imm("jeq", 0, 0, done)
             self.copy_words(0, 0, dst, size)
@@ -320,8 +319,7 @@ class Strings(State):
             return
         if isinstance(node, A.MapRef):
             m = self.layout.maps["@" + node.name]
-            key = self.key(node, m)
-            self.map_lookup(m, key)
+            self.lookup_ref(node, m)
             done = e.label()
             e.jmp_imm("jeq", 0, 0, done)
             e.mov_reg(3, 0)
@@ -440,8 +438,7 @@ class Strings(State):
             return
         if isinstance(node, A.MapRef):
             m = self.layout.maps["@" + node.name]
-            key = self.key(node, m)
-            self.map_lookup(m, key)
+            self.lookup_ref(node, m)
             done = e.label()
             e.jmp_imm("jeq", 0, 0, done)
             self.read_mem(dst, size, 0, False)
