@@ -278,6 +278,29 @@ def test_cmd_python_and_formats(tmp_path):
     assert {"<module>", "main", "spin", "deep", "spin_at_bottom", "digest", "reads"} <= names
 
 
+def test_cmd_follows_a_wrapper_that_execs_python_late(tmp_path):
+    """-c through a wrapper (a shell that execs python3.11 after 1.5 s, as a slow entry script would):
+    the child is registered again at its second exec, and the Python frames are there. The old wait
+    for the exec gave up after 1 s and looked at the first exec only: no Python frame all run."""
+    folded = tmp_path / "w.folded"
+    res = run_profile("-c", f"sh -c 'sleep 1.5; exec {PYTHON} {WORKLOAD} 1.5'", "-F", "499", "-o", str(folded))
+    assert res.returncode == 0, res.stderr
+    names = {python_name(f) for frames, _ in folded_stacks(folded) for f in frames}
+    assert {"main", "spin", "deep", "digest", "reads"} <= names, sorted(names)[:20]
+
+
+def test_cmd_shared_libpython(tmp_path):
+    """-c of pyenv's 3.11 (CPython in libpython3.11.so, mapped by the dynamic loader after the exec):
+    registered once the library is there."""
+    if not PYENV_311.exists():
+        pytest.fail(f"{PYENV_311} is missing (the image's pyenv build of 3.11)")
+    folded = tmp_path / "c.folded"
+    res = run_profile("-c", f"{PYENV_311} {WORKLOAD} 1.5", "-F", "499", "-o", str(folded))
+    assert res.returncode == 0, res.stderr
+    names = {python_name(f) for frames, _ in folded_stacks(folded) for f in frames}
+    assert {"main", "spin", "deep", "digest", "reads"} <= names, sorted(names)[:20]
+
+
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_signal_writes_and_detaches(tmp_path, sig):
     """SIGTERM or Ctrl-C stops sampling, writes what was sampled and leaves no program attached."""

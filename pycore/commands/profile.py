@@ -157,7 +157,8 @@ def run(args: argparse.Namespace) -> int:
             os.write(release, b"x")
             os.close(release)
             release = None
-            _register_after_exec(sampler, child)
+            follow = _ExecFollower(sampler, child)
+            follow.check(wait=0.2)
         deadline = start + args.duration if args.duration else None
         due = (lambda: time.monotonic() >= deadline) if deadline is not None else None
         while True:
@@ -168,8 +169,7 @@ def run(args: argparse.Namespace) -> int:
             # after each record (-d 8 sampled 17 s in a 6.12 VM while the records waiting were read)
             sampler.poll(handle, 0.1 if deadline is None else min(0.1, max(deadline - now, 0.0)), due)
             if child is not None:
-                if child not in sampler.pythons and time.monotonic() - start < 1.0:
-                    sampler.register(child, quiet=True)
+                follow.check()
                 if os.waitpid(child, os.WNOHANG)[0]:
                     child = None
                     ended = "done"
@@ -219,25 +219,55 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _register_after_exec(sampler, pid: int) -> None:  # noqa: ANN001
-    """Wait (up to 1 s) for the child's exec, then register its CPython if it has one.
+def _image(pid: int | str) -> tuple[int, int, bytes] | None:
+    """What a process runs: its executable file's identity and its command line (None: gone)."""
+    try:
+        st = os.stat(f"/proc/{pid}/exe")
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return st.st_dev, st.st_ino, f.read()
+    except OSError:
+        return None
 
-    The exec is seen by the child's command line (its executable may be this very python3.11), and
-    what the sampler registered of the child before (a fork of this process) is dropped: a PIE
-    interpreter's runtime lies elsewhere once exec has mapped it again."""
-    with open("/proc/self/cmdline", "rb") as f:
-        own = f.read()
-    end = time.monotonic() + 1.0
-    while time.monotonic() < end:
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                if f.read() != own:
-                    break
-        except OSError:
-            return
-        time.sleep(0.001)
-    sampler.forget(pid)
-    sampler.register(pid, quiet=True)
+
+class _ExecFollower:
+    """The -c command's child, registered at each exec it makes: at the first (the command's own,
+    which may run this very python3.11), and at each later one, a wrapper's (``sh -c 'exec python3
+    app.py'``, a venv's entry script). Nothing is registered before the first exec: the child is a
+    fork of this process until then, and its CPython's runtime lies elsewhere once exec has mapped the
+    interpreter again. Polled from the sampling loop (each 0.1 s at most), so a wrapper however
+    slow to exec is followed; the old wait gave up after 1 s (an exec under TCG can take longer)
+    and never saw a second exec."""
+
+    #: after an exec, how long a process that is not (yet) a CPython is looked at again: a shared
+    #: libpython is mapped by the dynamic loader after the exec
+    SETTLE_SECONDS = 2.0
+
+    def __init__(self, sampler, pid: int) -> None:  # noqa: ANN001
+        self.sampler = sampler
+        self.pid = pid
+        self.image = _image("self")          # the fork's, until its exec
+        self.execd_at: float | None = None
+
+    def check(self, wait: float = 0.0) -> None:
+        """Register the child again if it has exec'd since; ``wait``: up to so long for an exec."""
+        end = time.monotonic() + wait
+        while True:
+            image = _image(self.pid)
+            if image is None:
+                return
+            now = time.monotonic()
+            if image != self.image:
+                self.image, self.execd_at = image, now
+                self.sampler.forget(self.pid)
+                self.sampler.register(self.pid, quiet=True)
+                return
+            if self.execd_at is not None:
+                if self.pid not in self.sampler.pythons and now - self.execd_at < self.SETTLE_SECONDS:
+                    self.sampler.register(self.pid, quiet=True)
+                return
+            if now >= end:
+                return
+            time.sleep(0.001)
 
 
 def _end_child(pid: int) -> None:
