@@ -29,7 +29,7 @@ from pycore.lang.codegen import (TAG_CAT, TAG_CLEAR, TAG_EXIT, TAG_JOIN, TAG_PRI
 from pycore.errors import FeatureMissing
 from pycore.lang.errors import MapNotTypedYet, MissingFunction, NoMatch, ProbeError, ScriptFeatureMissing
 from pycore.lang.probes import PROG_RAW_TRACEPOINT, Resolver, Target
-from pycore.lang.types import Array, Bool, Buffer, Enum, Inet, Int, Mac, Ptr, Record, Stack, Str, Timestamp, CgroupPath, Username, Strerror, SyscallName, Tuple, Type, width
+from pycore.lang.types import Array, Bool, Buffer, Enum, Inet, Int, Mac, Ptr, Record, Stack, Str, Timestamp, CgroupPath, Username, Strerror, SignalName, SyscallName, Tuple, Type, width
 from pycore.record import field, record
 
 TYPE_CHECKING = False
@@ -766,6 +766,10 @@ class Script:
                 from pycore.lang.syscalls import syscall_name
 
                 return syscall_name(v)
+            if isinstance(t, SignalName):
+                from pycore.lang.signals import signal_name
+
+                return signal_name(v)
             if isinstance(t, Strerror):
                 return os.strerror(v & 0xFFFFFFFF if v & 0xFFFFFFFF < 1 << 31 else (v & 0xFFFFFFFF) - (1 << 32))
             return v

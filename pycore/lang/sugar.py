@@ -2,8 +2,10 @@
 
 bpftrace 0.24 lets every builtin be called like a function (``comm()``, ``pid()``), names the pid
 namespace (``pid(curr_ns)``, ``pid(init)``), and its standard library has ``ppid`` and ``pcomm``
-(0.24: ``ppid(task)``, 0.25: bare ``ppid``), which are ``task->real_parent->tgid`` and ``->comm``,
-and ``container_of(ptr, type, member)`` (0.26+), a cast of ``ptr`` less the member's offset.
+(0.24: ``ppid(task)``, 0.25: bare ``ppid``), which are ``task->real_parent->pid`` and ``->comm``
+(the thread that forked the task: its tid, not its process's pid), ``leader_tid`` and ``leader_comm``
+(0.26: ``task->group_leader->pid`` and ``->comm``), and
+``container_of(ptr, type, member)`` (0.26+), a cast of ``ptr`` less the member's offset.
 These are the same programs as the plain forms, so they are rewritten to them here, with each new
 node at the place of the text it stands for (errors point there), and the checker and the lowering
 never see them. The rewrite needs no BTF and no machine, so it is a function of the tree alone.
@@ -19,10 +21,12 @@ __all__ = ["desugar"]
 #: Builtins that 0.24 also takes with a call's empty parentheses (kstack/ustack are functions already).
 _CALLABLE = frozenset({"pid", "tid", "uid", "gid", "username", "comm", "nsecs", "elapsed", "cpu", "numaid",
                        "cgroup", "rand", "jiffies", "curtask", "func", "probe", "cpid", "ncpus", "usermode",
-                       "retval", "ppid", "pcomm", "probetype"})
+                       "retval", "probetype", "has_cpid"})
 
-#: The parent's field each standard-library name reads (bpftrace's ``task.real_parent.NAME``).
-_PARENT = {"ppid": "tgid", "pcomm": "comm"}
+#: What each of the standard library's task macros reads: (the task's pointer, its field), as
+#: upstream's stdlib/base.bt (``task.real_parent.pid``; 0.24's first ``ppid`` read ``->pid`` too).
+_TASK = {"ppid": ("real_parent", "pid"), "pcomm": ("real_parent", "comm"),
+         "leader_tid": ("group_leader", "pid"), "leader_comm": ("group_leader", "comm")}
 
 
 def desugar(program: A.Program) -> A.Program:
@@ -56,14 +60,14 @@ def _rewrite(node: A.Node) -> A.Node:
 
 def _replace(node: A.Node) -> A.Node | None:
     """The plain form of one node, or None when it is plain already."""
-    if isinstance(node, A.Builtin) and node.name in _PARENT:
-        return _parent(A.Builtin("curtask", pos=node.pos), node.name, node.pos)
+    if isinstance(node, A.Builtin) and node.name in _TASK:
+        return _task(A.Builtin("curtask", pos=node.pos), node.name, node.pos)
     if not isinstance(node, A.Call):
         return None
     name, args = node.name, node.args
-    if name in _PARENT and len(args) <= 1 and all(isinstance(a, A.Expr) for a in args):
+    if name in _TASK and len(args) <= 1 and all(isinstance(a, A.Expr) for a in args):
         task = _rewrite(args[0]) if args else A.Builtin("curtask", pos=node.pos)
-        return _parent(task, name, node.pos)   # type: ignore[arg-type]
+        return _task(task, name, node.pos)   # type: ignore[arg-type]
     if name in _CALLABLE and not args:
         return A.Builtin(name, pos=node.pos)
     if name == "container_of" and len(args) == 3 and isinstance(args[0], A.Expr) \
@@ -99,5 +103,6 @@ def _initial_pid_namespace() -> bool:
         return False
 
 
-def _parent(task: A.Expr, name: str, pos: A.Pos) -> A.Expr:
-    return A.Field(A.Field(task, "real_parent", arrow=True, pos=pos), _PARENT[name], arrow=True, pos=pos)
+def _task(task: A.Expr, name: str, pos: A.Pos) -> A.Expr:
+    via, field = _TASK[name]
+    return A.Field(A.Field(task, via, arrow=True, pos=pos), field, arrow=True, pos=pos)

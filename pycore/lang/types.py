@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from btf import Spec
     from btf import types as T
 
-__all__ = ["Type", "Int", "Bool", "BOOL", "Enum", "enum_names", "TextInt", "Timestamp", "CgroupPath", "Username", "Strerror", "SyscallName", "Str", "Ptr", "Record", "Array", "Stack", "Inet", "Mac", "Buffer", "Tuple", "Void", "INT64", "UINT64",
+__all__ = ["Type", "Int", "Bool", "BOOL", "Enum", "enum_names", "TextInt", "Timestamp", "CgroupPath", "Username", "Strerror", "SyscallName", "SignalName", "Str", "Ptr", "Record", "Array", "Stack", "Inet", "Mac", "Buffer", "Tuple", "Void", "INT64", "UINT64",
            "STRING_SIZE", "COMM", "USYM", "from_btf", "type_name", "width", "is_buffer", "is_aggregate"]
 
 STRING_SIZE = 64   # bpftrace's default for str() and string map values
@@ -149,6 +149,17 @@ class SyscallName(TextInt):
     here the table is read where the value is printed, as strerror's text is."""
 
     display: str = "syscall_name"
+
+    def __str__(self) -> str:
+        return "string"
+
+
+@record(frozen=True)
+class SignalName(TextInt):
+    """What ``signal_name(sig)`` gives (bpftrace 0.26): the number, printed as the signal's description
+    (:func:`pycore.lang.signals.signal_name`), read where the value is printed as syscall_name's is."""
+
+    display: str = "signal_name"
 
     def __str__(self) -> str:
         return "string"

@@ -10,7 +10,7 @@ from pycore.lang.check.records import USER_PROBES, Checked
 from pycore.lang.check.state import State
 from pycore.lang.errors import close_matches
 from pycore.lang.probes import Target
-from pycore.lang.types import COMM, INT64, UINT64, Enum, Int, Ptr, Stack, Str, Username, Type, Void
+from pycore.lang.types import BOOL, COMM, INT64, UINT64, Enum, Int, Ptr, Stack, Str, Username, Type, Void
 
 
 _BUILTIN_TYPES: dict[str, Type] = {
@@ -24,7 +24,8 @@ _BUILTIN_TYPES: dict[str, Type] = {
 #: function's name, a string: bpftrace's usym names it only while its process lives and not at all for a
 #: static function only a debug file names, where pycore's string always does.
 _KERNEL_FUNC_KINDS = frozenset({"kprobe", "kretprobe", "kfunc", "kretfunc"})
-_OTHER_BUILTINS = ("ncpus", "usermode", "func", "probe", "probetype", "curtask", "retval", "args", "kstack", "ustack", "cpid", "ctx")
+_OTHER_BUILTINS = ("ncpus", "usermode", "func", "probe", "probetype", "curtask", "retval", "args", "kstack", "ustack", "cpid", "ctx",
+                   "has_cpid")
 
 
 class Builtins(State):
@@ -82,6 +83,11 @@ class Builtins(State):
             elif tgt.prog_type not in (PROG_KPROBE, PROG_PERF_EVENT):
                 c.consts[id(e)] = 0      # no registers (tracepoints, fentry, iter): bpftrace folds it to 0
             return Int(1, False)
+        if name == "has_cpid":
+            # bpftrace 0.25's standard library: whether there is a -c command, as its docs say ("true iff
+            # cpid is available"); upstream's macro reads `__builtin_cpid == 0`, the opposite (to 0.26.1)
+            c.consts[id(e)] = 1 if self.cpid else 0
+            return BOOL
         if name == "cpid":
             if not self.cpid:
                 raise self.error(e, "cpid is the pid of the -c command: run with -c CMD")

@@ -9,7 +9,7 @@ from pycore.lang.check.records import AGGREGATES, Checked, MapInfo
 from pycore.lang.check.state import State
 from pycore.lang.errors import close_matches
 from pycore.lang.types import (BOOL, INT64, STRING_SIZE, UINT64, USYM, Array, Buffer, Inet, Int, Mac, Ptr, Record, Stack, Str,
-                               Strerror, SyscallName, TextInt, Timestamp, CgroupPath, Tuple, Type, Void, from_btf,
+                               Strerror, SignalName, SyscallName, TextInt, Timestamp, CgroupPath, Tuple, Type, Void, from_btf,
                                type_name)
 
 
@@ -362,13 +362,13 @@ class Calls(State):
             if not _integer(t):
                 raise self.error(args[0], f"strerror() only supports integer arguments ({t} provided)")
             return Strerror()
-        if n == "syscall_name":     # bpftrace 0.25: the number, named from pycore.lang.syscalls when printed
+        if n in ("syscall_name", "signal_name"):     # bpftrace 0.25, 0.26: the number, named when printed
             if len(args) != 1:
-                raise self.error(e, f"syscall_name() requires 1 argument ({len(args)} provided)")
+                raise self.error(e, f"{n}() requires 1 argument ({len(args)} provided)")
             t = self.expr(c, args[0])
             if not _integer(t):
-                raise self.error(args[0], f"syscall_name() only supports integer arguments ({t} provided)")
-            return SyscallName()
+                raise self.error(args[0], f"{n}() only supports integer arguments ({t} provided)")
+            return SyscallName() if n == "syscall_name" else SignalName()
         if n == "nsecs":        # bpftrace 0.19's clocks: nsecs(monotonic | boot | tai | sw_tai)
             if len(args) != 1 or not isinstance(args[0], A.Builtin) or args[0].name not in _CLOCKS:
                 raise self.error(e, "nsecs() takes a clock: nsecs(monotonic), nsecs(boot), nsecs(tai) or "

@@ -391,7 +391,7 @@ class Calls(State):
             e.call("probe_read_kernel")
             e.ldx(8, 0, 10, dst)
             return
-        if n in ("strerror", "syscall_name"):      # the number; its text is found when printed
+        if n in ("strerror", "syscall_name", "signal_name"):      # the number; its text is found when printed
             self.scalar(node.args[0])
             return
         if n == "nsecs":

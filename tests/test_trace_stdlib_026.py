@@ -1,0 +1,106 @@
+"""bpftrace 0.25-0.26's standard-library task and text helpers (issue 30): ``signal_name(sig)``,
+``leader_tid``/``leader_comm``, ``has_cpid``, and ``ppid`` as upstream's stdlib reads it
+(``task.real_parent.pid``: the thread that forked, not its process).
+
+bpftrace 0.23.2 has none of these: compared with upstream's documented meaning (docs/stdlib.md) and
+its definitions (src/stdlib/base.bt, src/stdlib/strings/signal.h at v0.26.1), on this machine's facts.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import sys
+import threading
+
+from tests.conftest import require_root
+from tests.test_trace_values import pycore
+
+
+def test_signal_name_as_upstreams_table() -> None:
+    """strsignal(3)'s words for 0-64 as upstream's table has them, "N/A" past it and below 0; as a
+    value, a map key, a tuple's element and print()'s argument."""
+    require_root()
+    p = pycore('BEGIN { $n = 9; printf("%s|%s|%s|%s|%s|%s|%s|%s\\n", signal_name(2), signal_name($n), '
+               'signal_name(0), signal_name(32), signal_name(34), signal_name(64), signal_name(65), '
+               'signal_name(-1)); print(signal_name(15)); @s[signal_name(11)] = count(); @v = signal_name(1); '
+               '@t = (signal_name(17), 1); exit(); }', "-q")
+    assert p.returncode == 0, p.stderr
+    assert p.stdout == ("Interrupt|Killed|Unknown signal 0|Unknown signal 32|Real-time signal 0|"
+                        "Real-time signal 30|N/A|N/A\nTerminated\n\n\n@s[Segmentation fault]: 1\n"
+                        "@t: (Child exited, 1)\n@v: Hangup\n"), p.stdout
+
+
+def test_signal_name_table() -> None:
+    """The table against this libc's strsignal(3) for the classic signals (1-31), where glibc and
+    upstream's table agree word for word."""
+    from pycore.lang.signals import signal_name
+
+    libc = ctypes.CDLL(None)
+    libc.strsignal.restype = ctypes.c_char_p
+    for sig in range(1, 32):
+        assert signal_name(sig) == libc.strsignal(sig).decode(), sig
+    assert signal_name(-1) == signal_name(1 << 40) == "N/A"
+    assert signal_name((1 << 32) + 2) == "Interrupt"      # (int32)sig, as upstream's macro casts it
+
+
+def test_signal_name_errors() -> None:
+    for script, want in [('BEGIN { $s = signal_name("INT"); }', "signal_name() only supports integer arguments"),
+                         ("BEGIN { $s = signal_name(); }", "signal_name() requires 1 argument")]:
+        p = pycore(script, "--dry-run")
+        assert p.returncode != 0 and "Traceback" not in p.stderr, p.stderr
+        assert want in p.stderr.splitlines()[0], p.stderr
+
+
+# a child whose main thread is named "leader" and a second thread "worker", which calls getppid()
+_THREADED = (f"{sys.executable} -c 'import ctypes, os, threading\n"
+             "prctl = ctypes.CDLL(None).prctl\n"
+             "prctl(15, b\"leader\", 0, 0, 0)\n"
+             "def work():\n"
+             "    prctl(15, b\"worker\", 0, 0, 0)\n"
+             "    os.getppid()\n"
+             "t = threading.Thread(target=work); t.start(); t.join()'")
+
+
+def test_leader_tid_and_comm_in_a_thread() -> None:
+    """leader_tid / leader_tid() / leader_tid(curtask) and leader_comm (0.26): the thread group
+    leader's tid and name, seen from a second thread whose own name differs."""
+    require_root()
+    p = pycore('uprobe:libc:getppid /pid == cpid && tid != pid/ { printf("%d %d %d %s %s %s|%s\\n", '
+               'leader_tid == pid, leader_tid() == pid, leader_tid(curtask) == pid, leader_comm, leader_comm(), '
+               'leader_comm(curtask), comm); }', "-q", "-c", _THREADED)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.splitlines()[0] == "1 1 1 leader leader leader|worker", p.stdout
+
+
+def test_ppid_is_the_forking_threads_tid() -> None:
+    """ppid is task.real_parent.pid (upstream's stdlib): pycore started from a second thread of this
+    process has that thread's tid as its ppid, not this process's pid; pcomm is that thread's name."""
+    require_root()
+    got: dict[str, object] = {}
+
+    def run() -> None:
+        ctypes.CDLL(None).prctl(15, b"starter", 0, 0, 0)
+        got["tid"] = threading.get_native_id()
+        got["p"] = pycore('BEGIN { printf("%d %s %d\\n", ppid, pcomm, ppid(curtask)); exit(); }', "-q")
+
+    t = threading.Thread(target=run)
+    t.start()
+    t.join()
+    p = got["p"]
+    assert p.returncode == 0, p.stderr  # type: ignore[attr-defined]
+    assert got["tid"] != os.getpid()
+    assert p.stdout.splitlines()[0] == f"{got['tid']} starter {got['tid']}", p.stdout  # type: ignore[attr-defined]
+
+
+def test_has_cpid() -> None:
+    """has_cpid / has_cpid() (0.25): true with a -c command, false without, as upstream's docs say
+    ("true iff cpid is available"; its macro tests `== 0`, the opposite, through 0.26.1)."""
+    require_root()
+    script = 'BEGIN { print(has_cpid); printf("%d\\n", has_cpid()); if (has_cpid) { printf("%d\\n", cpid > 0); } exit(); }'
+    p = pycore(script.replace("cpid > 0", "1"), "-q")
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.split() == ["false", "0"], p.stdout
+    p = pycore(script, "-q", "-c", "/bin/true")
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.split() == ["true", "1", "1"], p.stdout
