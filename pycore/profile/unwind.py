@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import struct
 import threading
+import time
 from collections import Counter, deque
+from typing import Callable
 
 from pycore.profile.cfi import END, STOPS, unwind
 from pycore.profile.stacks import Frame, Profile, splice
@@ -51,6 +53,11 @@ FAILURES = (*PY_STATUS.values(), "native_no_copy", *("native_" + why for why in 
 #: records read but not walked yet, at most (about 8 KiB each): past it add() walks the oldest, so
 #: walks that cannot keep up slow the reading of the ring (whose overflow is counted lost), in bounded memory
 MAX_PENDING = 4096
+#: seconds the walker sleeps when it finds nothing to walk. It looks, rather than being woken: add()
+#: runs in the thread that gets signals, and a KeyboardInterrupt raised inside ``Event.set()`` (whose
+#: Condition lock is taken in Python code) can leave that lock held, so that the next set(), by
+#: close(), waits for ever (``pycore profile`` hung so after a Ctrl-C)
+WALK_IDLE = 0.02
 
 FRAME_OWNED_BY_CSTACK = 3      # 3.12+: the shim frame each C call into the eval loop pushes first
 
@@ -90,7 +97,6 @@ class Unwinder:
         self._pending: deque[tuple] = deque()    # records added, not walked yet
         self._rejected: dict[int, str] = {}      # closed readers' code objects named [code 0x...]
         self._walking = threading.Lock()         # held for each record's walk (the walker's, walk()'s)
-        self._wake = threading.Event()
         self._closing = False
         self._walker: threading.Thread | None = None
         self._walker_error: BaseException | None = None
@@ -105,9 +111,9 @@ class Unwinder:
     def _walk_loop(self) -> None:
         try:
             while not self._closing:
-                self._wake.wait(0.1)
-                self._wake.clear()
-                self.walk(stop_at_close=True)
+                if not self._pending:
+                    time.sleep(WALK_IDLE)
+                self.walk(until=lambda: self._closing)
         except BaseException as e:  # noqa: BLE001 - raised again by walk() in the caller's thread
             self._walker_error = e
 
@@ -116,7 +122,6 @@ class Unwinder:
         :meth:`walk` and named); safe twice."""
         if self._walker is not None:
             self._closing = True
-            self._wake.set()
             if self._walker is not threading.current_thread():
                 self._walker.join()
             self._walker = None
@@ -194,15 +199,18 @@ class Unwinder:
                               ip, sp, bp, copy, waited_us))
         if len(self._pending) > MAX_PENDING:
             self._walk_one()
-        elif self._walker is not None and len(self._pending) == 1:
-            self._wake.set()
 
-    def walk(self, *, stop_at_close: bool = False) -> None:
-        """Walk every record added so far (what the walker has not), in this thread."""
+    def walk(self, *, until: Callable[[], bool] | None = None) -> None:
+        """Walk every record added so far (what the walker has not), in this thread; ``until``, asked
+        before each record: stop early once it is true (the records left stay for :meth:`walk` or
+        :meth:`count_unwalked`)."""
+        self._check_walker()
+        while self._pending and not (until is not None and until()):
+            self._walk_one()
+
+    def _check_walker(self) -> None:
         if self._walker_error is not None:
             raise RuntimeError(f"the walker thread failed: {self._walker_error!r}") from self._walker_error
-        while self._pending and not (stop_at_close and self._closing):
-            self._walk_one()
 
     def count_unwalked(self) -> None:
         """Count the records left as the kernel walked them (frame pointers only): a second Ctrl-C
@@ -253,7 +261,7 @@ class Unwinder:
         from pycore.profile.symbols import KernelSymbols
 
         kernel = kernel_names or KernelSymbols()
-        self.walk()
+        self._check_walker()
         with self._walking:             # the walker counts on while this names (pycore serve's scrapes)
             while self._pending:
                 self._walk(*self._pending.popleft())
