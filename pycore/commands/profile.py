@@ -82,8 +82,8 @@ class _Signals:
     (the records left are counted as the kernel walked them), later ones are let be. A raised
     KeyboardInterrupt may land inside a threading primitive's Python code (``Event.set()`` takes its
     Condition's lock in Python) after the lock was taken and before the ``with`` that releases it,
-    leaving it held: the next ``set()`` then waits for ever (one suite run in about 20 hung so after
-    Ctrl-C; tests/test_profile.py provokes it). pycore trace and the tools count signals so too."""
+    leaving it held: the next ``set()`` then waits for ever (a suite run hung after a Ctrl-C, and
+    Ctrl-C pressed twice could kill the command mid-write). pycore trace and the tools count them too."""
 
     def __init__(self) -> None:
         self.count = 0
