@@ -31,6 +31,7 @@ import signal
 import socket
 import sys
 import threading
+import time
 from typing import Any
 
 __all__ = ["add_arguments", "run"]
@@ -149,10 +150,10 @@ def run(args: argparse.Namespace) -> int:
     from pycore.native.progstats import RunTimeStats
     from pycore.embed.session import NoMethod, open_tool
 
-    stop = threading.Event()
-    hup = threading.Event()
-    old = {s: signal.signal(s, lambda *_: stop.set()) for s in (signal.SIGINT, signal.SIGTERM)}
-    old[signal.SIGHUP] = signal.signal(signal.SIGHUP, lambda *_: hup.set())
+    stop = _SignalledStop()
+    hups: list[int] = []        # SIGHUPs not acted on yet (list.append: no lock in the handler)
+    old = {s: signal.signal(s, stop.on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    old[signal.SIGHUP] = signal.signal(signal.SIGHUP, lambda signum, frame: hups.append(signum))
     sessions = []
     threads: list[threading.Thread] = []
     server = None
@@ -209,9 +210,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"pycore serve: {scheme}://{host}:{server.server_port}/metrics ({', '.join(what)})",
               file=sys.stderr, flush=True)
         scripts.watch(stop)
-        while not stop.wait(0.2):
-            if hup.is_set():
-                hup.clear()
+        while not stop.is_set():
+            time.sleep(0.2)             # a signal's handler runs in it; the sleep then goes on, 0.2 s at most
+            if hups and not stop.is_set():
+                hups.clear()
                 if scripts:
                     scripts.reload("SIGHUP")
                 else:
@@ -235,6 +237,22 @@ def run(args: argparse.Namespace) -> int:
             stats.close()
         for s, h in old.items():
             signal.signal(s, h)
+
+
+class _SignalledStop(threading.Event):
+    """Set by SIGINT or SIGTERM. The handler only raises a flag, which :meth:`is_set` reads: a handler
+    that called ``Event.set()`` takes the Event's Condition lock, in Python code, and when the signal
+    came while this same thread held that lock (inside its own ``wait()`` or ``clear()``) it would wait
+    on itself for ever (not seen here; pycore profile hung after a Ctrl-C raised as an exception). The serving loop polls; ``set()`` proper, which wakes the threads waiting on it
+    (the directories' watch), is called from ordinary code at the end."""
+
+    signalled = False
+
+    def on_signal(self, signum: int, frame: object) -> None:
+        self.signalled = True
+
+    def is_set(self) -> bool:
+        return self.signalled or super().is_set()
 
 
 def _scripts_app(exposed: Any, served: Any, ready: threading.Event) -> Any:
