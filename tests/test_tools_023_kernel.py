@@ -247,6 +247,12 @@ class Outcome:
     seconds: float
 
 
+def lagging(ours: Tracer, theirs: Tracer, marker: str) -> bool:
+    """One tracer still running has printed a line naming ``marker`` and the other, also running, has not."""
+    seen = [any(marker in ln for ln in list(t.out)) for t in (ours, theirs) if t.p.poll() is None]
+    return len(seen) == 2 and seen[0] != seen[1]
+
+
 def side_by_side(tool: str, index: int, workdir: Path) -> Outcome:
     """pycore and bpftrace 0.23.2 running ``tool`` at once, the workload run once both have attached."""
     case = CASES[tool]
@@ -271,12 +277,19 @@ def side_by_side(tool: str, index: int, workdir: Path) -> Outcome:
                 for argv in runs:
                     subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=120, env=ENV)
             time.sleep(1)
-            # each tracer prints what it has read until its output stops growing (1.5 s), at most 30 s: a
-            # flood of events (bpftrace's own start makes thousands of cap_capable calls) can keep either
-            # behind under TCG, and both stop printing at Ctrl-C (pycore had 1,239 events unprinted once)
-            quiet_until, end = time.monotonic() + 1.5, time.monotonic() + 30
+            # each tracer prints what it has read until its output stops growing (1.5 s), at most 30 s,
+            # and up to 90 s while one has printed the workload's event and the other has not: a flood
+            # of events (the start of each bpftrace beside it makes thousands of cap_capable calls) can
+            # keep either behind under TCG, and both stop printing at Ctrl-C (pycore had 1,239 events
+            # unprinted once, and once had not reached the workload's event after 30 s)
+            marker = case.marker or comm(tool)
+            start = time.monotonic()
+            quiet_until = start + 1.5
             sizes = (len(ours.out), len(theirs.out))
-            while time.monotonic() < min(quiet_until, end):
+            while True:
+                t, lag = time.monotonic(), lagging(ours, theirs, marker)
+                if t > start + 90 or (not lag and (t > start + 30 or t > quiet_until)):
+                    break
                 time.sleep(0.25)
                 now = (len(ours.out), len(theirs.out))
                 if now != sizes:
