@@ -44,6 +44,15 @@ def test_has_key_refusal() -> None:
 NEWER = [
     ('uprobe:/bin/bash:readline { write_user(arg0, "a", 1); }', "write_user()", "0.26"),
     ("BEGIN { @t = tseries(1, 1s, 10); exit(); }", "tseries()", "0.24"),
+    # the standard library's compile-time helpers (0.25): found by `git tag --contains` in bpftrace's
+    # repository, the commit that added each to src/stdlib or to the parser
+    ('BEGIN { static_assert(1 == 1, "one"); exit(); }', "static_assert()", "0.25"),
+    ('BEGIN { fail("no"); }', "fail()", "0.25"),
+    ('BEGIN { printf("%d\\n", is_str("a")); exit(); }', "is_str()", "0.25"),
+    ('BEGIN { printf("%d\\n", is_unsigned_integer(1)); exit(); }', "is_unsigned_integer()", "0.25"),
+    ('BEGIN { printf("%d\\n", strcap("abc")); exit(); }', "strcap()", "0.25"),
+    ('BEGIN { printf("%d\\n", kfunc_exist("vfs_read")); exit(); }', "kfunc_exist()", "0.25"),
+    ('BEGIN { $x = 1; let $y: typeof($x) = 2; exit(); }', "typeof()", "0.25"),
 ]
 
 

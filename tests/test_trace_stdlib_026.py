@@ -1,6 +1,7 @@
 """bpftrace 0.25-0.26's standard-library task and text helpers (issue 30): ``signal_name(sig)``,
-``leader_tid``/``leader_comm``, ``has_cpid``, and ``ppid`` as upstream's stdlib reads it
-(``task.real_parent.pid``: the thread that forked, not its process).
+``leader_tid``/``leader_comm``, ``has_cpid``, ``ppid`` as upstream's stdlib reads it
+(``task.real_parent.pid``: the thread that forked, not its process), ``strlen``, ``strstr`` and
+``is_err``.
 
 bpftrace 0.23.2 has none of these: compared with upstream's documented meaning (docs/stdlib.md) and
 its definitions (src/stdlib/base.bt, src/stdlib/strings/signal.h at v0.26.1), on this machine's facts.
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import subprocess
 import sys
 import threading
 
@@ -105,3 +107,73 @@ def test_has_cpid() -> None:
     p = pycore(script, "-q", "-c", "/bin/true")
     assert p.returncode == 0, p.stderr
     assert p.stdout.split() == ["true", "1", "1"], p.stdout
+
+
+# (haystack, needle): strstr() is str.find() (-1 when absent, 0 for an empty needle), strlen() len()
+_SEARCHES = [("hello", "ll"), ("hello", "lo!"), ("hello", ""), ("", "x"), ("", ""), ("abcabc", "cab"),
+             ("aaab", "aab"), ("abcdefgh", "gh"), ("abcdefgh", "abcdefgh"), ("abc", "abcd"), ("x", "x")]
+
+
+def test_strstr_and_strlen_as_str_find() -> None:
+    """strstr(h, n) (0.25) is the needle's first position or -1, and strlen(s) its length up to the NUL,
+    for literal needles (compared as immediates) and variables (read from scratch), as Python's
+    str.find() and len() answer; and strlen() of comm and of a map's string."""
+    require_root()
+    calls = []
+    for h, n in _SEARCHES:
+        calls.append(f'$h = "{h}"; $n = "{n}"; printf("%d %d %d %d\\n", strstr($h, "{n}"), strstr($h, $n), '
+                     f'strlen($h), strlen("{n}"));')
+    p = pycore("BEGIN { " + " ".join(calls) + ' @s = "four"; printf("%d %d %d\\n", strlen(comm) == strlen(str(comm)), '
+               'strlen(@s), strlen(@s) + strlen(comm)); exit(); }', "-q")
+    assert p.returncode == 0, p.stderr
+    comm = open("/proc/self/comm").read().strip()     # pycore's own: python3's, set by no prctl
+    want = [f"{h.find(n)} {h.find(n)} {len(h)} {len(n)}" for h, n in _SEARCHES] + [f"1 4 {4 + len(comm)}"]
+    assert p.stdout.splitlines()[:len(want)] == want, p.stdout
+
+
+_SHOW_C = r"""
+#include <stdio.h>
+#include <string.h>
+__attribute__((noinline)) void show(const char *s) { puts(s); }
+int main(void) {
+    char buf[200], word[8];
+    for (int i = 0; i < 199; i++) buf[i] = 'a' + i % 26;
+    buf[199] = 0;
+    strcpy(word, "short");   /* on the stack: a literal's page may not be in memory when the probe reads it */
+    show(buf); show(word); show(word + 5);
+    return 0;
+}
+"""
+
+
+def test_strlen_of_a_char_pointer(tmp_path) -> None:
+    """strlen((int8 *)p) reads the user string up to max_strlen characters (upstream's strnlen with
+    max_strlen), where str(p) keeps max_strlen - 1 and its NUL."""
+    require_root()
+    prog = tmp_path / "show"
+    subprocess.run(["gcc", "-O0", "-x", "c", "-o", str(prog), "-"], input=_SHOW_C, text=True, check=True)
+    probe = f'uprobe:{prog}:show {{ printf("%d %d %d\\n", strlen((int8 *)arg0), strlen(str(arg0)), ' \
+            'strstr(str(arg0), "or")); }'
+    for block, long_one in (("", "199 199 -1"), ("config = { max_strlen = 16 } ", "16 15 -1")):
+        p = pycore(block + probe, "-q", "-c", str(prog))
+        assert p.returncode == 0, p.stderr
+        assert [ln for ln in p.stdout.splitlines() if ln[:1].isdigit()] == [long_one, "5 5 2", "0 0 -1"], p.stdout
+
+
+def test_is_err() -> None:
+    """is_err(p) (0.26) is the kernel's IS_ERR(): -4095..-1 as a signed 64-bit value."""
+    require_root()
+    p = pycore('BEGIN { $p = (struct file *)-12; printf("%d %d %d %d %d %d\\n", is_err(0), is_err(-1), '
+               'is_err((uint64)-4095), is_err(-4096), is_err(4095), is_err($p)); exit(); }', "-q")
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.splitlines()[0] == "0 1 1 0 0 1", p.stdout
+
+
+def test_string_helpers_errors() -> None:
+    for script, want in [('BEGIN { $n = strlen(1); }', "strlen() takes a string or a char pointer"),
+                         ('BEGIN { $n = strlen(); }', "strlen(string)"),
+                         ('BEGIN { $n = strstr("a", 1); }', "strstr() takes strings"),
+                         ('BEGIN { $n = strstr("a"); }', "strstr(haystack, needle)")]:
+        p = pycore(script, "--dry-run")
+        assert p.returncode != 0 and "Traceback" not in p.stderr, p.stderr
+        assert want in p.stderr.splitlines()[0], p.stderr

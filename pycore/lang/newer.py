@@ -19,6 +19,7 @@ _KW = r"(?<![\w$@.])"   # a keyword: not part of a name, a $variable, a @map or 
 #: run over the script with its strings and comments blanked; the first that matches at or before the
 #: place the parser stopped, nearest that place, names the feature.
 _SYNTAX: list[tuple[re.Pattern[str], str, str]] = [(re.compile(p, re.M), what, version) for p, what, version in [
+    (_KW + r"typeof\s*\(", "typeof()", "0.25"),     # a type from an expression: (typeof($x))y, let $y: typeof($x)
 ]]
 
 #: Functions of later bpftraces: name -> (what it is, version).
@@ -26,6 +27,21 @@ _FUNCTIONS: dict[str, tuple[str, str]] = {
     "tseries": ("tseries()", "0.24"),
     "write_user": ("write_user()", "0.26"),
     "dw_ustack": ("dw_ustack()", "0.26"),
+    # the standard library's compile-time helpers and the type queries they use (0.25)
+    "typeof": ("typeof()", "0.25"),
+    "typeinfo": ("typeinfo()", "0.25"),
+    "static_assert": ("static_assert()", "0.25"),
+    "fail": ("fail()", "0.25"),
+    "is_str": ("is_str()", "0.25"),
+    "is_ptr": ("is_ptr()", "0.25"),
+    "is_array": ("is_array()", "0.25"),
+    "is_integer": ("is_integer()", "0.25"),
+    "is_unsigned_integer": ("is_unsigned_integer()", "0.25"),
+    "is_literal": ("is_literal()", "0.25"),
+    "strcap": ("strcap()", "0.25"),
+    "memcmp": ("memcmp()", "0.25"),
+    "kfunc_exist": ("kfunc_exist()", "0.25"),
+    "kfunc_allowed": ("kfunc_allowed()", "0.25"),
 }
 
 #: Builtins called with arguments that pycore does not take yet (any not named here: 0.24).

@@ -146,19 +146,26 @@ class Calls(State):
                     raise self.error(a, "strncmp() compares strings")
             self.constant(c, args[2])
             return INT64
-        if n in ("strcontains",):
+        if n in ("strcontains", "strstr"):     # strstr: bpftrace 0.25's, the needle's first position or -1
             if len(args) != 2:
-                raise self.error(e, "strcontains(haystack, needle)")
+                raise self.error(e, f"{n}(haystack, needle)")
             hay, needle = (self.expr(c, a) for a in args)
             for a, t in zip(args, (hay, needle)):
                 if not isinstance(t, Str):
-                    raise self.error(a, "strcontains() takes strings")
+                    raise self.error(a, f"{n}() takes strings")
             # the search is unrolled: bound its size well below the verifier's limits
             work = hay.size * (len(args[1].value) if isinstance(args[1], A.Str) else needle.size)
             if work > 16384:
-                raise self.error(e, f"strcontains(): a {hay.size}-byte haystack and a {needle.size}-byte needle "
+                raise self.error(e, f"{n}(): a {hay.size}-byte haystack and a {needle.size}-byte needle "
                                     "are too long to search; shorten them with str(x, n)")
             return INT64
+        if n == "strlen":       # bpftrace 0.25's: a string's length, or a char pointer's up to max_strlen
+            if len(args) != 1:
+                raise self.error(e, "strlen(string)")
+            if not isinstance(self.expr(c, args[0]), (Str, Ptr)):
+                raise self.error(args[0], "strlen() takes a string or a char pointer")
+            c.limits[id(e)] = self.config.max_strlen + 1
+            return UINT64
         if n == "strftime":
             if len(args) != 2:
                 raise self.error(e, f"strftime() requires 2 arguments ({len(args)} provided)")

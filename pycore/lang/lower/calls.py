@@ -443,8 +443,11 @@ class Calls(State):
         if n == "strncmp":
             self.string_compare(node.args[0], node.args[1], True, self._const(node.args[2]))
             return
-        if n == "strcontains":
-            self.strcontains(node.args[0], node.args[1])
+        if n in ("strcontains", "strstr"):
+            self.strcontains(node.args[0], node.args[1], position=n == "strstr")
+            return
+        if n == "strlen":
+            self.strlen(node)
             return
         if n == "delete":       # as a value (bpftrace 0.24): 1 when the key was there and is deleted, else 0
             ref = node.args[0]

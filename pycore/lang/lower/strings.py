@@ -63,8 +63,9 @@ class Strings(State):
         into(node.else_)
         e.place(done)
 
-    def strcontains(self, hay: A.Expr, needle: A.Expr) -> None:
-        """r0 = 1 when ``needle`` occurs in ``hay`` (both up to their first NUL), else 0.
+    def strcontains(self, hay: A.Expr, needle: A.Expr, position: bool = False) -> None:
+        """r0 = 1 when ``needle`` occurs in ``hay`` (both up to their first NUL), else 0; with
+        ``position`` (strstr(), bpftrace 0.25), r0 = where it first occurs, else -1.
 
         The haystack is built in scratch and searched at each position, a
         bounded loop unrolled (bpftrace does the same in LLVM IR); a literal
@@ -75,18 +76,19 @@ class Strings(State):
         a = self.f.region(ht.size)
         self.string_into(hay, a, ht.size)
         literal = needle.value.encode() if isinstance(needle, A.Str) else None
+        missing = -1 if position else 0
         if literal == b"":
-            e.mov_imm(0, 1)                           # the empty string is in every string
+            e.mov_imm(0, 0 if position else 1)        # the empty string is in every string, at 0
             return
         if literal is not None and len(literal) > ht.size - 1:
-            e.mov_imm(0, 0)                           # longer than any string the haystack can hold
+            e.mov_imm(0, missing)                     # longer than any string the haystack can hold
             return
         if literal is None:
             b = self.f.region(nt.size)
             self.string_into(needle, b, nt.size)
-        found, done, end = e.label(), e.label(), e.label()
+        done, end = e.label(), e.label()
         for i in range(ht.size):
-            miss = e.label()
+            miss, found = e.label(), e.label()
             if literal is not None:
                 if len(literal) > ht.size - 1 - i:
                     break                             # cannot fit before the buffer's last byte
@@ -102,15 +104,49 @@ class Strings(State):
                     e.jmp_reg("jne", 1, 2, miss)
                 if nt.size <= ht.size - i:
                     e.ja(found)                       # a needle as long as its buffer matched
+            e.place(found)
+            e.mov_imm(0, i if position else 1)
+            e.ja(end)
             e.place(miss)
             e.ldx(1, 1, 8, a + i)
             e.jmp_imm("jeq", 1, 0, done)            # the haystack ended: not found
         e.place(done)
-        e.mov_imm(0, 0)
-        e.ja(end)
-        e.place(found)
-        e.mov_imm(0, 1)
+        e.mov_imm(0, missing)
         e.place(end)
+
+    def strlen(self, call: A.Call) -> None:
+        """r0 = the length of the string ``node`` (up to its NUL), or of the string a char pointer
+        points to, up to max_strlen characters (bpftrace 0.25's strlen()).
+
+        One bpf_probe_read_*_str does the counting: it returns the length with the NUL. A string is
+        built in scratch with a NUL after its last byte and read onto itself (every byte copied is the
+        byte already there); a pointer's string is read into scratch, max_strlen + 1 bytes at most."""
+        e = self.e
+        node = call.args[0]
+        t = self.t(node)
+        if isinstance(t, Str):
+            a = self.f.region(t.size + 1)
+            self.string_into(node, a, t.size)
+            e.st(1, 8, a + t.size, 0)
+            e.mov_reg(3, 8)
+            e.alu_imm("add", 3, a)
+            size, helper = t.size + 1, "probe_read_kernel_str"
+        else:
+            size = self.c.limits[id(call)]
+            a = self.f.region(size)
+            self.scalar(node)
+            e.mov_reg(3, 0)
+            user = getattr(t, "user", False) or self._user(node)
+            helper = "probe_read_user_str" if user else ("probe_read_kernel_str" if t.spec else "probe_read_str")
+        e.mov_reg(1, 8)
+        e.alu_imm("add", 1, a)
+        e.mov_imm(2, size)
+        e.call(helper)
+        ok = e.label()
+        e.jmp_imm("jsgt", 0, 0, ok)                 # an unreadable pointer: length 0
+        e.mov_imm(0, 1)
+        e.place(ok)
+        e.alu_imm("sub", 0, 1)
 
     def inet_into(self, node: A.Expr, dst: int) -> None:
         """scratch[dst:dst+24] = an inet value: the address family, then the address bytes (bpftrace's
