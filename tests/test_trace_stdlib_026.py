@@ -1,7 +1,6 @@
 """bpftrace 0.25-0.26's standard-library task and text helpers (issue 30): ``signal_name(sig)``,
 ``leader_tid``/``leader_comm``, ``has_cpid``, ``ppid`` as upstream's stdlib reads it
-(``task.real_parent.pid``: the thread that forked, not its process), ``strlen``, ``strstr`` and
-``is_err``.
+(``task.real_parent.pid``: the thread that forked, not its process), ``strlen`` and ``strstr``.
 
 bpftrace 0.23.2 has none of these: compared with upstream's documented meaning (docs/stdlib.md) and
 its definitions (src/stdlib/base.bt, src/stdlib/strings/signal.h at v0.26.1), on this machine's facts.
@@ -158,15 +157,6 @@ def test_strlen_of_a_char_pointer(tmp_path) -> None:
         p = pycore(block + probe, "-q", "-c", str(prog))
         assert p.returncode == 0, p.stderr
         assert [ln for ln in p.stdout.splitlines() if ln[:1].isdigit()] == [long_one, "5 5 2", "0 0 -1"], p.stdout
-
-
-def test_is_err() -> None:
-    """is_err(p) (0.26) is the kernel's IS_ERR(): -4095..-1 as a signed 64-bit value."""
-    require_root()
-    p = pycore('BEGIN { $p = (struct file *)-12; printf("%d %d %d %d %d %d\\n", is_err(0), is_err(-1), '
-               'is_err((uint64)-4095), is_err(-4096), is_err(4095), is_err($p)); exit(); }', "-q")
-    assert p.returncode == 0, p.stderr
-    assert p.stdout.splitlines()[0] == "0 1 1 0 0 1", p.stdout
 
 
 def test_string_helpers_errors() -> None:

@@ -5,8 +5,7 @@ namespace (``pid(curr_ns)``, ``pid(init)``), and its standard library has ``ppid
 (0.24: ``ppid(task)``, 0.25: bare ``ppid``), which are ``task->real_parent->pid`` and ``->comm``
 (the thread that forked the task: its tid, not its process's pid), ``leader_tid`` and ``leader_comm``
 (0.26: ``task->group_leader->pid`` and ``->comm``), and
-``container_of(ptr, type, member)`` (0.26+), a cast of ``ptr`` less the member's offset, and
-``is_err(ptr)`` (0.26), the kernel's IS_ERR(): ``(int64)ptr < 0 && (int64)ptr >= -4095``.
+``container_of(ptr, type, member)`` (0.26+), a cast of ``ptr`` less the member's offset.
 These are the same programs as the plain forms, so they are rewritten to them here, with each new
 node at the place of the text it stands for (errors point there), and the checker and the lowering
 never see them. The rewrite needs no BTF and no machine, so it is a function of the tree alone.
@@ -78,11 +77,6 @@ def _replace(node: A.Node) -> A.Node | None:
         void = A.Cast(A.TypeName("void", 1, pos=ptr.pos), _rewrite(ptr), pos=ptr.pos)   # type: ignore[arg-type]
         back = A.Binary("-", void, A.Call("offsetof", [kind, member], pos=node.pos), pos=node.pos)
         return A.Cast(A.TypeName(_type_name(kind), 1, pos=node.pos), back, pos=node.pos)  # type: ignore[arg-type]
-    if name == "is_err" and len(args) == 1 and isinstance(args[0], A.Expr):
-        # upstream's macro, which also evaluates its argument twice
-        signed = [A.Cast(A.TypeName("int64", 0, pos=node.pos), _rewrite(args[0]), pos=node.pos) for _ in range(2)]
-        return A.Binary("&&", A.Binary("<", signed[0], A.Int(0, pos=node.pos), pos=node.pos),
-                        A.Binary(">=", signed[1], A.Int(-4095, pos=node.pos), pos=node.pos), pos=node.pos)
     if name in ("pid", "tid") and len(args) == 1 and isinstance(args[0], A.Builtin) \
             and (args[0].name == "init" or (args[0].name == "curr_ns" and _initial_pid_namespace())):
         return A.Builtin(name, pos=node.pos)     # pycore's pid and tid are the initial namespace's

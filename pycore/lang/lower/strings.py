@@ -115,8 +115,8 @@ class Strings(State):
         e.place(end)
 
     def strlen(self, call: A.Call) -> None:
-        """r0 = the length of the string ``node`` (up to its NUL), or of the string a char pointer
-        points to, up to max_strlen characters (bpftrace 0.25's strlen()).
+        """r0 = strlen(x): the length of the string ``x`` (up to its NUL), or of the string a char
+        pointer points to, up to max_strlen characters (bpftrace 0.25's strlen()).
 
         One bpf_probe_read_*_str does the counting: it returns the length with the NUL. A string is
         built in scratch with a NUL after its last byte and read onto itself (every byte copied is the
