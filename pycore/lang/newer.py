@@ -20,6 +20,8 @@ _KW = r"(?<![\w$@.])"   # a keyword: not part of a name, a $variable, a @map or 
 #: place the parser stopped, nearest that place, names the feature.
 _SYNTAX: list[tuple[re.Pattern[str], str, str]] = [(re.compile(p, re.M), what, version) for p, what, version in [
     (_KW + r"typeof\s*\(", "typeof()", "0.25"),     # a type from an expression: (typeof($x))y, let $y: typeof($x)
+    # a block as a value, `let $a = { let $b = 1; $b }` (not a config block, `config = { ... }`)
+    (r"(?:(?<![=!<>])(?<!\bconfig)(?<!\bconfig\s)=|[(,?])\s*(?P<at>\{)", "block expressions", "0.24"),
 ]]
 
 #: Functions of later bpftraces: name -> (what it is, version).
@@ -78,7 +80,8 @@ def syntax_feature(text: str, pos: int) -> tuple[str, int] | None:
     best: tuple[int, str, str] | None = None
     for pattern, what, version in _SYNTAX:
         for m in pattern.finditer(plain, 0, len(plain)):
-            start = m.start() + len(m.group()) - len(m.group().lstrip())
+            # the feature's place: the group named "at", else the match without its leading blanks
+            start = m.start("at") if "at" in pattern.groupindex else m.start() + len(m.group()) - len(m.group().lstrip())
             if start > pos:
                 break
             if pos - start > 200 or plain.count("\n", start, pos) > 3:   # too far back to be the cause
