@@ -42,6 +42,7 @@ STATEMENTS = ["$x = {v};", "$t = {v};", "@m = {v};", "@m[{v}] = count();", "@h =
               "delete(@m[{v}]);", "clear(@m);", "$i = 0; while ($i < {v}) {{ $i++; }}", "unroll(3) {{ $x = {v}; }}",
               "@m[{v}, {v}] = sum({v});", "$x = {v} ? {v} : {v};", "$x = {v} + {v} * {v};", "$x = {v} == {v};",
               "$x = strncmp({v}, {v}, 2);", "$x = strcontains({v}, {v});", "time(\"%H\");", "join({v});",
+              "$x = strstr({v}, {v});", "$x = strlen({v}) + strcap({v});", "$x = is_str({v}) + is_ptr({v});",
               "@a = avg({v}); @n = min({v}); @x2 = max({v});", "zero(@m);", "exit();",
               # for loops (bpftrace 0.21, 0.24): callbacks, the script's variables through the caller's frame
               "for ($kv : @m) {{ $x = {v}; }}", "for ($i : 0..{v}) {{ $x = $i + {v}; }}",

@@ -48,9 +48,9 @@ NEWER = [
     # repository, the commit that added each to src/stdlib or to the parser
     ('BEGIN { static_assert(1 == 1, "one"); exit(); }', "static_assert()", "0.25"),
     ('BEGIN { fail("no"); }', "fail()", "0.25"),
-    ('BEGIN { printf("%d\\n", is_str("a")); exit(); }', "is_str()", "0.25"),
-    ('BEGIN { printf("%d\\n", is_unsigned_integer(1)); exit(); }', "is_unsigned_integer()", "0.25"),
-    ('BEGIN { printf("%d\\n", strcap("abc")); exit(); }', "strcap()", "0.25"),
+    ('BEGIN { print(typeinfo(1)); exit(); }', "typeinfo()", "0.25"),
+    ('BEGIN { printf("%d\\n", memcmp("ab", "ac", 2)); exit(); }', "memcmp()", "0.25"),
+    ('BEGIN { printf("%d\\n", kfunc_allowed("bpf_strnlen")); exit(); }', "kfunc_allowed()", "0.25"),
     ('BEGIN { printf("%d\\n", kfunc_exist("vfs_read")); exit(); }', "kfunc_exist()", "0.25"),
     ('BEGIN { $x = 1; let $y: typeof($x) = 2; exit(); }', "typeof()", "0.25"),
     ('BEGIN { let $a = { let $b = 1; $b + 1 }; printf("%d\\n", $a); exit(); }', "block expressions", "0.24"),

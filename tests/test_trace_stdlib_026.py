@@ -1,6 +1,8 @@
 """bpftrace 0.25-0.26's standard-library task and text helpers (issue 30): ``signal_name(sig)``,
 ``leader_tid``/``leader_comm``, ``has_cpid``, ``ppid`` as upstream's stdlib reads it
-(``task.real_parent.pid``: the thread that forked, not its process), ``strlen`` and ``strstr``.
+(``task.real_parent.pid``: the thread that forked, not its process), ``strlen``, ``strstr``,
+``strcap`` and the type queries ``is_str``, ``is_ptr``, ``is_array``, ``is_integer``,
+``is_unsigned_integer`` and ``is_literal``.
 
 bpftrace 0.23.2 has none of these: compared with upstream's documented meaning (docs/stdlib.md) and
 its definitions (src/stdlib/base.bt, src/stdlib/strings/signal.h at v0.26.1), on this machine's facts.
@@ -151,19 +153,39 @@ def test_strlen_of_a_char_pointer(tmp_path) -> None:
     require_root()
     prog = tmp_path / "show"
     subprocess.run(["gcc", "-O0", "-x", "c", "-o", str(prog), "-"], input=_SHOW_C, text=True, check=True)
-    probe = f'uprobe:{prog}:show {{ printf("%d %d %d\\n", strlen((int8 *)arg0), strlen(str(arg0)), ' \
-            'strstr(str(arg0), "or")); }'
-    for block, long_one in (("", "199 199 -1"), ("config = { max_strlen = 16 } ", "16 15 -1")):
+    probe = f'uprobe:{prog}:show {{ printf("%d %d %d %d\\n", strlen((int8 *)arg0), strlen(str(arg0)), ' \
+            'strstr(str(arg0), "or"), strcap((int8 *)arg0)); }'
+    for block, long_one in (("", "199 199 -1 199"), ("config = { max_strlen = 16 } ", "16 15 -1 16")):
         p = pycore(block + probe, "-q", "-c", str(prog))
         assert p.returncode == 0, p.stderr
-        assert [ln for ln in p.stdout.splitlines() if ln[:1].isdigit()] == [long_one, "5 5 2", "0 0 -1"], p.stdout
+        assert [ln for ln in p.stdout.splitlines() if ln[:1].isdigit()] == [long_one, "5 5 2 5", "0 0 -1 0"], p.stdout
+
+
+def test_type_queries_and_strcap() -> None:
+    """is_str/is_ptr/is_array/is_integer/is_unsigned_integer/is_literal (0.25, upstream's
+    typeinfo(x).base_type tests) answer for x's type when the script is checked, as a bool; strcap()
+    of a string or an array is its size (upstream: sizeof), of a pointer its strlen."""
+    require_root()
+    p = pycore('BEGIN { $s = "abc"; $p = (int8 *)0; $a = (uint8[8])12345; '
+               'printf("%d %d %d %d %d|%d %d %d %d|%d %d %d %d %d|%d %d\\n", '
+               'is_str($s), is_str(1), is_str(strerror(1)), is_str(comm), is_str($p), '
+               'is_ptr($p), is_ptr(1), is_ptr(curtask), is_ptr($s), '
+               'is_integer(1), is_integer(true), is_integer($s), is_unsigned_integer((uint8)1), is_unsigned_integer(-1), '
+               'is_literal(1), is_literal($s)); '
+               'printf("%d %d %d %d\\n", is_array($a), is_array($s), is_integer($a), is_literal("x")); '
+               'print(is_str("x")); printf("%d %d %d\\n", strcap("abc"), strcap(comm), strcap($a)); exit(); }', "-q")
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.splitlines()[:4] == ["1 0 1 1 0|1 0 1 0|1 0 0 1 0|1 0", "1 0 0 1", "true", "4 16 8"], p.stdout
 
 
 def test_string_helpers_errors() -> None:
     for script, want in [('BEGIN { $n = strlen(1); }', "strlen() takes a string or a char pointer"),
                          ('BEGIN { $n = strlen(); }', "strlen(string)"),
                          ('BEGIN { $n = strstr("a", 1); }', "strstr() takes strings"),
-                         ('BEGIN { $n = strstr("a"); }', "strstr(haystack, needle)")]:
+                         ('BEGIN { $n = strstr("a"); }', "strstr(haystack, needle)"),
+                         ('BEGIN { $n = strcap(1); }', "strcap() takes a string, a char array or a char pointer"),
+                         ('BEGIN { $n = is_str(); }', "is_str(expression)"),
+                         ('BEGIN { $n = is_ptr(1, 2); }', "is_ptr(expression)")]:
         p = pycore(script, "--dry-run")
         assert p.returncode != 0 and "Traceback" not in p.stderr, p.stderr
         assert want in p.stderr.splitlines()[0], p.stderr

@@ -4,13 +4,15 @@ functions, str/buf/ntop/pton/kaddr and the rest of bpftrace's functions, with th
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from pycore.lang import ast as A
 from pycore.lang.check.records import AGGREGATES, Checked, MapInfo
 from pycore.lang.check.state import State
 from pycore.lang.errors import close_matches
-from pycore.lang.types import (BOOL, INT64, STRING_SIZE, UINT64, USYM, Array, Buffer, Inet, Int, Mac, Ptr, Record, Stack, Str,
-                               Strerror, SignalName, SyscallName, TextInt, Timestamp, CgroupPath, Tuple, Type, Void, from_btf,
-                               type_name)
+from pycore.lang.types import (BOOL, INT64, STRING_SIZE, UINT64, USYM, Array, Bool, Buffer, Inet, Int, Mac, Ptr, Record, Stack,
+                               Str, Strerror, SignalName, SyscallName, TextInt, Timestamp, CgroupPath, Tuple, Type, Username,
+                               Void, from_btf, type_name)
 
 
 _NO_VALUE_CALLS = {"printf", "errorf", "warnf", "print", "exit", "delete", "clear", "zero", "time", "join", "system", "signal", "signal_thread", "cat",
@@ -158,6 +160,25 @@ class Calls(State):
             if work > 16384:
                 raise self.error(e, f"{n}(): a {hay.size}-byte haystack and a {needle.size}-byte needle "
                                     "are too long to search; shorten them with str(x, n)")
+            return INT64
+        if n in _TYPE_QUERIES:     # bpftrace 0.25's is_str(x)...: the type of x, known when checked
+            if len(args) != 1 or not isinstance(args[0], A.Expr):
+                raise self.error(e, f"{n}(expression)")
+            t = self.expr(c, args[0])
+            c.consts[id(e)] = int(_TYPE_QUERIES[n](args[0], t))
+            return BOOL
+        if n == "strcap":       # bpftrace 0.25's: a string's or char array's size, a char pointer's strlen
+            if len(args) != 1:
+                raise self.error(e, "strcap(string)")
+            t = self.expr(c, args[0])
+            if isinstance(t, Str):
+                c.consts[id(e)] = t.size
+            elif isinstance(t, Array) and t.elem_size == 1:
+                c.consts[id(e)] = t.size
+            elif isinstance(t, Ptr):
+                c.limits[id(e)] = self.config.max_strlen + 1
+            else:
+                raise self.error(args[0], "strcap() takes a string, a char array or a char pointer")
             return INT64
         if n == "strlen":       # bpftrace 0.25's: a string's length, or a char pointer's up to max_strlen
             if len(args) != 1:
@@ -509,6 +530,27 @@ def kernel_address(name: str) -> int | None:
 
 
 _KADDR: dict[str, int | None] = {}
+
+# What upstream's strings are (typeinfo(x).base_type == "string"): pycore keeps strerror(), syscall_name(),
+# signal_name() and username as the number, printed as text
+_TEXTS = (Strerror, SyscallName, SignalName, Username)
+
+
+def _integer_type(t: Type) -> bool:
+    """An integer as upstream's typeinfo says "int": not a bool, nor a number pycore prints as text."""
+    return isinstance(t, Int) and not isinstance(t, (Bool, TextInt))
+
+
+#: bpftrace 0.25's type queries (its stdlib/meta.bt: typeinfo(x).base_type, and the literal test): name ->
+#: the answer for (the argument's node, its type); folded to a constant where checked
+_TYPE_QUERIES: dict[str, Callable[[A.Expr, Type], bool]] = {
+    "is_str": lambda e, t: isinstance(t, Str) or isinstance(t, _TEXTS),
+    "is_ptr": lambda e, t: isinstance(t, Ptr),
+    "is_array": lambda e, t: isinstance(t, Array),
+    "is_integer": lambda e, t: _integer_type(t),
+    "is_unsigned_integer": lambda e, t: _integer_type(t) and not t.signed,   # type: ignore[attr-defined]
+    "is_literal": lambda e, t: isinstance(e, (A.Int, A.Str)),
+}
 
 
 def _integer(t: Type) -> bool:

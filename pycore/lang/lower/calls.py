@@ -446,7 +446,7 @@ class Calls(State):
         if n in ("strcontains", "strstr"):
             self.strcontains(node.args[0], node.args[1], position=n == "strstr")
             return
-        if n == "strlen":
+        if n in ("strlen", "strcap"):      # strcap of a string or array is a constant (c.consts)
             self.strlen(node)
             return
         if n == "delete":       # as a value (bpftrace 0.24): 1 when the key was there and is deleted, else 0
