@@ -348,6 +348,63 @@ def test_override_without_kernel_support_says_so():
     assert r.returncode == 2 and "override() is unsafe: run with --unsafe" in r.stderr
 
 
+# -- write_user() (0.26, --unsafe): the kernels here have no lockdown; the host's refuses it ----------
+
+_OPENER_C = r"""
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+    char path[256], buf[32] = {0};
+    strcpy(path, argv[1]);             /* writable memory: the tracer rewrites it */
+    int fd = open(path, O_RDONLY);
+    if (fd < 0) { perror(path); return 1; }
+    read(fd, buf, sizeof buf - 1);
+    printf("read: %s\n", buf);
+    return 0;
+}
+"""
+
+
+def _write_user_case(tmp_path) -> tuple[list[str], str]:
+    """pycore's argv for a child that opens file a, rewritten by write_user() to file b (same length)."""
+    prog = tmp_path / "opener"
+    subprocess.run(["gcc", "-O1", "-x", "c", "-o", str(prog), "-"], input=_OPENER_C, text=True, check=True)
+    (tmp_path / "a").write_text("AAA")
+    (tmp_path / "b").write_text("BBB")
+    a, b = str(tmp_path / "a"), str(tmp_path / "b")
+    script = (f'tracepoint:syscalls:sys_enter_openat /pid == cpid && str(args.filename) == "{a}"/ '
+              f'{{ printf("wrote %d\\n", write_user(args.filename, "{b}", {len(b) + 1})); }}')
+    return ["-q", "--unsafe", "-c", f"{prog} {a}", "-e", script], script
+
+
+@kernel
+def test_write_user_rewrites_a_path(tmp_path):
+    """write_user(dst, src, len) writes the string's bytes at the user address: the child opens the file
+    the script names instead of its own, and the call's value is true."""
+    argv, _ = _write_user_case(tmp_path)
+    out = ok(pycore(*argv))
+    assert out.splitlines()[:2] == ["wrote 1", "read: BBB"], out
+
+
+def test_write_user_where_lockdown_forbids_it(tmp_path):
+    """On the host (lockdown=integrity) the kernel refuses bpf_probe_write_user: one line that names the
+    lockdown; where a kernel allows it, the path is rewritten."""
+    from pycore.lang.runtime import _lockdown
+
+    argv, script = _write_user_case(tmp_path)
+    r = pycore(*argv)
+    if _lockdown() in ("", "none"):
+        assert r.returncode == 0 and "read: BBB" in r.stdout, r.stderr
+        return
+    assert r.returncode == 2, r.stdout
+    assert r.stderr.splitlines()[0].endswith(f"this kernel forbids bpf_probe_write_user (write_user()): its lockdown "
+                                             f"is {_lockdown()}; only a kernel with lockdown=none allows it"), r.stderr
+    r = pycore("-q", "-c", "/bin/true", "-e", script)
+    assert r.returncode == 2 and "write_user() is unsafe: run with --unsafe" in r.stderr.splitlines()[0], r.stderr
+
+
 # -- the host: fentry refused -------------------------------------------------------------------------
 
 def test_kfunc_refused_on_this_kernel_says_so():

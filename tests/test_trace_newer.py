@@ -42,7 +42,7 @@ def test_has_key_refusal() -> None:
 # (script, the feature as the error names it, the bpftrace version that added it). let, map
 # declarations, begin/end, durations, ?: and conditions without parentheses: tests/test_trace_syntax_new.py
 NEWER = [
-    ('uprobe:/bin/bash:readline { write_user(arg0, "a", 1); }', "write_user()", "0.26"),
+    ('uprobe:/bin/bash:readline { print(dw_ustack()); }', "dw_ustack()", "0.26"),
     ("BEGIN { @t = tseries(1, 1s, 10); exit(); }", "tseries()", "0.24"),
     # the standard library's compile-time helpers (0.25): found by `git tag --contains` in bpftrace's
     # repository, the commit that added each to src/stdlib or to the parser

@@ -189,3 +189,19 @@ def test_string_helpers_errors() -> None:
         p = pycore(script, "--dry-run")
         assert p.returncode != 0 and "Traceback" not in p.stderr, p.stderr
         assert want in p.stderr.splitlines()[0], p.stderr
+
+
+def test_write_user_errors() -> None:
+    """write_user(dst, src, len) (0.26) is refused without --unsafe, and with it when len is not a
+    constant within the string or array written (the verifier's bound on bpf_probe_write_user's size)."""
+    for args, script, want in [
+            ((), 'BEGIN { write_user(0, "ab", 2); }', "write_user() is unsafe: run with --unsafe to allow it"),
+            (("--unsafe",), 'BEGIN { write_user(0, "a", 3); }', "write_user(): 3 bytes from a 2-byte string[2]: write 1 to 2"),
+            (("--unsafe",), 'BEGIN { write_user(0, "a", 0); }', "write_user(): 0 bytes from a 2-byte string[2]"),
+            (("--unsafe",), 'BEGIN { write_user(0, 1, 1); }', "write_user() writes a string or an array's bytes"),
+            (("--unsafe",), 'BEGIN { write_user("x", "a", 1); }', "write_user() writes to a user address"),
+            (("--unsafe",), 'BEGIN { $n = 1; write_user(0, "a", $n); }', "expected a constant integer here"),
+            (("--unsafe",), 'BEGIN { write_user(0, "a"); }', "write_user(dst, src, len)")]:
+        p = pycore(script, "--dry-run", *args)
+        assert p.returncode != 0 and "Traceback" not in p.stderr, p.stderr
+        assert want in p.stderr.splitlines()[0], p.stderr

@@ -361,6 +361,11 @@ class Script:
         if re.search(r"(unknown func|cannot use helper) bpf_override_return", log):   # 6.1, 6.12
             reason = ("this kernel cannot override a function's return: it is built without "
                       "CONFIG_BPF_KPROBE_OVERRIDE (Debian's kernels are)")
+        if re.search(r"(unknown func|cannot use helper) bpf_probe_write_user", log):   # write_user()
+            mode = _lockdown()
+            reason = (f"this kernel forbids bpf_probe_write_user (write_user()): its lockdown is {mode}; "
+                      "only a kernel with lockdown=none allows it" if mode not in ("", "none")
+                      else "this kernel does not give BPF programs bpf_probe_write_user (write_user())")
         if getattr(exc, "errno", 0) == 1 and c.target.kind in ("kfunc", "kretfunc"):
             reason = ("this kernel refuses fentry/fexit (BPF trampolines); use kprobe:/kretprobe: where the "
                       "kernel has kprobes, or a tracepoint")
@@ -1022,3 +1027,15 @@ def _method(t: Target) -> str:
 
 
 _ = (Ptr, os, sys)
+
+
+def _lockdown() -> str:
+    """The kernel's lockdown mode, the bracketed word of /sys/kernel/security/lockdown ("" when unknown):
+    integrity and confidentiality take bpf_probe_write_user from BPF programs."""
+    try:
+        with open("/sys/kernel/security/lockdown") as f:
+            text = f.read()
+    except OSError:
+        return ""
+    start, end = text.find("["), text.find("]")
+    return text[start + 1:end] if 0 <= start < end else ""

@@ -39,7 +39,7 @@ class Calls(State):
             raise self.error(e, f"{n}() is assigned to a map: @name = {n}(...)")
         if n in _NO_VALUE_CALLS and not statement and n != "delete":
             raise self.error(e, f"{n}() gives no value")
-        if n in ("system", "signal", "signal_thread", "override") and not self.unsafe:
+        if n in ("system", "signal", "signal_thread", "override", "write_user") and not self.unsafe:
             raise self.error(e, f"{n}() is unsafe: {self.unsafe_hint}")
         if n in ("printf", "errorf", "warnf"):     # errorf/warnf (0.24): printf to stderr, with the place
             if not args or not isinstance(args[0], A.Str):
@@ -161,6 +161,19 @@ class Calls(State):
                 raise self.error(e, f"{n}(): a {hay.size}-byte haystack and a {needle.size}-byte needle "
                                     "are too long to search; shorten them with str(x, n)")
             return INT64
+        if n == "write_user":   # bpftrace 0.26's: bpf_probe_write_user(dst, src, len) == 0
+            if len(args) != 3:
+                raise self.error(e, "write_user(dst, src, len)")
+            dst, src = self.expr(c, args[0]), self.expr(c, args[1])
+            if not isinstance(dst, (Int, Ptr)):
+                raise self.error(args[0], f"write_user() writes to a user address, not {dst}")
+            if not isinstance(src, (Str, Array)):
+                raise self.error(args[1], f"write_user() writes a string or an array's bytes, not {src}")
+            length = self.constant(c, args[2])
+            if not 0 < length <= src.size:
+                raise self.error(args[2], f"write_user(): {length} bytes from a {src.size}-byte {src}: "
+                                          f"write 1 to {src.size}")
+            return BOOL
         if n in _TYPE_QUERIES:     # bpftrace 0.25's is_str(x)...: the type of x, known when checked
             if len(args) != 1 or not isinstance(args[0], A.Expr):
                 raise self.error(e, f"{n}(expression)")

@@ -446,6 +446,9 @@ class Calls(State):
         if n in ("strcontains", "strstr"):
             self.strcontains(node.args[0], node.args[1], position=n == "strstr")
             return
+        if n == "write_user":
+            self.write_user(node)
+            return
         if n in ("strlen", "strcap"):      # strcap of a string or array is a constant (c.consts)
             self.strlen(node)
             return

@@ -148,6 +148,31 @@ class Strings(State):
         e.place(ok)
         e.alu_imm("sub", 0, 1)
 
+    def write_user(self, call: A.Call) -> None:
+        """r0 = write_user(dst, src, len) (bpftrace 0.26, --unsafe): 1 when bpf_probe_write_user wrote
+        ``len`` bytes of the string or array ``src`` (built in scratch) at the user address ``dst``."""
+        e = self.e
+        dst, src, _ = call.args
+        st = self.t(src)
+        a = self.f.region(st.size)
+        if isinstance(st, Str):
+            self.string_into(src, a, st.size)
+        else:
+            self.aggregate_into(src, a, st.size)
+        self.scalar(dst)
+        e.mov_reg(1, 0)
+        e.mov_reg(2, 8)
+        e.alu_imm("add", 2, a)
+        e.mov_imm(3, self._const(call.args[2]))
+        e.call("probe_write_user")
+        wrote, done = e.label(), e.label()
+        e.jmp_imm("jeq", 0, 0, wrote)
+        e.mov_imm(0, 0)
+        e.ja(done)
+        e.place(wrote)
+        e.mov_imm(0, 1)
+        e.place(done)
+
     def inet_into(self, node: A.Expr, dst: int) -> None:
         """scratch[dst:dst+24] = an inet value: the address family, then the address bytes (bpftrace's
         layout); or a mac value (family 0, then six bytes); or a buffer (its length, then its bytes)."""
