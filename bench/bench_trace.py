@@ -32,6 +32,11 @@
    args bpftrace 0.17 reads too) against bpftrace's, and
    ``uprobe:libc:getaddrinfo``'s ``str(args->name)`` (which aborts bpftrace
    0.17) against bpftrace's ``str(arg0)``, and pycore's (no DWARF read). Target: <= 1.0x.
+7. a printf flood (``--only flood``): capable.bt's shape, ``time()`` then a printf of a string read
+   from a map, for each of N getppid() calls of a C loop named ``flood`` (paced: 1 ms every 200
+   calls, so neither ring fills); the tracer's CPU time (user + system, wait4) less an idle run's
+   of the same script, per event printed. Target: none named; pycore's reading of alternating
+   record lengths was quadratic in the backlog before d767528.
 5. the floor (``--only floor``): how close to bpftrace any Python program can
    get on 1's start to attached. ``python -c pass``, then ``trace_floor.py``
    (maps made, a two-instruction program loaded and attached to the same
@@ -42,7 +47,7 @@
 The commands alternate within each round, one warm-up round; medians.
 Measures, does not assert.
 
-    python bench/bench_trace.py [--runs N] [--events N] [--only startup|overhead|kfunc|cmd|floor|dwarf] [--pycore PATH]
+    python bench/bench_trace.py [--runs N] [--events N] [--only startup|overhead|kfunc|cmd|floor|dwarf|flood] [--pycore PATH]
 """
 
 from __future__ import annotations
@@ -156,7 +161,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", type=int, default=7)
     ap.add_argument("--events", type=int, default=500000)
-    ap.add_argument("--only", choices=("startup", "overhead", "kfunc", "cmd", "floor", "dwarf"), help="run one section")
+    ap.add_argument("--only", choices=("startup", "overhead", "kfunc", "cmd", "floor", "dwarf", "flood"),
+                    help="run one section")
     ap.add_argument("--pycore", metavar="PATH", help="the pycore command to measure, e.g. a wheel installed "
                     "in a venv of its own (default: this checkout's .venv/bin/pycore, an editable install)")
     args = ap.parse_args()
@@ -225,6 +231,8 @@ def main() -> int:
     # 2. per-event overhead
     if args.only in (None, "floor"):
         floor(bpftrace, pycore, args.runs)
+    if args.only in (None, "flood"):
+        flood(bpftrace, pycore, args.runs)
     if args.only not in (None, "overhead"):
         return 0
     with tempfile.TemporaryDirectory() as d:
@@ -247,6 +255,75 @@ def main() -> int:
         print(f"  (pycore - bare) / (bpftrace - bare): {(m['pycore'] - m['bare']) / (m['bpftrace'] - m['bare']):.2f} "
               "(target <= 1.2)")
     return 0
+
+
+FLOOD = ('BEGIN { @cap[(uint64)21] = "CAP_SYS_ADMIN"; } tracepoint:syscalls:sys_enter_getppid /comm == "flood"/ '
+         '{ $cap = (uint64)21; time("%H:%M:%S  "); printf("%-6d %-6d %-16s %-4d %-20s %d\\n", uid, pid, comm, $cap, '
+         '@cap[$cap], 0); }')
+FLOOD_C = r"""
+#include <stdlib.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+    long n = argc > 1 ? atol(argv[1]) : 20000;
+    for (long i = 0; i < n; i++) {
+        getppid();
+        if (i % 200 == 199) usleep(1000);
+    }
+    return 0;
+}
+"""
+
+
+def flood_cpu(tracer: list[str], loop: list[str] | None) -> tuple[float, int]:
+    """(the tracer's CPU seconds, its lines naming CAP_SYS_ADMIN) for one run: attached, ``loop`` run
+    (or nothing: the idle baseline), a second to print, then SIGINT."""
+    proc = subprocess.Popen(tracer, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    for line in proc.stdout:
+        if line.startswith(b"Attaching"):
+            break
+    else:
+        raise RuntimeError(f"{tracer[0]} ended before attaching")
+    got: list[int] = []
+
+    def count() -> None:
+        got.append(sum(1 for ln in proc.stdout if b"CAP_SYS_ADMIN" in ln))
+
+    counter = threading.Thread(target=count)
+    counter.start()
+    time.sleep(0.5)
+    if loop:
+        subprocess.run(loop, check=True)
+    time.sleep(1)
+    proc.send_signal(signal.SIGINT)
+    counter.join(60)
+    _, _, usage = os.wait4(proc.pid, 0)
+    return usage.ru_utime + usage.ru_stime, got[0] if got else 0
+
+
+def flood(bpftrace: str, pycore: list[str], runs: int, events: int = 20000) -> None:
+    """7. CPU per printed event of a printf flood, pycore against bpftrace, less each one's idle run."""
+    with tempfile.TemporaryDirectory() as d:
+        exe = Path(d, "flood")
+        subprocess.run(["gcc", "-O2", "-x", "c", "-o", str(exe), "-"], input=FLOOD_C.encode(), check=True)
+        tracers = {"pycore": pycore + ["trace", "-B", "full", "-e", FLOOD], "bpftrace": [bpftrace, "-e", FLOOD]}
+        cpu: dict[str, list[float]] = {f"{n} {w}": [] for n in tracers for w in ("idle", "flood")}
+        printed: dict[str, list[int]] = {n: [] for n in tracers}
+        for i in range(max(3, runs // 2) + 1):
+            for name, tracer in tracers.items():
+                idle, _ = flood_cpu(tracer, None)
+                busy, n = flood_cpu(tracer, [str(exe), str(events)])
+                if i:
+                    cpu[f"{name} idle"].append(idle)
+                    cpu[f"{name} flood"].append(busy)
+                    printed[name].append(n)
+    print(f"printf flood, {events} events (time() + printf of a map's string)")
+    per = {}
+    for name in tracers:
+        idle, busy = statistics.median(cpu[f"{name} idle"]), statistics.median(cpu[f"{name} flood"])
+        per[name] = (busy - idle) / max(1, statistics.median(printed[name]))
+        print(f"  {name:<9} CPU idle {idle:6.3f} s, flood {busy:6.3f} s, printed {min(printed[name])}-"
+              f"{max(printed[name])}: {per[name] * 1e6:6.1f} us/event")
+    print(f"  ratio pycore/bpftrace per event: {per['pycore'] / per['bpftrace']:.2f}x")
 
 
 DWARF_READY = ' BEGIN { printf("ready\\n"); }'

@@ -497,7 +497,8 @@ class TraceRunner:
 
     def _poll(self, until: Callable[[], bool] | None = None) -> int:
         try:
-            n = self.script.poll(self.emit, 0, printf=self._printf, until=until)
+            n = self.script.poll(self.emit, 0, printf=self._printf, until=until,
+                                 text=None if self.json else self._printf)   # time()'s, plain
             if self._dump:
                 self._dump_maps()
             return n

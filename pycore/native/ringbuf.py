@@ -811,8 +811,8 @@ class RingBuffer:
             n = (prod - cons) // stride
             if 0 <= left < n:
                 n = left
-            if n > 1:
-                n = _run_length(same, off >> 2, n, stride >> 2, hdr)
+            if n > 1:    # a run of one when the next header differs (lengths alternating), asked at once
+                n = 1 if words[(off + stride) >> 2] != hdr else _run_length(same, off >> 2, n, stride >> 2, hdr)
             run(off, n, stride, length)
             cons += n * stride
             handed += n
