@@ -499,7 +499,7 @@ class Script:
         ``printf``, when given, takes the text of printf() records directly, without an Event, where
         their arguments are integers and strings (pycore trace's output: ~2 us a line, not ~11);
         ``text``, when given with it, takes time()'s text so (capable.bt's time() + printf flood:
-        18 -> 12 us an event, bench/bench_trace.py --only flood).
+        18.3 -> 16.9 us an event, bench/bench_trace.py --only flood).
         ``until`` is asked after each record: once true, the rest waits for the next call (Ctrl-C).
         """
         n = 0
@@ -1032,9 +1032,6 @@ def _method(t: Target) -> str:
             "perf": "perf event", "raw_tracepoint": "raw tracepoint"}.get(kind, kind)
 
 
-_ = (Ptr, os, sys)
-
-
 def _lockdown() -> str:
     """The kernel's lockdown mode, the bracketed word of /sys/kernel/security/lockdown ("" when unknown):
     integrity and confidentiality take bpf_probe_write_user from BPF programs."""
@@ -1045,3 +1042,6 @@ def _lockdown() -> str:
         return ""
     start, end = text.find("["), text.find("]")
     return text[start + 1:end] if 0 <= start < end else ""
+
+
+_ = (Ptr, os, sys)
