@@ -8,7 +8,8 @@ does not move the split).  SIGUSR1 starts the measurement
 afresh (SECONDS count from then).  On SIGTERM (or after SECONDS) it prints, as JSON
 on stdout, the CPU seconds each function really took and the work it did
 (``ops``: busy-loop iterations; the benchmark compares them with and
-without a profiler).
+without a profiler), and exits; on SIGUSR2 it prints the same line and goes on
+(a profiler can then name its frames from a live process).
 
 - ``spin``: a pure Python busy loop;
 - ``deep``: recursion 220 frames down, then the same busy loop at the bottom;
@@ -39,6 +40,7 @@ clock = time.thread_time
 used = dict.fromkeys(SHARES, 0.0)
 ops = dict.fromkeys(SHARES, 0)
 stop = False
+report = False
 
 
 def spin(budget):
@@ -97,6 +99,11 @@ def on_term(signum, frame):
     stop = True
 
 
+def on_usr2(signum, frame):
+    global report
+    report = True
+
+
 def on_usr1(signum, frame):
     """Measure from now on (bench/bench_profile.py: once the profiler is running)."""
     global start, cpu0
@@ -106,9 +113,10 @@ def on_usr1(signum, frame):
 
 
 def main():
-    global start, cpu0
+    global start, cpu0, report
     signal.signal(signal.SIGTERM, on_term)
     signal.signal(signal.SIGUSR1, on_usr1)
+    signal.signal(signal.SIGUSR2, on_usr2)
     limit = float(sys.argv[1]) if len(sys.argv) > 1 else None
     start, cpu0 = time.monotonic(), clock()
     print("ready", flush=True, file=sys.stderr)
@@ -124,6 +132,13 @@ def main():
             # that one call held 18 points of the window's CPU time before it began, the thread
             # charged with kernel work while pycore attached, as Debian's kernels charge interrupts)
             used[name] += clock() - max(t0, cpu0)
+        if report:
+            report = False
+            print_report()
+    print_report()
+
+
+def print_report():
     print(json.dumps({"used": used, "ops": ops, "cpu": clock() - cpu0,
                       "wall": time.monotonic() - start}), flush=True)
 

@@ -45,6 +45,16 @@ def start_workload(seconds: float = 60) -> subprocess.Popen:
     return proc
 
 
+def report_workload(proc: subprocess.Popen, timeout: float = 60) -> dict:
+    """The workload's measurement so far (SIGUSR2), the workload still running."""
+    import select
+
+    proc.send_signal(signal.SIGUSR2)
+    ready, _, _ = select.select([proc.stdout], [], [], timeout)
+    assert ready, f"no report from the workload in {timeout} s"
+    return json.loads(proc.stdout.readline())
+
+
 def stop_workload(proc: subprocess.Popen) -> dict:
     proc.send_signal(signal.SIGTERM)
     out, _ = proc.communicate(timeout=30)
