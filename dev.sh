@@ -4,8 +4,8 @@
 #   ./dev.sh demo    set up, then run the main job: pycore list -v 'kfunc:vfs_*',
 #                    then the fget-crack tool on a command that opens a crack file
 #   ./dev.sh test    set up, then run the whole test suite: host tests (extra
-#                    arguments go to that pytest), then the kernel-marked tests
-#                    in QEMU on Debian's 6.1 and 6.12 kernels; fails if either fails
+#                    arguments go to that pytest) and beside them the kernel-marked
+#                    tests in QEMU on Debian's 6.1 and 6.12 kernels; fails if either fails
 #   ./dev.sh setup   set up only
 #   ./dev.sh vm-test set up (plus QEMU, kmod, virtme-ng), then run the kernel-marked
 #                    tests in Debian kernels under QEMU: python -m tests.vm.run ARGS
@@ -286,20 +286,31 @@ case "$cmd" in
         exec "$VENV/bin/pycore" run fget-crack \
             -c "sh -c 'd=\$(mktemp -d); touch \$d/libcrack-demo.so; exec 3<\$d/libcrack-demo.so; rm -r \$d'" ;;
     test)
-        # The whole suite: host tests, then the kernel-marked tests in QEMU
-        # on Debian's 6.1 and 6.12 kernels (tests/vm).  Both must pass.
+        # The whole suite: host tests, and beside them the kernel-marked tests in QEMU on
+        # Debian's 6.1 and 6.12 kernels (tests/vm): the host tests keep about one of the two
+        # CPUs busy, a VM under TCG the other; one VM runs beside them, two once they end.
+        # Both must pass. The VMs' log goes to build/vm/run.log, printed after the host tests.
         setup
         vm_setup
         mkdir -p build/vm
+        rm -f build/vm/host.rc
+        say "kernel tests in QEMU (6.1, 6.12) start beside the host tests (log: build/vm/run.log)"
+        "$VENV/bin/python" -m tests.vm.run --host-xml build/vm/host.xml --host-done build/vm/host.rc \
+            </dev/null >build/vm/run.log 2>&1 &
+        vm_pid=$!
+        trap 'kill -TERM "$vm_pid" 2>/dev/null; wait "$vm_pid"; exit 130' INT TERM
         say "pytest -m 'not kernel' (host kernel $(uname -r))"
         set +e
         "$VENV/bin/python" -m pytest -p no:cacheprovider -m "not kernel" \
             --junitxml=build/vm/host.xml "$@" </dev/null
         host_rc=$?
+        echo "$host_rc" > build/vm/host.rc
         say "host pytest exit code: $host_rc"
-        say "kernel tests in QEMU (6.1, 6.12)"
-        "$VENV/bin/python" -m tests.vm.run --host-xml build/vm/host.xml </dev/null
+        say "kernel tests in QEMU (6.1, 6.12): build/vm/run.log"
+        tail -n +1 --pid="$vm_pid" -f build/vm/run.log
+        wait "$vm_pid"
         vm_rc=$?
+        trap - INT TERM
         say "kernel-VM exit code: $vm_rc"
         [ "$host_rc" -eq 0 ] && [ "$vm_rc" -eq 0 ]
         exit $? ;;

@@ -65,6 +65,21 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Itera
             report.longrepr = f"skipped under CI: {reason} (./dev.sh installs what the tests need)"
 
 
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """In a kernel VM given PYCORE_VM_SHARD=I/N (tests/vm/run.py deals a kernel's tests over N VMs),
+    keep the I-th of every N selected tests, counted in node id order (so that the VMs' shares do not
+    depend on the order the tests run in): each VM runs every other test of every file."""
+    shard = os.environ.get("PYCORE_VM_SHARD")
+    if not shard:
+        return
+    i, n = (int(x) for x in shard.split("/"))
+    rank = {item.nodeid: k for k, item in enumerate(sorted(items, key=lambda item: item.nodeid))}
+    keep = [item for item in items if rank[item.nodeid] % n == i - 1]
+    config.hook.pytest_deselected(items=[item for item in items if rank[item.nodeid] % n != i - 1])
+    items[:] = keep
+
+
 def pytest_runtest_logstart(nodeid: str, location: tuple) -> None:
     """In a kernel VM (tests/vm sets PYCORE_VM_KMSG), name each test in the kernel's log as it starts,
     so that an oops in the console is preceded by the test that was running (harness.oopses)."""

@@ -37,6 +37,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -222,7 +223,7 @@ GUEST_SH = """\
 cut -d' ' -f1 /proc/uptime >{out}/started
 uname -r >{out}/uname
 cd {repo} || exit 1
-PYCORE_VM_KMSG=1 PYCORE_VM_FAILURES={out}/failures.log {python} -m pytest -m kernel -p no:cacheprovider --junitxml={out}/junit.xml {args} >{out}/pytest.log 2>&1
+PYCORE_VM_SHARD={shard} PYCORE_VM_KMSG=1 PYCORE_VM_FAILURES={out}/failures.log {python} -m pytest -m kernel -p no:cacheprovider --junitxml={out}/junit.xml {args} >{out}/pytest.log 2>&1
 echo $? >{out}/exitcode
 """
 
@@ -274,13 +275,51 @@ TCG = "single"
 
 
 def run_kernel(kernel: Kernel, outdir: Path, pytest_args: list[str], timeout: float = 360,
-               tcg: str | None = TCG) -> Result:
-    """Boot ``kernel``, run pytest -m kernel in it, read the verdict from ``outdir``.
+               tcg: str | None = TCG, shard: str = "") -> Result:
+    """Boot ``kernel``, run pytest -m kernel in it, read the verdict from ``outdir``. ``shard``
+    ``"I/N"``: only the I-th of every N tests selected (tests/conftest.py).
 
     A kernel report in the console (an oops, BUG, WARNING or panic) fails the run whatever pytest
     said, naming the test that was running and printing the report: never retried, never hidden.
     """
     return _run_once(kernel, outdir, pytest_args, timeout, tcg)
+
+
+# the process groups of the VMs running now (vng starts a session of its own: a signal to the runner
+# does not reach QEMU), so that an interrupted run leaves none behind: stop_all()
+_LIVE: set[int] = set()
+_LIVE_LOCK = threading.Lock()
+_STOPPING = threading.Event()
+
+
+def _stop(pgid: int) -> None:
+    """SIGTERM to a VM's process group (vng and its QEMU), SIGKILL after 10 s."""
+    try:
+        os.killpg(pgid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.1)
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def stop_all() -> int:
+    """Stop every VM still running and start no other (the runner was interrupted); how many
+    were running."""
+    _STOPPING.set()
+    with _LIVE_LOCK:
+        pgids = list(_LIVE)
+    for pgid in pgids:
+        _stop(pgid)
+    return len(pgids)
 
 
 def _read(path: Path) -> str:
@@ -291,14 +330,14 @@ def _read(path: Path) -> str:
 
 
 def _run_once(kernel: Kernel, outdir: Path, pytest_args: list[str], timeout: float,
-              tcg: str | None) -> Result:
+              tcg: str | None, shard: str = "") -> Result:
     _need("qemu-system-x86_64", "apt-get install qemu-system-x86 (./dev.sh vm-test does)")
     cmd = vng_command(kernel, outdir, tcg=tcg)
     shutil.rmtree(outdir, ignore_errors=True)
     outdir.mkdir(parents=True)
     (outdir / "guest.sh").write_text(GUEST_SH.format(
         out=shlex.quote(str(outdir)), repo=shlex.quote(str(REPO)),
-        python=shlex.quote(str(VENV_BIN / "python")), args=shlex.join(pytest_args)))
+        python=shlex.quote(str(VENV_BIN / "python")), args=shlex.join(pytest_args), shard=shlex.quote(shard)))
     result = Result(kernel, outdir)
     log(f"{kernel.release}: booting ({shlex.join(cmd)})")
     t0 = time.monotonic()
@@ -306,19 +345,25 @@ def _run_once(kernel: Kernel, outdir: Path, pytest_args: list[str], timeout: flo
         env = dict(os.environ, PATH=f"{VENV_BIN}:{os.environ.get('PATH', '/usr/bin:/bin')}")  # vng runs virtme-run
         proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdin=subprocess.DEVNULL, stdout=console,
                                 stderr=subprocess.STDOUT, start_new_session=True)
-        while proc.poll() is None:
-            if result.boot_s is None and (outdir / "started").exists():
-                result.boot_s = time.monotonic() - t0
-            if time.monotonic() - t0 > timeout:
-                result.error = f"timed out after {timeout:.0f} s"
-                os.killpg(proc.pid, signal.SIGTERM)   # vng and its qemu
-                try:
-                    proc.wait(10)
-                except subprocess.TimeoutExpired:
-                    os.killpg(proc.pid, signal.SIGKILL)
-                    proc.wait()
-                break
-            time.sleep(0.2)
+        with _LIVE_LOCK:
+            _LIVE.add(proc.pid)
+        try:
+            while proc.poll() is None:
+                if result.boot_s is None and (outdir / "started").exists():
+                    result.boot_s = time.monotonic() - t0
+                if time.monotonic() - t0 > timeout:
+                    result.error = f"timed out after {timeout:.0f} s"
+                    break
+                if _STOPPING.is_set():
+                    result.error = "interrupted"
+                    break
+                time.sleep(0.2)
+        finally:
+            if proc.poll() is None:
+                _stop(proc.pid)   # vng and its qemu
+                proc.wait()
+            with _LIVE_LOCK:
+                _LIVE.discard(proc.pid)
     result.total_s = time.monotonic() - t0
 
     def read(name: str) -> str | None:

@@ -4,8 +4,8 @@ Boots each Debian kernel series (default: 6.1 and 6.12) under QEMU, runs
 ``pytest -m kernel PYTEST_ARGS`` in it (see harness.py), prints timings and a
 matrix, and exits 0 only when every kernel's pytest exited 0.  Results go to
 ``build/vm/RELEASE/`` (junit.xml, pytest.log, console.log, exitcode), and to
-``build/vm/RELEASE+2/`` for the second VM of a kernel whose tests are split
-in two (:data:`SPLIT`).
+``build/vm/RELEASE+2/`` for the second VM of a kernel (its tests are dealt
+over two VMs: :data:`SHARDS`).
 
 The matrix
 ----------
@@ -32,12 +32,16 @@ from __future__ import annotations
 import argparse
 import concurrent.futures
 import os
+import signal
 import sys
+import time
 import xml.etree.ElementTree as ET
+from collections.abc import Callable
 from pathlib import Path
+from typing import NamedTuple
 
 from .harness import (REPO, TCG, HarnessError, Kernel, Result, explain, fetch, kernel_test_nodes, log, precompile,
-                      run_kernel)
+                      run_kernel, stop_all)
 
 RANK = {"-": 0, "ok": 1, "fallback": 2, "FAIL": 3}
 
@@ -69,7 +73,7 @@ def read_junit(path: Path) -> dict[str, str]:
 def matrix(results: list[Result], failed_setup: list[str], host_xml: Path | None) -> str:
     columns: list[tuple[str, dict[str, str]]] = []
     rows: dict[str, None] = {"(vm run)": None}
-    merged: dict[str, dict[str, str]] = {}       # a kernel's runs (SPLIT) make one column
+    merged: dict[str, dict[str, str]] = {}       # a kernel's runs (SHARDS) make one column
     for r in results:
         cells = read_junit(r.junit) if r.junit.exists() else {}
         rows.update(dict.fromkeys(cells))
@@ -93,34 +97,35 @@ def matrix(results: list[Result], failed_setup: list[str], host_xml: Path | None
 
 #: VMs at once with --parallel: one a host CPU (this host and CI's have two)
 PARALLEL = 2
-#: a kernel whose run is split in two VMs: every other test of these files goes to the second,
-#: which boots once the first VM of another kernel is done. 6.12 alone runs the side-by-side
-#: comparisons with bpftrace 0.23.2 (9 minutes of its 22 under TCG, 6.1's whole run 13):
-#: split so, the two CPUs finish about together, 3 to 4 minutes sooner
-SPLIT = {"6.12": ("tests/test_tools_023_kernel.py",)}
+#: VMs a kernel's tests are dealt over with --parallel. Under TCG a VM's run is its tests' CPU time
+#: (an idle host at 10eb305: 6.1's 1,097 s, 6.12's 2,069 s with the side-by-side comparisons with
+#: bpftrace 0.23.2, which run on 6.12 only); two VMs each, the longest kernel's first, keep both CPUs
+#: busy to the end, and no run comes near --timeout (6.12 in one VM took 1,658 s, and 1,800+ in CI)
+SHARDS = 2
 
 
-def plan(kernels: list[Kernel], files: list[str], nodes: list[str],
-         parallel: bool) -> list[tuple[Kernel, str, list[str]]]:
-    """The VM runs, in the order they start: (kernel, result directory name, test arguments).
-    Each kernel's first run takes its whole list of files but the half of SPLIT's tests that its
-    second run takes; the second runs come last (with --parallel, after a first run has ended)."""
-    first: list[tuple[Kernel, str, list[str]]] = []
-    second: list[tuple[Kernel, str, list[str]]] = []
-    for kernel in kernels:
-        split = SPLIT.get(kernel.series, ()) if parallel and nodes else ()
-        moved = [n for n in nodes if n.split("::", 1)[0] in split][1::2]
-        if not moved:
-            first.append((kernel, kernel.release, list(files)))
-            continue
-        kept = [f for f in files if f not in split]
-        kept += [n for n in nodes if n.split("::", 1)[0] in split and n not in moved]
-        first.append((kernel, kernel.release, kept))
-        second.append((kernel, f"{kernel.release}+2", moved))
-    # the longest first runs start first: the kernels that are split, then the others
-    split_kernels = {job[0].series for job in second}
-    first.sort(key=lambda job: job[0].series not in split_kernels)
-    return first + second
+class Job(NamedTuple):
+    kernel: Kernel
+    name: str            # the result directory's name: the release, +2 for its second VM
+    tests: list[str]     # the test files (pytest arguments)
+    shard: str = ""      # "I/N": the I-th of every N tests (tests/conftest.py); "": all
+
+
+def plan(kernels: list[Kernel], files: list[str], nodes: list[str], parallel: bool) -> list[Job]:
+    """The VM runs, in the order they start.
+
+    With --parallel, each kernel's tests are dealt over :data:`SHARDS` VMs like cards, in node id
+    order (every other test of every file: the VMs take about equal time, and a file's tests keep
+    their order, so its module fixtures are set up once a VM); 6.12's first, whose tests cost most
+    (the side-by-side tools run on 6.12 alone). Otherwise, or when the host could not collect the
+    tests (``nodes`` empty) or there are fewer tests than VMs, one VM a kernel."""
+    shards = SHARDS if parallel and len(nodes) >= SHARDS else 1
+    jobs = []
+    for kernel in sorted(kernels, key=lambda k: k.series != "6.12") if shards > 1 else kernels:
+        for i in range(1, shards + 1):
+            jobs.append(Job(kernel, kernel.release if i == 1 else f"{kernel.release}+{i}", list(files),
+                            f"{i}/{shards}" if shards > 1 else ""))
+    return jobs
 
 
 def failures(results: list[Result], host_xml: Path | None) -> list[str]:
@@ -155,13 +160,39 @@ def failures(results: list[Result], host_xml: Path | None) -> list[str]:
     return out
 
 
+def run_jobs(jobs: list[Job], run: Callable[[Job], Result], capacity: Callable[[], int]) -> list[Result]:
+    """Run the jobs in their order, at most ``capacity()`` at once (asked again each second: it grows
+    when the host tests end); the results in the jobs' order."""
+    results: dict[int, Result] = {}
+    running: dict[concurrent.futures.Future[Result], int] = {}
+    with concurrent.futures.ThreadPoolExecutor(max(1, len(jobs))) as pool:
+        nxt = 0
+        try:
+            while nxt < len(jobs) or running:
+                while nxt < len(jobs) and len(running) < max(1, capacity()):
+                    running[pool.submit(run, jobs[nxt])] = nxt
+                    nxt += 1
+                done, _ = concurrent.futures.wait(running, timeout=1,
+                                                  return_when=concurrent.futures.FIRST_COMPLETED)
+                for future in done:
+                    results[running.pop(future)] = future.result()
+        except BaseException:       # Ctrl-C, SIGTERM: the pool waits for its threads, which stop now
+            log(f"interrupted: {stop_all()} VM(s) stopped")
+            raise
+    return [results[i] for i in range(len(jobs))]
+
+
+def _terminate(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m tests.vm.run", description=__doc__.split("\n\n")[1],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--kernel", action="append", metavar="SERIES",
                     help="Debian kernel series, e.g. 6.1 or 6.12 (repeatable; default both)")
     ap.add_argument("--timeout", type=float, default=1800,
-                    help="seconds per kernel (default 1800: the Ctrl-C tests interrupt 30 runs under TCG; both kernels and the host suite fit CI's 90 min)")
+                    help="seconds per VM (default 1800; a VM's share of the tests takes 500 to 1,100 s)")
     ap.add_argument("--tcg", choices=["single", "multi"], default=TCG,
                     help=f"QEMU's TCG threading (default {TCG}: see harness.TCG for why)")
     ap.add_argument("--parallel", action=argparse.BooleanOptionalAction, default=None,
@@ -169,6 +200,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=REPO / "build" / "vm", help="result directory")
     ap.add_argument("--host-xml", type=Path, default=None,
                     help="host pytest junit xml for the matrix's host column (default OUT/host.xml)")
+    ap.add_argument("--host-done", type=Path, default=None, metavar="FILE",
+                    help="the host tests run beside: one VM at a time until FILE exists, then --parallel's "
+                         "two (./dev.sh test writes it when its host tests end)")
     ap.add_argument("pytest_args", nargs="*", help="after --: extra pytest arguments")
     args = ap.parse_args(argv)
     if args.pytest_args[:1] == ["--"]:  # argparse keeps a second "--"
@@ -177,6 +211,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.parallel is None:
         args.parallel = args.tcg == "single"
     out = args.out.resolve()
+    parent = os.getppid()
+    signal.signal(signal.SIGTERM, _terminate)     # ./dev.sh test stops us so when it is interrupted
 
     try:
         nodes = kernel_test_nodes(args.pytest_args)
@@ -197,17 +233,23 @@ def main(argv: list[str] | None = None) -> int:
 
     jobs = plan(kernels, files, nodes, args.parallel)
 
-    def run(job: tuple[Kernel, str, list[str]]) -> Result:
-        kernel, name, tests = job
-        return run_kernel(kernel, out / name, args.pytest_args + tests, args.timeout, args.tcg)
+    def run(job: Job) -> Result:
+        return run_kernel(job.kernel, out / job.name, args.pytest_args + job.tests, args.timeout, args.tcg,
+                          job.shard)
 
-    if args.parallel:
+    if args.host_done is not None:
+        log(f"beside the host tests: one VM at a time until {args.host_done} exists, then {PARALLEL}")
+    width = PARALLEL if args.parallel else 1
+
+    def capacity() -> int:
         # Under single-threaded TCG a VM keeps one host CPU busy: two VMs side by side, each with a
-        # CPU to itself, the jobs taken in plan()'s order (README's "Kernel VM tests": figures).
-        with concurrent.futures.ThreadPoolExecutor(min(len(jobs), PARALLEL) or 1) as pool:
-            results = list(pool.map(run, jobs))
-    else:
-        results = [run(job) for job in jobs]
+        # CPU to itself; while the host tests run (they keep about one CPU busy), one
+        return 1 if args.host_done is not None and not args.host_done.exists() else width
+
+    results = run_jobs(jobs, run, capacity)
+    if args.host_done is not None:
+        while not args.host_done.exists() and os.getppid() == parent:
+            time.sleep(1)      # the host tests' junit makes the matrix's last column
     for r in results:
         explain(r)
 

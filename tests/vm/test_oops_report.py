@@ -67,3 +67,49 @@ def test_failures_are_written_as_they_happen(tmp_path: Path):
     text = out.read_text()
     assert f"=== tests/vm/{test.name}::test_fails (call) ===" in text
     assert "the answer moved" in text and "test_passes" not in text
+
+
+def test_an_interrupted_runner_leaves_no_vm_behind(tmp_path: Path):
+    """vng starts a session of its own, so a signal to the runner never reaches QEMU: the runner
+    stops its VMs itself when it is interrupted (SIGTERM, as ./dev.sh test sends on Ctrl-C)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    repo = Path(__file__).resolve().parents[2]
+    out = tmp_path / "out"
+    runner = subprocess.Popen([sys.executable, "-m", "tests.vm.run", "--kernel", "6.1", "--out", str(out),
+                               "--", "tests/vm/guest_sleep.py"], cwd=repo, stdin=subprocess.DEVNULL,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+    def qemus() -> list[int]:
+        """The QEMUs whose command line names ``out`` (their --rwdir)."""
+        found = []
+        for proc in Path("/proc").glob("[0-9]*"):
+            try:
+                argv = (proc / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if argv and argv[0].endswith(b"qemu-system-x86_64") and any(str(out).encode() in a for a in argv):
+                found.append(int(proc.name))
+        return found
+
+    try:
+        deadline = time.monotonic() + 300
+        while not any(out.glob("*/started")):
+            assert runner.poll() is None and time.monotonic() < deadline, runner.stdout.read() if runner.stdout else ""
+            time.sleep(0.5)
+        assert qemus(), "the VM is not running"
+        runner.send_signal(signal.SIGTERM)
+        output, _ = runner.communicate(timeout=60)
+    finally:
+        if runner.poll() is None:
+            runner.terminate()
+            runner.wait(60)
+        for pid in qemus():     # what the runner left (the test failed): not left to the next test
+            os.kill(pid, signal.SIGKILL)
+    assert runner.returncode == 128 + signal.SIGTERM, output
+    assert "interrupted: 1 VM(s) stopped" in output, output
+    assert qemus() == [], "QEMU outlived its runner"
