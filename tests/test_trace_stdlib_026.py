@@ -205,3 +205,22 @@ def test_write_user_errors() -> None:
         p = pycore(script, "--dry-run", *args)
         assert p.returncode != 0 and "Traceback" not in p.stderr, p.stderr
         assert want in p.stderr.splitlines()[0], p.stderr
+
+
+def test_str_of_a_string_cut_at_n() -> None:
+    """``str(s, n)`` of a string (0.23.2 refused it: "str() expects an integer or a pointer type"):
+    bpftrace 0.26 reads n bytes with the NUL, n - 1 characters, and folds a literal's to n characters;
+    the bytes after the cut are NULs, so the cut string is one map key; ``str($1, n)`` is 0.23.2's
+    n - 1 characters."""
+    require_root()
+    p = pycore('BEGIN { $s = "hello"; @m = "abcdefghijklmnopqrstuvwxyz0123456789"; '
+               'printf("%s|%s|%s|%s|%s|%s|%s\\n", str("hello", 3), str($s, 3), $s, str(@m, 20), str($s, 0), '
+               'str($s, 99), str($1, 3)); '
+               '@k[str($s, 4)] = count(); @k[str("hel", 9)] = count(); @k[str("help", 3)] = count(); '
+               'delete(@m); exit(); }', "-q", "hello")
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.splitlines()[0] == "hel|he|hello|abcdefghijklmnopqrs||hello|he", p.stdout
+    assert "@k[hel]: 3" in p.stdout, p.stdout
+    bad = pycore('BEGIN { $n = 2; printf("%s\\n", str(comm, $n)); }', "--dry-run")
+    assert bad.returncode != 0 and "Traceback" not in bad.stderr, bad.stderr
+    assert "str(string, n) cuts a string at a constant length n" in bad.stderr.splitlines()[0], bad.stderr

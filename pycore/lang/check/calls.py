@@ -128,6 +128,13 @@ class Calls(State):
                 t = c.types[id(args[0])] = Str(min(size, self.config.max_strlen))
                 return t if len(args) == 1 else Str(max(1, min(t.size, self.constant(c, args[1]))))
             t = self.expr(c, args[0])
+            if isinstance(t, Str) and len(args) == 2:
+                # a string cut short: bpftrace 0.26 reads n bytes with the NUL (n - 1 characters), and
+                # folds a literal's to n characters (fold_literals.cpp); 0.23.2 refused both
+                if _is_runtime(args[1]):
+                    raise self.error(args[1], "str(string, n) cuts a string at a constant length n")
+                n = self.constant(c, args[1]) + isinstance(args[0], A.Str)
+                return Str(max(1, min(t.size, n)))
             if isinstance(t, Str):
                 return t
             if not isinstance(t, (Int, Ptr)):

@@ -35,6 +35,15 @@ class Strings(State):
         e.mov_imm(3, 0)
         e.call("probe_read_kernel")
 
+    def cut_words(self, dst: int, size: int, end: int = 0) -> None:
+        """A string copied by whole words, cut at ``size`` bytes: NULs from scratch[dst+size-1] to the
+        end of its word (or on to ``end``'s), so that the cut string is one map key whatever followed
+        the cut in its source."""
+        for i in range(size - 1, _align8(size)):
+            self.e.st(1, 8, dst + i, 0)
+        if _align8(size) < _align8(end):
+            self.zero(dst + _align8(size), _align8(end) - _align8(size))
+
     def copy_words(self, base: int, off: int, dst: int, nbytes: int) -> None:
         """scratch[dst:dst+nbytes] = nbytes (rounded up to words) at register ``base`` + ``off``: a
         variable's home (base r8, the scratch region) or a map value (base r0). More than ZERO_STORES
@@ -347,7 +356,7 @@ class Strings(State):
         if self._is_tuple_field(node):
             self.copy_tuple_element(node, dst, size)
             if size < _align8(t.size) and not is_aggregate(t):
-                e.st(1, 8, dst + size - 1, 0)
+                self.cut_words(dst, size)
             return
         if is_aggregate(t) and not isinstance(node, A.Var):
             self.aggregate_into(node, dst, min(size, t.size))
@@ -376,7 +385,7 @@ class Strings(State):
         if isinstance(node, A.Var):
             self.copy_words(8, self.vars_get(node), dst, min(t.size, size))
             if size < _align8(t.size):
-                e.st(1, 8, dst + size - 1, 0)
+                self.cut_words(dst, size)
             return
         if isinstance(node, A.MapRef):
             m = self.layout.maps["@" + node.name]
@@ -561,6 +570,9 @@ class Strings(State):
         at = self.t(arg)
         if isinstance(at, Str):
             self.string_into(arg, dst, size)
+            cut = self.t(node).size     # str(s, n): n bytes with the NUL
+            if cut < min(size, at.size):
+                self.cut_words(dst, cut, min(size, at.size))
             return
         limit = min(size, self.t(node).size)     # str(x, 5) read into a longer place: still 4 characters
         if len(node.args) == 2 and not isinstance(node.args[1], (A.Int, A.Positional)):
