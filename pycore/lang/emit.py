@@ -103,6 +103,17 @@ class Emitter(Assembler):
     def ja(self, target: Label) -> None:
         self.emit(B.ja(target))
 
+    def test(self, operation: str, dst: int, src: int, *, imm: bool = True) -> None:
+        """r0 = 1 if ``dst operation src`` (an immediate, or with imm=False a register) else 0: a
+        comparison's value, ``!``, and a helper's 0-on-success as a bool (delete(), write_user())."""
+        yes, done = self.label(), self.label()
+        (self.jmp_imm if imm else self.jmp_reg)(operation, dst, src, yes)
+        self.mov_imm(0, 0)
+        self.ja(done)
+        self.place(yes)
+        self.mov_imm(0, 1)
+        self.place(done)
+
     def call(self, helper: str) -> None:
         self.emit(B.call(Helper[helper]))
 

@@ -154,7 +154,7 @@ class Script:
         self._ending = False           # END is running: its output counts again
         self.lost = 0
         self._boot_ns: int | None = None   # the wall clock time at boot, for strftime()
-        self._printers: dict[int, Callable[[bytes], str] | None] = {}   # action index -> fast printf
+        self._printers: dict[int, tuple[Callable[[bytes], str], bool] | None] = {}   # action -> poll()'s fast path
         self._printf_events: dict[int, Callable[[bytes], Event] | None] = {}   # action index -> fast Event
         self._usernames: dict[int, str] = {}
 
@@ -515,22 +515,29 @@ class Script:
                 if fast is False:
                     fast = printers[idx] = self._printer(actions[idx])
                 if fast is not None:
-                    if not self.exited or self._ending:
-                        printf(fast(data))
-                    return
-                if text is not None and actions[idx].tag == TAG_TIME:    # as decode() makes it
-                    if not self.exited or self._ending:
-                        text(time.strftime(actions[idx].text, time.localtime()))
-                    return
+                    make, timed = fast
+                    sink = text if timed else printf
+                    if sink is not None:
+                        if not self.exited or self._ending:
+                            sink(make(data))
+                        return
             for ev in self.decode(data):
                 handle(ev)
 
         self.ring().poll(one, timeout, until)
         return n
 
-    def _printer(self, a: Action) -> Callable[[bytes], str] | None:
-        """A printf action's record -> text in one struct read and a compiled format; None for the
-        general path (other actions, arguments other than integers, pointers and strings)."""
+    def _printer(self, a: Action) -> tuple[Callable[[bytes], str], bool] | None:
+        """(record -> text, whether it is time()'s) for :meth:`poll`'s fast path: a printf's in one
+        struct read and a compiled format, time()'s as :meth:`decode` makes it; None for the general
+        path (other actions, printf arguments other than integers, pointers and strings)."""
+        if a.tag == TAG_TIME:
+            fmt_time = a.text
+
+            def now(data: bytes) -> str:
+                return time.strftime(fmt_time, time.localtime())
+
+            return now, True
         parts = self._printf_parts(a)
         if parts is None:
             return None
@@ -539,7 +546,7 @@ class Script:
         def text(data: bytes) -> str:
             return fmt(values(data))
 
-        return text
+        return text, False
 
     def event_fast(self, data: bytes) -> Event | None:
         """The Event of a printf record whose arguments are integers, pointers and strings, as

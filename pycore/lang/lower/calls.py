@@ -459,13 +459,7 @@ class Calls(State):
             e.ld_map(1, self.fds[m.name])
             self._ptr(2, key)
             e.call("map_delete_elem")
-            deleted, done = e.label(), e.label()
-            e.jmp_imm("jeq", 0, 0, deleted)
-            e.mov_imm(0, 0)
-            e.ja(done)
-            e.place(deleted)
-            e.mov_imm(0, 1)
-            e.place(done)
+            e.test("jeq", 0, 0)
             return
         if n == "find":         # one lookup; when there, the assignment the checker made ($v = @m[k]) from it
             ref = node.args[0]

@@ -79,13 +79,7 @@ class Exprs(State):
             elif node.op == "~":
                 e.alu_imm("xor", 0, -1)
             elif node.op == "!":
-                yes, done = e.label(), e.label()
-                e.jmp_imm("jeq", 0, 0, yes)
-                e.mov_imm(0, 0)
-                e.ja(done)
-                e.place(yes)
-                e.mov_imm(0, 1)
-                e.place(done)
+                e.test("jeq", 0, 0)
         elif isinstance(node, A.Ternary):
             other, done = e.label(), e.label()
             self.scalar(node.cond)
@@ -167,13 +161,7 @@ class Exprs(State):
         if op in ("==", "!=", "<", "<=", ">", ">="):
             jmp = {"==": "jeq", "!=": "jne", "<": "jslt" if signed else "jlt", "<=": "jsle" if signed else "jle",
                    ">": "jsgt" if signed else "jgt", ">=": "jsge" if signed else "jge"}[op]
-            yes, done = e.label(), e.label()
-            e.jmp_reg(jmp, 0, 1, yes)
-            e.mov_imm(0, 0)
-            e.ja(done)
-            e.place(yes)
-            e.mov_imm(0, 1)
-            e.place(done)
+            e.test(jmp, 0, 1, imm=False)
             return
         if isinstance(lt, Ptr) and op in ("+", "-") and isinstance(rt, Int):
             self.scale(1, self.step(lt))
@@ -235,13 +223,7 @@ class Exprs(State):
         elif n == "usermode":   # bpftrace 0.24: the pt_regs' code segment is a user one (x86-64)
             e.ldx(8, 0, 9, REGS["cs"])
             e.alu_imm("and", 0, 3)
-            yes, done = e.label(), e.label()
-            e.jmp_imm("jeq", 0, 3, yes)
-            e.mov_imm(0, 0)
-            e.ja(done)
-            e.place(yes)
-            e.mov_imm(0, 1)
-            e.place(done)
+            e.test("jeq", 0, 3)
         elif n == "elapsed":
             e.call("ktime_get_ns")
             e.mov_reg(6, 0)

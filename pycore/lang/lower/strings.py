@@ -174,13 +174,7 @@ class Strings(State):
         e.alu_imm("add", 2, a)
         e.mov_imm(3, self._const(call.args[2]))
         e.call("probe_write_user")
-        wrote, done = e.label(), e.label()
-        e.jmp_imm("jeq", 0, 0, wrote)
-        e.mov_imm(0, 0)
-        e.ja(done)
-        e.place(wrote)
-        e.mov_imm(0, 1)
-        e.place(done)
+        e.test("jeq", 0, 0)
 
     def inet_into(self, node: A.Expr, dst: int) -> None:
         """scratch[dst:dst+24] = an inet value: the address family, then the address bytes (bpftrace's
