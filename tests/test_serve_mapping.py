@@ -125,6 +125,19 @@ def test_clashing_names_are_left_out_with_a_note():
     assert any(n.startswith("@keys: not exported: its pycore_script_map_keys") for n in notes)
 
 
+def test_tseries_map_left_out_with_a_note():
+    """A tseries() map is a time series already: not exported, and a note says so and what to do."""
+    from pycore.lang.metrics import metric_plans
+    from pycore.lang.runtime import Script
+
+    script = Script('BEGIN { @ts = tseries(1, 1s, 10, "sum"); @n = count(); }')
+    script.check()
+    plans, notes = metric_plans(script, "s")
+    assert [p.map_name for p in plans] == ["@n"]
+    assert notes == ["@ts: a tseries() map is not exported (Prometheus keeps the series: export the value as "
+                     "a map, @m = v, and let it scrape)"]
+
+
 @FUZZ
 @given(st.integers(1, 6), st.integers(1, 3), st.data())
 def test_per_cpu_sums_numpy_and_python(ncpus, words, data):

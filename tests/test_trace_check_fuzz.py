@@ -44,6 +44,7 @@ STATEMENTS = ["$x = {v};", "$t = {v};", "@m = {v};", "@m[{v}] = count();", "@h =
               "$x = strncmp({v}, {v}, 2);", "$x = strcontains({v}, {v});", "time(\"%H\");", "join({v});",
               "$x = strstr({v}, {v});", "$x = strlen({v}) + strcap({v});", "$x = is_str({v}) + is_ptr({v});",
               "@a = avg({v}); @n = min({v}); @x2 = max({v});", "zero(@m);", "exit();",
+              "@ts = tseries({v}, 100ms, 5);", "@tk[{v}] = tseries({v}, 1s, 3, \"max\");",
               # for loops (bpftrace 0.21, 0.24): callbacks, the script's variables through the caller's frame
               "for ($kv : @m) {{ $x = {v}; }}", "for ($i : 0..{v}) {{ $x = $i + {v}; }}",
               "for ($kv : @m) {{ for ($i : 1..3) {{ printf(\"%d\\n\", {v}); if ($i) {{ break; }} }} }}"]

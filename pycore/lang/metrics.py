@@ -249,6 +249,10 @@ def metric_plans(script: Script, name: str) -> tuple[list[MapMetric], list[str]]
             mtype = "summary"
         elif kind in ("hist", "lhist"):
             mtype = "histogram"
+        elif kind == "tseries":
+            notes.append(f"{map_name}: a tseries() map is not exported (Prometheus keeps the series: export "
+                         f"the value as a map, @m = v, and let it scrape)")
+            continue
         elif kind == "int" and (isinstance(m.value, Int) and not m.value.display or isinstance(m.value, Ptr)):
             mtype = "gauge"     # a pointer value too, as before maps kept pointers' types: its address
         elif kind == "str" or (kind == "int" and isinstance(m.value, (Int, Str))):

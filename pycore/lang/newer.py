@@ -26,7 +26,6 @@ _SYNTAX: list[tuple[re.Pattern[str], str, str]] = [(re.compile(p, re.M), what, v
 
 #: Functions of later bpftraces: name -> (what it is, version).
 _FUNCTIONS: dict[str, tuple[str, str]] = {
-    "tseries": ("tseries()", "0.24"),
     "dw_ustack": ("dw_ustack()", "0.26"),
     # the standard library's compile-time helpers and the type queries they use (0.25)
     "typeof": ("typeof()", "0.25"),

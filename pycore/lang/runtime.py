@@ -21,6 +21,7 @@ import sys
 import time
 
 from pycore.lang import ast as A
+from pycore.lang.check.records import BUCKETED
 from pycore.lang.checker import AGGREGATES, Checked, Checker, MapInfo
 from pycore.lang.codegen import (TAG_CAT, TAG_CLEAR, TAG_EXIT, TAG_JOIN, TAG_PRINT_MAP,
                                   TAG_PRINT_VALUE, TAG_PRINTF, TAG_SYSTEM, TAG_TIME, TAG_ZERO, TAG_HELPER_ERROR, Action,
@@ -41,7 +42,8 @@ __all__ = ["Script", "Event", "Compiled", "DEFAULT_MAP_KEYS"]
 
 DEFAULT_MAP_KEYS = 4096           # bpftrace's BPFTRACE_MAP_KEYS_MAX
 # bytes per value of each aggregation: min/max keep [value, set], avg/stats [count, total]
-_VALUE_SIZES = {"count": 8, "sum": 8, "min": 16, "max": 16, "avg": 16, "stats": 16, "hist": 8, "lhist": 8}
+_VALUE_SIZES = {"count": 8, "sum": 8, "min": 16, "max": 16, "avg": 16, "stats": 16, "hist": 8, "lhist": 8,
+                "tseries": 24}
 RING_SIZE = 1 << 21
 _U64 = struct.Struct("<Q")
 MAP_HASH, MAP_ARRAY, MAP_PERCPU_HASH, MAP_PERCPU_ARRAY, MAP_STACK_TRACE, MAP_RINGBUF = 1, 2, 5, 6, 7, 27
@@ -277,7 +279,7 @@ class Script:
         fds: dict[str, int] = {}
         for m in self.layout.maps.values():
             kind = m.kind
-            key_size = m.key_size + (8 if kind in ("hist", "lhist") else 0)
+            key_size = m.key_size + (8 if kind in BUCKETED else 0)
             value_size = _VALUE_SIZES.get(kind) or (width(m.value) if m.value is not None else 8)
             map_type = MAP_PERCPU_HASH if kind in AGGREGATES else MAP_HASH
             if m.decl is not None:      # its declaration's kind (checked against its use) and size
@@ -907,18 +909,25 @@ class Script:
             if vals is None or any(v is None for v in vals):
                 continue
             raw = bytes(kb[:m.key_size])
-            if hist:
+            if hist or m.kind == "tseries":
                 bucket = struct.unpack_from("<Q", kb, m.key_size)[0]
                 entry = out.get(raw)
                 if entry is None:
                     entry = out[raw] = (self._key(kb, m), {})
-                entry[1][bucket] = sum(struct.unpack_from("<Q", v)[0] for v in vals)
+                if hist:
+                    entry[1][bucket] = sum(struct.unpack_from("<Q", v)[0] for v in vals)
+                else:           # {epoch: value}: each bucket's latest epoch
+                    reduced = tseries_bucket(vals, m.tseries[2], m.value.signed)  # type: ignore[index,union-attr]
+                    if reduced is not None:
+                        entry[1][reduced[0]] = reduced[1]
                 continue
             out[raw] = (self._key(kb, m), self._combine(m, vals))
         if not out and m.kind == "count" and not m.keys:
             # bpftrace keeps a key-less count() in a one-slot per-CPU array: it is there from the start,
             # and clear() or delete() zero it, so it prints as @c: 0 (0.17 and 0.23.2 alike)
             return [((), 0)]
+        if m.kind == "tseries":     # bpftrace 0.26 prints them in its std::map's order: the key's bytes
+            return [out[raw] for raw in sorted(out)]
         return list(out.values())
 
     def _key(self, kb: bytes, m: MapInfo) -> tuple:
@@ -962,7 +971,8 @@ class Script:
         m = self.layout.maps[name]
         value_type = m.value if m.kind in ("int", "str") else None
         return {"lhist": m.lhist, "key_types": list(m.keys or ()), "value_type": value_type, "keyed": bool(m.keys),
-                "k": m.log2_k}
+                "k": m.log2_k, "tseries": m.tseries and (m.tseries[0], m.tseries[1], tai_to_realtime(),
+                                          getattr(m.value, "signed", True))}
 
     def map_text(self, name: str, top: int = 0, div: int = 0) -> str:
         from pycore.lang import output as O
@@ -1017,6 +1027,49 @@ class _LazyStackMaps(dict):
 
 def _cstr(raw: bytes) -> str:
     return raw.split(b"\0", 1)[0].decode("utf-8", "replace")
+
+
+def tseries_bucket(vals: list[bytes], agg: str, signed: bool) -> tuple[int, int] | None:
+    """(epoch, value) of one tseries bucket from its per-CPU [value, meta, epoch]s, as bpftrace 0.26
+    reduces them (util/tseries.cpp): the latest epoch's, the CPUs' values of that epoch combined (the
+    most recently set for no aggregation, by meta's time); None when no CPU has set it."""
+    fmt = "<qqQ" if signed else "<QQQ"
+    by_epoch: dict[int, list[int]] = {}
+    for v in vals:
+        val, meta, epoch = struct.unpack_from(fmt, v)
+        if epoch == 0:
+            continue
+        cur = by_epoch.get(epoch)
+        if cur is None:
+            by_epoch[epoch] = [val, meta]
+        elif agg == "":
+            if meta > cur[1]:
+                cur[0], cur[1] = val, meta
+        elif agg in ("sum", "avg"):
+            cur[0] += val
+            cur[1] += meta
+        else:
+            cur[0] = (min if agg == "min" else max)(cur[0], val)
+    if not by_epoch:
+        return None
+    epoch = max(by_epoch)
+    val, meta = by_epoch[epoch]
+    if agg == "avg":
+        q = abs(val) // meta if meta else 0      # C's division, toward zero
+        val = q if val >= 0 else -q
+    bits = 1 << 64
+    val %= bits
+    if signed and val >= bits >> 1:
+        val -= bits
+    return epoch, val
+
+
+def tai_to_realtime() -> int:
+    """CLOCK_TAI less CLOCK_REALTIME, in ns: a tseries interval's TAI start as a wall clock time. The
+    kernel keeps it in whole seconds (its TAI offset: 0, or 37 where NTP set it): rounded so, as the
+    two readings are a few hundred ns apart."""
+    diff = time.clock_gettime_ns(time.CLOCK_TAI) - time.time_ns()
+    return round(diff / 1e9) * 10**9
 
 
 def _map_name(name: str) -> str:

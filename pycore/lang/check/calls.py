@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from pycore.lang import ast as A
-from pycore.lang.check.records import AGGREGATES, Checked, MapInfo
+from pycore.lang.check.records import AGGREGATES, PRINT_ONLY, Checked, MapInfo
 from pycore.lang.check.state import State
 from pycore.lang.errors import close_matches
 from pycore.lang.types import (BOOL, INT64, STRING_SIZE, UINT64, USYM, Array, Bool, Buffer, Inet, Int, Mac, Ptr, Record, Stack,
@@ -64,7 +64,7 @@ class Calls(State):
                 raise self.error(e, "print() takes a map or a value")
             a0 = args[0]
             m = self.maps.get("@" + a0.name) if isinstance(a0, A.MapRef) and a0.keys else None
-            if m is not None and m.kind in ("hist", "lhist", "stats"):     # bpftrace 0.23.2's refusal
+            if m is not None and m.kind in PRINT_ONLY:     # bpftrace 0.23.2's refusal
                 raise self.error(a0, f"Map type {m.kind}_t cannot print the value of individual keys. You must "
                                      f"print the whole map.")
             if isinstance(a0, A.MapRef) and not a0.keys:

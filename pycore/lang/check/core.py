@@ -7,7 +7,7 @@ from __future__ import annotations
 from pycore.lang import ast as A
 from pycore.lang.check.builtins import Builtins, _BUILTIN_TYPES
 from pycore.lang.check.calls import Calls
-from pycore.lang.check.records import AGGREGATES, READ_AGGREGATES, USER_PROBES, Checked, MapInfo
+from pycore.lang.check.records import AGGREGATES, PRINT_ONLY, READ_AGGREGATES, USER_PROBES, Checked, MapInfo
 from pycore.lang.check.state import State
 from pycore.lang.check.types import Types, _C_INTS
 from pycore.lang.errors import MapNotTypedYet, close_matches
@@ -326,7 +326,7 @@ class Checker(Types, Builtins, Calls, State):
                                  self.filename, self.source)
         if not m.keys:
             raise self.error(e, "Maps used as for-loop expressions must have keys to iterate over")
-        if m.kind in ("hist", "lhist", "stats"):
+        if m.kind in PRINT_ONLY:
             raise self.error(e, f"Loop expression does not support type: {m.kind}_t")
         key = m.keys[0] if len(m.keys) == 1 else tuple_type(m.keys)
         if m.kind in READ_AGGREGATES:
@@ -547,7 +547,9 @@ class Checker(Types, Builtins, Calls, State):
 
     def aggregate(self, c: Checked, call: A.Call, m: MapInfo) -> None:
         n = call.name
-        want = {"count": 0, "sum": 1, "min": 1, "max": 1, "avg": 1, "stats": 1, "hist": 1, "lhist": 4}[n]
+        want = {"count": 0, "sum": 1, "min": 1, "max": 1, "avg": 1, "stats": 1, "hist": 1, "lhist": 4, "tseries": 3}[n]
+        if n == "tseries" and len(call.args) == 4:      # bpftrace 0.24: tseries(v, interval, n[, agg])
+            want = 4
         if n == "hist" and len(call.args) == 2:    # bpftrace 0.20: hist(v, k), 2**k buckets per power of 2
             k = self.constant(c, call.args[1])
             if not 0 <= k <= 5:
@@ -573,7 +575,37 @@ class Checker(Types, Builtins, Calls, State):
             if m.lhist and m.lhist != (lo, hi, step):
                 raise self.error(call, f"{m.name}: lhist bounds differ from elsewhere")
             m.lhist = (lo, hi, step)
+        if n == "tseries":
+            self.tseries(c, call, m)
+            return
         self.map_value(call, m, n, None)
+        c.types[id(call)] = Void()
+
+    def tseries(self, c: Checked, call: A.Call, m: MapInfo) -> None:
+        """tseries(v, interval_ns, num_intervals[, agg]) (bpftrace 0.24): the value kept in the bucket of
+        its interval, the last num_intervals intervals; bpftrace 0.26's checks and words."""
+        interval, num = (self.constant(c, a) for a in call.args[1:3])
+        if interval <= 0:
+            raise self.error(call, f"tseries() interval_ns must be >= 1 ({interval} provided)")
+        if num <= 0:
+            raise self.error(call, f"tseries() num_intervals must be >= 1 ({num} provided)")
+        if num > 1000000:
+            raise self.error(call, f"tseries() num_intervals must be < 1000000 ({num} provided)")
+        agg = ""
+        if len(call.args) == 4:
+            if not isinstance(call.args[3], A.Str):
+                raise self.error(call.args[3], "tseries() takes its aggregation function as a string literal")
+            agg = call.args[3].value
+            if agg not in ("avg", "max", "min", "sum"):
+                raise self.error(call, "tseries() expects one of the following aggregation functions: avg, max, "
+                                       f"min, sum (\"{agg}\" provided)")
+        if m.tseries and m.tseries != (interval, num, agg):
+            raise self.error(call, "Different tseries bounds in a single map unsupported")
+        value = c.types[id(call.args[0])]
+        signed = isinstance(value, Int) and value.signed or isinstance(m.value, Int) and m.value.signed
+        m.tseries = (interval, num, agg)
+        self.map_value(call, m, "tseries", None)
+        m.value = Int(8, signed)    # as the values are reduced and printed: int64 or uint64
         c.types[id(call)] = Void()
 
     # -- expressions -----------------------------------------------------------------------
@@ -629,7 +661,7 @@ class Checker(Types, Builtins, Calls, State):
             self.map_use(e, keys)
             if m.kind == "str":
                 return m.value or Str()
-            if m.kind in ("hist", "lhist", "stats"):
+            if m.kind in PRINT_ONLY:
                 raise self.error(e, f"{name} is a {m.kind}: it can be printed, not read as a value")
             return m.value if isinstance(m.value, (Int, Stack, Ptr)) else INT64
         if isinstance(e, A.Binary):

@@ -11,7 +11,11 @@ from pycore.record import field, record
 
 
 # value kinds of maps filled by aggregation functions
-AGGREGATES = ("count", "sum", "min", "max", "avg", "stats", "hist", "lhist")
+AGGREGATES = ("count", "sum", "min", "max", "avg", "stats", "hist", "lhist", "tseries")
+# those whose values are kept in buckets, the bucket's number after the key (8 bytes)
+BUCKETED = ("hist", "lhist", "tseries")
+# those that print but never read as a value, nor print one key's (bpftrace's refusals)
+PRINT_ONLY = ("hist", "lhist", "stats", "tseries")
 # those whose maps read as a number in an expression, as in bpftrace 0.21+: combined over the CPUs
 # (an avg's total / count); stats, hist and lhist maps are refused there
 READ_AGGREGATES = ("count", "sum", "min", "max", "avg")
@@ -26,6 +30,7 @@ class MapInfo:
     kind: str = ""                             # "int", "str", or one of AGGREGATES
     value: Type | None = None                  # for "int"/"str"
     lhist: tuple[int, int, int] | None = None  # (min, max, step)
+    tseries: tuple[int, int, str] | None = None   # (interval_ns, num_intervals, agg: "" or avg/max/min/sum)
     log2_k: int = 0                            # hist(v, k): 2**k buckets per power of 2 (bpftrace 0.20)
     pos: A.Pos | None = None
     decl: A.MapDecl | None = None              # its declaration (let @m = lruhash(N)), if any

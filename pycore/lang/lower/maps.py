@@ -334,8 +334,89 @@ class Maps(State):
             one = self.f.slot()
             e.st(8, 10, one, 1)
             self._add_at(m, key, [(0, one)])
+        elif n == "tseries":
+            self.tseries(ref, m, v)
         else:
             raise self.error(call, f"{n}() is not supported here")
+
+    def tseries(self, ref: A.MapRef, m: MapInfo, v: int) -> None:
+        """@m[k] = tseries(stack[v], interval, num[, agg]) (bpftrace 0.24), as upstream's codegen: the
+        interval's number (epoch) is software TAI nanoseconds / interval, its bucket epoch % num after
+        the key; the bucket's value is [value, meta, epoch], per CPU. A bucket last set in an earlier
+        epoch starts again (for an aggregation); meta is the time of the last value (none), whether a
+        value is set (min, max) or how many were added (avg). User space keeps each bucket's latest
+        epoch over the CPUs (runtime.tseries_buckets)."""
+        e = self.e
+        interval, num, agg = m.tseries  # type: ignore[misc]
+        now, epoch = self.f.slot(), self.f.slot()
+        e.call("ktime_get_boot_ns")
+        from pycore.lang.lower.calls import tai_offset
+
+        e.ld_imm64(1, tai_offset())
+        e.alu_reg("add", 0, 1)
+        e.stx(8, 10, now, 0)
+        e.ld_imm64(1, interval)
+        e.alu_reg("div", 0, 1)
+        e.stx(8, 10, epoch, 0)
+        key = self.key(ref, m, extra=8)
+        e.ldx(8, 0, 10, epoch)
+        e.ld_imm64(1, num)
+        e.alu_reg("mod", 0, 1)
+        e.stx(8, 8, key + m.key_size, 0)
+        fresh = self.f.slot()
+        e.st(8, 10, fresh, 0)
+        self.map_lookup(m, key)
+        have, merge = e.label(), e.label()
+        e.jmp_imm("jne", 0, 0, have)
+        val = self.f.region(24)          # a new bucket: [0, 0, epoch]
+        e.st(8, 8, val, 0)
+        e.st(8, 8, val + 8, 0)
+        e.ldx(8, 1, 10, epoch)
+        e.stx(8, 8, val + 16, 1)
+        e.st(8, 10, fresh, 1)
+        e.mov_reg(0, 8)
+        e.alu_imm("add", 0, val)
+        e.ja(merge)
+        e.place(have)
+        if agg:                          # another epoch's bucket: cleared
+            e.ldx(8, 1, 0, 16)
+            e.ldx(8, 2, 10, epoch)
+            e.jmp_reg("jeq", 1, 2, merge)
+            e.st(8, 0, 0, 0)
+            e.st(8, 0, 8, 0)
+        e.place(merge)
+        e.ldx(8, 1, 10, v)
+        if agg in ("sum", "avg"):
+            e.ldx(8, 2, 0, 0)
+            e.alu_reg("add", 2, 1)
+            e.stx(8, 0, 0, 2)
+            if agg == "avg":
+                e.ldx(8, 2, 0, 8)
+                e.alu_imm("add", 2, 1)
+                e.stx(8, 0, 8, 2)
+        elif agg in ("min", "max"):
+            store, kept = e.label(), e.label()
+            e.ldx(8, 2, 0, 8)
+            e.jmp_imm("jeq", 2, 0, store)
+            e.ldx(8, 2, 0, 0)
+            signed = m.value is not None and getattr(m.value, "signed", True)
+            keep = {("min", True): "jsge", ("min", False): "jge", ("max", True): "jsle", ("max", False): "jle"}
+            e.jmp_reg(keep[(agg, signed)], 1, 2, kept)
+            e.place(store)
+            e.stx(8, 0, 0, 1)
+            e.place(kept)
+            e.st(8, 0, 8, 1)
+        else:                            # the last value, and when it was set
+            e.stx(8, 0, 0, 1)
+            e.ldx(8, 1, 10, now)
+            e.stx(8, 0, 8, 1)
+        e.ldx(8, 1, 10, epoch)
+        e.stx(8, 0, 16, 1)
+        done = e.label()
+        e.ldx(8, 1, 10, fresh)
+        e.jmp_imm("jeq", 1, 0, done)
+        self.map_update(m, key, val, BPF_ANY)
+        e.place(done)
 
     def log2_bucket(self, k: int = 0) -> None:
         """r0 = hist bucket of r0: 0 negative, 1 zero, 2 + floor(log2 v) above; with ``k``, bpftrace's

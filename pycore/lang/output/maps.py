@@ -23,9 +23,10 @@ nothing in json.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from pycore.hist import BAR_WIDTH, render_linear, render_log2
+from pycore.lang.output import tseries as T
 from pycore.lang.output.stdsort import std_sort
 from pycore.lang.output.values import format_key, format_value, is_stack_type, quoted
 
@@ -155,7 +156,8 @@ def _hist_rows(value: Any, kind: str, lhist: tuple[int, int, int] | None, div: i
 
 def format_map(name: str, kind: str, entries: Iterable[Entry] | Mapping[Any, Any], *, keyed: bool | None = None,
                lhist: tuple[int, int, int] | None = None, top: int = 0, div: int = 0,
-               key_types: Sequence[Any] | None = None, value_type: Any = None, k: int = 0) -> str:
+               key_types: Sequence[Any] | None = None, value_type: Any = None, k: int = 0,
+               tseries: tuple[int, int, int, bool] | None = None) -> str:
     """One map as bpftrace's text output prints it: sorted, ``@name[k1, k2]: value`` lines, trailing newline(s).
 
     ``kind`` is the map's aggregation (count, sum, min, max, avg, stats,
@@ -165,8 +167,13 @@ def format_map(name: str, kind: str, entries: Iterable[Entry] | Mapping[Any, Any
     ``{bucket index: count}`` (or a list), stacks lists of frames.
     ``keyed`` is unused (keys say it) and kept for callers that pass it.
     ``k`` is a hist's buckets per power of 2, as 2**k (``hist(v, k)``).
+    ``tseries`` is a tseries map's (interval ns, intervals, CLOCK_TAI - CLOCK_REALTIME ns, signed); its values
+    are ``{epoch: value}``, its entries in the order to print them.
     """
     del keyed
+    if kind == "tseries":
+        return "\n".join(f"{name}{_key_head(key, key_types)}:\n{chart}" for key, chart in
+                         _tseries_charts(entries, tseries, lambda rows: T.render(rows, tseries[3]))) + "\n"
     div = div or 1
     items = sort_entries(kind, entries, key_types=key_types, value_type=value_type)
     if kind == "stats":
@@ -237,7 +244,7 @@ def hist_json(value: Any, kind: str = "hist", lhist: tuple[int, int, int] | None
 def map_json(name: str, kind: str, entries: Iterable[Entry] | Mapping[Any, Any], *,
              lhist: tuple[int, int, int] | None = None, top: int = 0, div: int = 0,
              key_types: Sequence[Any] | None = None, value_type: Any = None, keyed: bool | None = None,
-             k: int = 0) -> str:
+             k: int = 0, tseries: tuple[int, int, int, bool] | None = None) -> str:
     """One map as bpftrace's ``-f json`` line (with its newline), or "" for an empty map as bpftrace.
 
     ``{"type": "map"|"hist"|"stats", "data": {"@name": ...}}``: a keyed map's
@@ -245,6 +252,13 @@ def map_json(name: str, kind: str, entries: Iterable[Entry] | Mapping[Any, Any],
     whether the map has keys when ``entries`` is empty or a scalar's
     ``{(): v}``; by default a map has keys when its entries do.
     """
+    if kind == "tseries":
+        charts = _tseries_charts(entries, tseries, T.json_rows)
+        if not charts:
+            return ""
+        elems = [f"{quoted(','.join(_json_key(key, key_types)))}: {text}" if key else text for key, text in charts]
+        body = "{" + ", ".join(elems) + "}" if charts[0][0] else elems[0]
+        return f'{{"type": "tseries", "data": {{{quoted(name)}: {body}}}}}\n'
     div = div or 1
     items = sort_entries(kind, entries, key_types=key_types, value_type=value_type)
     if not items:
@@ -272,6 +286,21 @@ def map_json(name: str, kind: str, entries: Iterable[Entry] | Mapping[Any, Any],
     kind_name = "hist" if kind in _HISTS else "stats" if kind in _STATS else "map"
     body = "{" + ", ".join(elems) + "}" if has_keys else ", ".join(elems)
     return f'{{"type": "{kind_name}", "data": {{{quoted(name)}: {body}}}}}\n'
+
+
+def _key_head(key: tuple, key_types: Sequence[Any] | None) -> str:
+    return f"[{', '.join(format_key(key, key_types))}]" if key else ""
+
+
+def _tseries_charts(entries: Iterable[Entry] | Mapping[Any, Any], shape: tuple[int, int, int, bool] | None,
+                    draw: Callable[[list[T.Row]], str]) -> list[tuple[tuple, str]]:
+    """(key, drawn series) of each entry of a tseries map, over the epochs the newest of them sets."""
+    if shape is None:
+        raise ValueError("a tseries map needs its (interval, intervals, TAI offset, signed) to be printed")
+    interval, num, tai_off, _ = shape
+    items = _entries(entries)
+    first, last = T.epoch_range([series for _, series in items], num)
+    return [(key, draw(T.rows(series, first, last, interval, tai_off))) for key, series in items]
 
 
 def _json_key(key: tuple, key_types: Sequence[Any] | None) -> list[str]:
