@@ -261,6 +261,20 @@ def test_concurrent_close_names_the_session_not_a_map() -> None:
     assert values and all(v == 1 for v in values), values[-5:]
 
 
+def test_a_closed_scripts_map_is_not_read_as_empty() -> None:
+    """The script under a session, closed: a map read then raises Closed, as a read that a close()
+    overtakes does (its descriptor closed under get_next_key, which then ends like the last key:
+    the concurrent test above once read @n, a count() of 1, as 0)."""
+    s = pycore.trace(IDLE.format(pid=os.getpid()))
+    os.getppid()
+    assert s.script.map_value("@n") == 1
+    s.script.close()
+    for read in (lambda: s.script.map_value("@n"), lambda: s.script.map_text("@n"), lambda: s.script.map_entries("@n")):
+        with pytest.raises(pycore.Closed, match="map @n is closed"):
+            read()
+    s.close()
+
+
 # -- floods: received + lost == emitted -------------------------------------------------------------
 
 def test_trace_flood_received_plus_lost_is_what_the_probe_emitted() -> None:

@@ -27,7 +27,7 @@ from pycore.lang.codegen import (TAG_CAT, TAG_CLEAR, TAG_EXIT, TAG_JOIN, TAG_PRI
                                   TAG_PRINT_VALUE, TAG_PRINTF, TAG_SYSTEM, TAG_TIME, TAG_ZERO, TAG_HELPER_ERROR, Action,
                                   Layout,
                                   generate)
-from pycore.errors import FeatureMissing
+from pycore.errors import Closed, FeatureMissing
 from pycore.lang.errors import MapNotTypedYet, MissingFunction, NoMatch, ProbeError, ScriptFeatureMissing
 from pycore.lang.probes import PROG_RAW_TRACEPOINT, Resolver, Target
 from pycore.lang.types import Array, Bool, Buffer, Enum, Inet, Int, Mac, Ptr, Record, Stack, Str, Timestamp, CgroupPath, Username, Strerror, SignalName, SyscallName, Tuple, Type, width
@@ -894,11 +894,23 @@ class Script:
     # maps
 
     def map_entries(self, name: str) -> list[tuple[tuple, Any]]:
-        """(key tuple, value) of every element of a map, per-CPU values combined."""
+        """(key tuple, value) of every element of a map, per-CPU values combined.
+
+        Raises Closed when the script is closed before or while the map is read: close() from another
+        thread closes the map's descriptor under the reader, whose next get_next_key then fails like
+        the end of the keys, and a scalar count() read as 0, an empty map as no keys, silently."""
         m: MapInfo = self.layout.maps[name]
+        if self._closed:
+            raise Closed(f"map {name}")
         mp = self._maps.get(name)
-        if mp is None:
+        if mp is None:          # not loaded (yet)
             return []
+        out = self._read_entries(m, mp)
+        if self._closed:
+            raise Closed(f"map {name}")
+        return out
+
+    def _read_entries(self, m: MapInfo, mp: Any) -> list[tuple[tuple, Any]]:
         percpu = m.kind in AGGREGATES
         # by the key's bytes: two keys may print alike (usym names, ntop of AF_INET with other
         # bytes behind) and are still two elements, as bpftrace prints them
