@@ -396,10 +396,8 @@ class Calls(State):
             return
         if n == "nsecs":
             clock = node.args[0].name
-            if clock == "sw_tai":   # bpftrace's: boot time plus TAI's distance from it, read when checked
-                e.call("ktime_get_boot_ns")
-                e.ld_imm64(1, tai_offset())
-                e.alu_reg("add", 0, 1)
+            if clock == "sw_tai":
+                self.sw_tai_now()
             else:
                 e.call({"monotonic": "ktime_get_ns", "boot": "ktime_get_boot_ns", "tai": "ktime_get_tai_ns"}[clock])
             return
@@ -490,6 +488,13 @@ class Calls(State):
         if isinstance(t, Str):
             raise self.error(node, f"{n}() is a string here")
         raise self.error(node, f"{n}() has no value")
+
+    def sw_tai_now(self) -> None:
+        """r0 = software TAI nanoseconds (bpftrace's sw_tai): boot time plus TAI's distance from it,
+        read when the script is compiled (nsecs(sw_tai); tseries' intervals)."""
+        self.e.call("ktime_get_boot_ns")
+        self.e.ld_imm64(1, tai_offset())
+        self.e.alu_reg("add", 0, 1)
 
 
 _TAI_OFFSET: list[int] = []

@@ -345,15 +345,11 @@ class Maps(State):
         the key; the bucket's value is [value, meta, epoch], per CPU. A bucket last set in an earlier
         epoch starts again (for an aggregation); meta is the time of the last value (none), whether a
         value is set (min, max) or how many were added (avg). User space keeps each bucket's latest
-        epoch over the CPUs (runtime.tseries_buckets)."""
+        epoch over the CPUs (runtime.tseries_bucket)."""
         e = self.e
         interval, num, agg = m.tseries  # type: ignore[misc]
         now, epoch = self.f.slot(), self.f.slot()
-        e.call("ktime_get_boot_ns")
-        from pycore.lang.lower.calls import tai_offset
-
-        e.ld_imm64(1, tai_offset())
-        e.alu_reg("add", 0, 1)
+        self.sw_tai_now()  # type: ignore[attr-defined]   # (Calls')
         e.stx(8, 10, now, 0)
         e.ld_imm64(1, interval)
         e.alu_reg("div", 0, 1)
