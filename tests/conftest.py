@@ -68,16 +68,18 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Itera
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """In a kernel VM given PYCORE_VM_SHARD=I/N (tests/vm/run.py deals a kernel's tests over N VMs),
-    keep the I-th of every N selected tests, counted in node id order (so that the VMs' shares do not
-    depend on the order the tests run in): each VM runs every other test of every file."""
+    keep the I-th VM's share of the selected tests: tests.vm.durations deals them by the time each
+    took on this kernel (PYCORE_VM_SERIES) before, the same in every VM whatever the tests' order."""
     shard = os.environ.get("PYCORE_VM_SHARD")
     if not shard:
         return
+    from tests.vm import durations
+
     i, n = (int(x) for x in shard.split("/"))
-    rank = {item.nodeid: k for k, item in enumerate(sorted(items, key=lambda item: item.nodeid))}
-    keep = [item for item in items if rank[item.nodeid] % n == i - 1]
-    config.hook.pytest_deselected(items=[item for item in items if rank[item.nodeid] % n != i - 1])
-    items[:] = keep
+    owner = durations.shares([item.nodeid for item in items],
+                             durations.load().get(os.environ.get("PYCORE_VM_SERIES", ""), {}), n)
+    config.hook.pytest_deselected(items=[item for item, vm in zip(items, owner) if vm != i - 1])
+    items[:] = [item for item, vm in zip(items, owner) if vm == i - 1]
 
 
 def pytest_runtest_logstart(nodeid: str, location: tuple) -> None:

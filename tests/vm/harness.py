@@ -223,7 +223,7 @@ GUEST_SH = """\
 cut -d' ' -f1 /proc/uptime >{out}/started
 uname -r >{out}/uname
 cd {repo} || exit 1
-PYCORE_VM_SHARD={shard} PYCORE_VM_KMSG=1 PYCORE_VM_FAILURES={out}/failures.log {python} -m pytest -m kernel -p no:cacheprovider --junitxml={out}/junit.xml {args} >{out}/pytest.log 2>&1
+PYCORE_VM_SHARD={shard} PYCORE_VM_SERIES={series} PYCORE_VM_KMSG=1 PYCORE_VM_FAILURES={out}/failures.log {python} -m pytest -m kernel -p no:cacheprovider --junitxml={out}/junit.xml {args} >{out}/pytest.log 2>&1
 echo $? >{out}/exitcode
 """
 
@@ -282,7 +282,7 @@ def run_kernel(kernel: Kernel, outdir: Path, pytest_args: list[str], timeout: fl
     A kernel report in the console (an oops, BUG, WARNING or panic) fails the run whatever pytest
     said, naming the test that was running and printing the report: never retried, never hidden.
     """
-    return _run_once(kernel, outdir, pytest_args, timeout, tcg)
+    return _run_once(kernel, outdir, pytest_args, timeout, tcg, shard)
 
 
 # the process groups of the VMs running now (vng starts a session of its own: a signal to the runner
@@ -337,7 +337,8 @@ def _run_once(kernel: Kernel, outdir: Path, pytest_args: list[str], timeout: flo
     outdir.mkdir(parents=True)
     (outdir / "guest.sh").write_text(GUEST_SH.format(
         out=shlex.quote(str(outdir)), repo=shlex.quote(str(REPO)),
-        python=shlex.quote(str(VENV_BIN / "python")), args=shlex.join(pytest_args), shard=shlex.quote(shard)))
+        python=shlex.quote(str(VENV_BIN / "python")), args=shlex.join(pytest_args), shard=shlex.quote(shard),
+        series=shlex.quote(kernel.series)))
     result = Result(kernel, outdir)
     log(f"{kernel.release}: booting ({shlex.join(cmd)})")
     t0 = time.monotonic()

@@ -54,8 +54,8 @@ def test_failures_are_listed_last_one_line_each(tmp_path: Path):
     ]
 
 
-def test_plan_deals_each_kernels_tests_over_two_vms(tmp_path: Path):
-    """Each kernel's tests are dealt over two VMs (tests/conftest.py keeps the I-th of every N), 6.12's
+def test_plan_deals_each_kernels_tests_over_vms(tmp_path: Path):
+    """Each kernel's tests are dealt over two VMs (tests/conftest.py keeps each VM's share), 6.12's
     first (the costlier: the side-by-side tools)."""
     k61 = Kernel(series="6.1", release="6.1.0-1-amd64", root=tmp_path)
     k612 = Kernel(series="6.12", release="6.12.1+deb12-amd64", root=tmp_path)
@@ -66,14 +66,39 @@ def test_plan_deals_each_kernels_tests_over_two_vms(tmp_path: Path):
         ("6.12", "6.12.1+deb12-amd64", files, "1/2"), ("6.12", "6.12.1+deb12-amd64+2", files, "2/2"),
         ("6.1", "6.1.0-1-amd64", files, "1/2"), ("6.1", "6.1.0-1-amd64+2", files, "2/2")]
     # one after the other (multi-threaded TCG), with host collection failed, or one test: one VM a kernel
-    for no_split in (plan([k61, k612], files, nodes, parallel=False), plan([k61, k612], [], [], parallel=True),
-                     plan([k61, k612], files[:1], nodes[:1], parallel=True)):
+    for no_split in (plan([k61, k612], files, nodes, parallel=False), plan([k61, k612], [], [], parallel=True)):
         assert [(j.name, j.shard) for j in no_split] == [(k61.release, ""), (k612.release, "")]
+    assert [(j.name, j.shard) for j in plan([k61, k612], files[:1], nodes[:1], parallel=True)] == [
+        (k612.release, ""), (k61.release, "")]
 
 
-def test_shards_deal_every_other_test_of_every_file():
-    """The guest's side (tests/conftest.py): PYCORE_VM_SHARD=I/N keeps the I-th of every N tests the
-    run selected, counted in node id order; the shards together are the selection, each once."""
+def test_shares_longest_first_to_the_least_loaded_vm():
+    """tests.vm.durations.shares: LPT over the recorded times; an unknown test counts as the median."""
+    from .durations import shares
+
+    assert shares(["a", "b", "c", "d"], {"a": 10, "b": 1, "c": 1, "d": 8}, 2) == [0, 1, 1, 1]
+    assert shares(["x", "a", "b"], {"a": 4, "b": 2}, 2) == [1, 0, 1]        # x: the median, 3
+    assert shares(["b", "a", "c"], {}, 3) == [1, 0, 2]                         # no table: by id
+
+
+def test_durations_recorded_from_a_runs_junit(tmp_path: Path):
+    """Each VM run's junit.xml into the table, by the kernel's series (from the result directory) and
+    node id; skipped tests too (they take no time there); what the table had is kept."""
+    from .durations import record
+
+    for name in ("6.12.1+deb12-amd64+2", "6.1.0-1-amd64"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "junit.xml").write_text(JUNIT)
+    table = record(tmp_path, {"6.1": {"tests/test_old.py::test_x": 3.0}})
+    assert sorted(table) == ["6.1", "6.12"]
+    assert table["6.12"]["tests/test_a.py::test_pass"] == 0.1
+    assert table["6.12"]["tests/test_a.py::TestC::test_fb"] == 0.1
+    assert table["6.1"]["tests/test_old.py::test_x"] == 3.0 and "tests/test_a.py::test_skip" in table["6.1"]
+
+
+def test_shards_deal_every_test_of_the_selection_once():
+    """The guest's side (tests/conftest.py): PYCORE_VM_SHARD=I/N keeps the I-th VM's share of the tests
+    the run selected; the shares together are the selection, each test once."""
     import os
     import subprocess
     import sys
@@ -83,18 +108,15 @@ def test_shards_deal_every_other_test_of_every_file():
             "tests/vm/test_matrix.py", "tests/vm/test_oops_report.py", "-k", "not failures_are_listed"]
 
     def collect(shard: str) -> list[str]:
-        env = {k: v for k, v in os.environ.items() if k != "PYCORE_VM_SHARD"}
+        env = {k: v for k, v in os.environ.items() if k not in ("PYCORE_VM_SHARD", "PYCORE_VM_SERIES")}
         if shard:
-            env["PYCORE_VM_SHARD"] = shard
+            env.update(PYCORE_VM_SHARD=shard, PYCORE_VM_SERIES="6.12")
         out = subprocess.run(argv, cwd=repo, env=env, capture_output=True, text=True, check=True).stdout
         return [line for line in out.splitlines() if "::" in line]
 
-    whole, first, second = collect(""), collect("1/2"), collect("2/2")
+    whole, shards = collect(""), [collect(f"{i}/3") for i in (1, 2, 3)]
     assert len(whole) >= 6 and "tests/vm/test_matrix.py::test_failures_are_listed_last_one_line_each" not in whole
-    assert sorted(first + second) == sorted(whole) and not set(first) & set(second)
-    ranked = sorted(whole)
-    assert set(first) == set(ranked[0::2]) and set(second) == set(ranked[1::2])
-    assert {n.split("::")[0] for n in first} == {n.split("::")[0] for n in second}   # both files in each
+    assert sorted(sum(shards, [])) == sorted(whole) and all(shards)
 
 
 def test_matrix_shows_one_column_a_kernel(tmp_path: Path):

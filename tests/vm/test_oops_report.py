@@ -71,7 +71,9 @@ def test_failures_are_written_as_they_happen(tmp_path: Path):
 
 def test_an_interrupted_runner_leaves_no_vm_behind(tmp_path: Path):
     """vng starts a session of its own, so a signal to the runner never reaches QEMU: the runner
-    stops its VMs itself when it is interrupted (SIGTERM, as ./dev.sh test sends on Ctrl-C)."""
+    stops its VMs itself when it is interrupted (SIGTERM, as ./dev.sh test sends on Ctrl-C). Its two
+    tests are dealt over two VMs, each told its share and its kernel (a share once never reached the
+    guest, and each VM ran every test)."""
     import os
     import signal
     import subprocess
@@ -98,10 +100,18 @@ def test_an_interrupted_runner_leaves_no_vm_behind(tmp_path: Path):
 
     try:
         deadline = time.monotonic() + 300
-        while not any(out.glob("*/started")):
+        while len(list(out.glob("*/started"))) < 2:
             assert runner.poll() is None and time.monotonic() < deadline, runner.stdout.read() if runner.stdout else ""
             time.sleep(0.5)
-        assert qemus(), "the VM is not running"
+        assert len(qemus()) == 2, "the VMs are not running"
+        shares = sorted(g.read_text().split("PYCORE_VM_SHARD=", 1)[1].split()[:2] for g in out.glob("*/guest.sh"))
+        assert shares == [["1/2", "PYCORE_VM_SERIES=6.1"], ["2/2", "PYCORE_VM_SERIES=6.1"]], shares
+        # each guest's pytest keeps its one test of the two (tests/conftest.py), and runs it
+        logs = [run / "pytest.log" for run in out.iterdir() if run.is_dir()]
+        while not all("1 deselected / 1 selected" in log.read_text(errors="replace") for log in logs if log.exists()) \
+                or not all(log.exists() for log in logs):
+            assert runner.poll() is None and time.monotonic() < deadline, [log.read_text() for log in logs if log.exists()]
+            time.sleep(0.5)
         runner.send_signal(signal.SIGTERM)
         output, _ = runner.communicate(timeout=60)
     finally:
@@ -111,5 +121,5 @@ def test_an_interrupted_runner_leaves_no_vm_behind(tmp_path: Path):
         for pid in qemus():     # what the runner left (the test failed): not left to the next test
             os.kill(pid, signal.SIGKILL)
     assert runner.returncode == 128 + signal.SIGTERM, output
-    assert "interrupted: 1 VM(s) stopped" in output, output
+    assert "interrupted: 2 VM(s) stopped" in output, output
     assert qemus() == [], "QEMU outlived its runner"
