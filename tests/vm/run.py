@@ -4,8 +4,8 @@ Boots each Debian kernel series (default: 6.1 and 6.12) under QEMU, runs
 ``pytest -m kernel PYTEST_ARGS`` in it (see harness.py), prints timings and a
 matrix, and exits 0 only when every kernel's pytest exited 0.  Results go to
 ``build/vm/RELEASE/`` (junit.xml, pytest.log, console.log, exitcode), and to
-``build/vm/RELEASE+2/`` (``+3``) for the second (third) VM of a kernel (its
-tests are dealt over VMs: :data:`SHARDS`).
+``build/vm/RELEASE+2/`` for the second VM of a kernel (its tests are dealt
+over VMs: :data:`SHARDS`).
 
 The matrix
 ----------
@@ -109,7 +109,7 @@ class Job(NamedTuple):
     kernel: Kernel
     name: str            # the result directory's name: the release, +2 for its second VM
     tests: list[str]     # the test files (pytest arguments)
-    shard: str = ""      # "I/N": the I-th of every N tests (tests/conftest.py); "": all
+    shard: str = ""      # "I/N": the I-th VM's share of N (tests/conftest.py); "": all
 
 
 def plan(kernels: list[Kernel], files: list[str], nodes: list[str], parallel: bool) -> list[Job]:
@@ -117,8 +117,9 @@ def plan(kernels: list[Kernel], files: list[str], nodes: list[str], parallel: bo
 
     With --parallel, each kernel's tests are dealt over :data:`SHARDS` VMs by the time each took
     before (tests.vm.durations: the guest keeps its share), so that the VMs take about equal time;
-    6.12's first, whose tests cost most (the side-by-side tools run on 6.12 alone). Otherwise, or when the host could not collect the
-    tests (``nodes`` empty), one VM a kernel; never more VMs than tests."""
+    6.12's first, whose tests cost most (the side-by-side tools run on 6.12 alone). Otherwise, or
+    when the host could not collect the tests (``nodes`` empty), one VM a kernel; never more VMs
+    than tests."""
     if not (parallel and nodes):
         return [Job(kernel, kernel.release, list(files)) for kernel in kernels]
     jobs = []
@@ -194,8 +195,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--kernel", action="append", metavar="SERIES",
                     help="Debian kernel series, e.g. 6.1 or 6.12 (repeatable; default both)")
     ap.add_argument("--timeout", type=float, default=2400,
-                    help="seconds per VM (default 2400: a VM's share of the tests takes 500 to 1,200 s, the "
-                         "first one beside the host tests; a hung VM fails within CI's 90 minutes)")
+                    help="seconds per VM (default 2400: a VM's share of the tests takes 500 to 1,000 s here, "
+                         "a little more beside the host tests; a hung VM fails within CI's 90 minutes)")
     ap.add_argument("--tcg", choices=["single", "multi"], default=TCG,
                     help=f"QEMU's TCG threading (default {TCG}: see harness.TCG for why)")
     ap.add_argument("--parallel", action=argparse.BooleanOptionalAction, default=None,
