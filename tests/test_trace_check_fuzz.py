@@ -47,7 +47,11 @@ STATEMENTS = ["$x = {v};", "$t = {v};", "@m = {v};", "@m[{v}] = count();", "@h =
               "@ts = tseries({v}, 100ms, 5);", "@tk[{v}] = tseries({v}, 1s, 3, \"max\");",
               # for loops (bpftrace 0.21, 0.24): callbacks, the script's variables through the caller's frame
               "for ($kv : @m) {{ $x = {v}; }}", "for ($i : 0..{v}) {{ $x = $i + {v}; }}",
-              "for ($kv : @m) {{ for ($i : 1..3) {{ printf(\"%d\\n\", {v}); if ($i) {{ break; }} }} }}"]
+              "for ($kv : @m) {{ for ($i : 1..3) {{ printf(\"%d\\n\", {v}); if ($i) {{ break; }} }} }}",
+              # block expressions (bpftrace 0.24), in the places where their statements run only sometimes
+              "$x = {{ let $b = {v}; $b }};", "@m[{{ $x = {v}; $x }}] = 1;", "$x = {v} && {{ @m++; {v} }};",
+              "$x = {v} ? {{ let $q = {v}; $q }} : {v};", "$i = 0; while ({{ $i++; $i < {v} }}) {{ }}",
+              "_ = {{ print({v}); {v} }};"]
 HEADS = ["", "#include <sys/socket.h>\n", "#define X 3\n", "#define S \"s\"\n"]
 
 

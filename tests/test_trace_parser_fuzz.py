@@ -54,7 +54,9 @@ TOKENS = ["BEGIN", "END", "kprobe:vfs_read", "uprobe:/bin/bash:readline", "trace
           "ppid", "pid(init)",
           # for loops (bpftrace 0.21, 0.24): the keyword, the range's '..', whole heads
           "for", "..", "0..5", "$kv.0", "$kv.1.0", "for ($kv : @m) {", "for $i : 0..3 {", "for ($i : (-3)..$x) {",
-          "continue"]
+          "continue",
+          # block expressions (0.24) and the discard (0.25)
+          "= {", "({", "{ 1 }", "{ $b = 1; $b }", "{ let $b = 1; $b }", "} + 1", "&& {", "? { 1 } :", "_ =", "_"]
 
 # Scripts in the newer syntax (valid: each parses), for the mutation test and as a check of their own.
 NEW_SCRIPTS = [
@@ -64,6 +66,8 @@ NEW_SCRIPTS = [
     "while !@done { @done = 1; } unroll 2 { @u++; } }",
     "BEGIN { $x = false ?: 2; let $s: string[16] = \"s\"; { let $inner = 1; } "
     "if (1) { $a = 1; } else { $a = \"x\"; } }",
+    "begin { let $a = { let $b = 1; $b }; $c = $a && { @n++; @n > 1 }; while ({ $a++; $a < 3 }) { } "
+    "_ = { print(1); 1 }; @m[{ 2 }] = $a ? { let $q = 1; $q } : 0; { 5 } }",
 ]
 
 
@@ -75,9 +79,10 @@ def check(text: str) -> None:
         assert e.format().startswith(f"<stdin>:{e.line}:{e.col}: error: ")
         assert "Traceback" not in e.message and "lark" not in e.message.lower()
     else:
-        assert isinstance(program, A.Program) and not program.macros
+        assert isinstance(program, A.Program) and not program.macros and not program.block_exprs
         for node in A.walk(program):
             assert node.pos.line >= 1 and node.pos.col >= 1
+            assert not isinstance(node, A.BlockExpr)      # the expander leaves none for the checker
 
 
 @FUZZ
@@ -132,11 +137,12 @@ def test_mutated_real_scripts(script: str, edits: list[tuple[str, int, int, int,
 
 @settings(max_examples=60, deadline=timedelta(seconds=3), database=None)
 @given(st.lists(st.sampled_from(["(", "-", "!", "~", "*", "$a[", "@m[", "f(", "1 ? ", "(uint8)", "1 + ", "1 *",
-                                 "(uint32[2])"]),
+                                 "(uint32[2])", "{ ", "{ $v = 1; ", "1 && { "]),
                 min_size=1, max_size=3000),
        st.booleans())
 def test_deep_expressions(openers: list[str], close: bool) -> None:
-    closers = {"(": ")", "$a[": "]", "@m[": "]", "f(": ")", "1 ? ": " : 2"}
+    closers = {"(": ")", "$a[": "]", "@m[": "]", "f(": ")", "1 ? ": " : 2", "{ ": " }", "{ $v = 1; ": " }",
+               "1 && { ": " }"}
     text = " ".join(openers) + " 1"
     if close:
         text += "".join(closers.get(o, "") for o in reversed(openers))
@@ -162,6 +168,7 @@ _EXPRS = st.recursive(
         st.tuples(inner, inner).map(lambda t: f"({t[0]} ?: {t[1]})"),
         st.tuples(inner, inner, inner).map(lambda t: f"({t[0]} ? {t[1]} : {t[2]})"),
         inner.map(lambda e: f"!{e}"),
+        st.tuples(inner, inner).map(lambda t: f"{{ $q = {t[0]}; {t[1]} }}"),     # block expressions (0.24)
     ),
     max_leaves=8,
 )
@@ -225,7 +232,7 @@ def test_config_blocks(assigns: list[tuple[str, str, str]], head: str, last_semi
 _PARAM = st.sampled_from(["$a", "$b", "@m", "@n", "x", "y"])
 _ARG = st.sampled_from(["$v", "@k", "1", "pid + 1", "x", "$a", "@m", "f()", "g"])
 _BODY = st.sampled_from(["x + 1", "$a += 1; $a", "@m[1] = 2; 3", "$t = y; $t", "print(x);", "{ $z = 1; } $z",
-                         "@q = 1;", "1 ? x : y", "$a && x"])
+                         "@q = 1;", "1 ? x : y", "$a && x", "{ let $w = x; $w + 1 }", "$a || { $a = 1; x }"])
 
 
 @st.composite

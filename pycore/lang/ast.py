@@ -75,7 +75,7 @@ if TYPE_CHECKING:
 __all__ = [
     "Pos", "NOPOS", "Node", "Expr", "Stmt", "Program", "ConfigAssign", "Include", "Directive", "CDefinition", "ProbeBlock",
     "MacroDef", "ProbeSpec", "TypeName", "Int", "Bool", "Str", "Builtin", "Positional", "Var", "MapRef", "Call", "Binary", "Unary",
-    "Ternary", "Cast", "Field", "Index", "Tuple", "IncDec", "ExprStmt", "Assign", "If", "While", "Unroll",
+    "Ternary", "Cast", "Field", "Index", "Tuple", "BlockExpr", "IncDec", "ExprStmt", "Assign", "If", "While", "Unroll",
     "ForMap", "ForRange", "Return", "Break", "Continue", "Block", "Let", "MapDecl", "walk", "children", "depth",
     "Visitor",
 ]
@@ -296,6 +296,15 @@ class Tuple(Expr):
     elems: tuple[Expr, ...]
 
 
+@record
+class BlockExpr(Expr):
+    """``{ stmts; value }`` as a value (bpftrace 0.24): the statements run, then the last one, an
+    expression, is the value. The expander (expand.py) rewrites it into statements before the one
+    that holds it; the checker never meets one."""
+
+    body: list[Stmt]
+
+
 # -- statements ------------------------------------------------------------------------------------
 
 
@@ -440,6 +449,7 @@ class Program(Node):
     map_decls: list[MapDecl] = field(default_factory=list)
     config: list[ConfigAssign] = field(default_factory=list)
     macros: list[MacroDef] = field(default_factory=list)
+    block_exprs: bool = False       # the tree holds a BlockExpr: the expander must walk it
 
 
 # -- traversal -------------------------------------------------------------------------------------

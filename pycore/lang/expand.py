@@ -1,9 +1,10 @@
-"""bpftrace macros (``macro name(args) { ... }``, bpftrace 0.24) and ``getopt()``, expanded away.
+"""bpftrace macros (``macro name(args) { ... }``, bpftrace 0.24), block expressions (``{ stmts;
+value }``, 0.24) and ``getopt()``, expanded away.
 
 Not to be confused with :mod:`pycore.lang.macros`, which is the C preprocessor's ``#define`` in a
 script's head. These are bpftrace's own *hygienic* macros: a tree pasted where it is called. The
 pass runs between the parser and the checker, so neither the checker nor the lowering ever meets a
-macro, a macro call or a ``getopt()``:
+macro, a macro call, a block expression or a ``getopt()``:
 
 - a call ``f(a, b)`` or a bare ``f`` (for a macro without parameters) to a user's macro (or one of
   the standard library's, :data:`STDLIB`) becomes the macro's body, with its parameters replaced:
@@ -13,9 +14,12 @@ macro, a macro call or a ``getopt()``:
   the caller's; a map the body names without taking it as a parameter is an error;
 - a macro called as a statement is its statements, in a block; called as a value, its last
   expression is the value and the statements before it run just before the statement that holds the
-  call (bpftrace's block expressions, which pycore does not have otherwise), for a predicate first
-  in the body, the predicate becoming an ``if`` around the rest; where that would change what runs,
-  on the right of ``&&``/``||``, in a branch of ``?:`` or in a loop's condition, the error says so;
+  call, for a predicate first in the body, the predicate becoming an ``if`` around the rest;
+- a block expression is the same, its statements in a block of their own (what they declare or
+  first assign stays theirs: a value that reads it is given a variable ``$$blockN`` first);
+- statements that a value needs run only when bpftrace evaluates that value: on the right of
+  ``&&``/``||`` under an ``if`` on the left's truth, in the branch of ``?:`` that is taken, and
+  before each test of a ``while`` condition (:meth:`_Expander.logical`, ``ternary``, ``stmt``);
 - ``getopt("name", default[, "help"])`` becomes the option's value, from the command line's
   ``-- --name=value`` (a constant, as bpftrace's read-only global is).
 
@@ -93,8 +97,8 @@ def expand(program: A.Program, *, options: NamedOptions | None = None, filename:
     if options is None:
         options = NamedOptions()
     names = ("getopt", *_STDLIB_NAMES)
-    if not program.macros and not options.values and (text and not any(n in text for n in names)
-                                                      or not _mentions(program, names)):
+    if not program.macros and not options.values and not program.block_exprs and (
+            text and not any(n in text for n in names) or not _mentions(program, names)):
         return program     # the common case, on pycore trace's start: a look at the text, no walk
     ex = _Expander(program.macros, options, filename, text)
     probes = [ex.probe(b) for b in program.probes]
@@ -108,7 +112,7 @@ def expand(program: A.Program, *, options: NamedOptions | None = None, filename:
     if unexpected:
         raise ScriptError("unexpected program command line options: " + ", ".join("--" + n for n in unexpected)
                           + " (" + options.help(listing=False) + ")", filename=filename)
-    return _copy(program, probes=probes, macros=[])
+    return _copy(program, probes=probes, macros=[], block_exprs=False)
 
 
 def _mentions(program: A.Program, names: tuple[str, ...]) -> bool:
@@ -183,6 +187,7 @@ class _Expander:
         self.expansions = 0
         self.pending: list[A.Stmt] | None = None      # statements to run before the current one
         self.getopts: dict[str, tuple[object, str]] = options.declared
+        self.blocks = 0             # block expressions given a variable for their value: $$block1, ...
 
     # -- errors and definitions --------------------------------------------------------------------
 
@@ -290,7 +295,14 @@ class _Expander:
                 macro, args = called
                 return [A.Block(self._body(macro, args, s.expr), pos=s.pos)]
         if isinstance(s, A.While):
-            return [A.While(self.expr(s.cond, hoist=False), self.stmts(s.body), pos=s.pos)]
+            first, cond = self.apart(s.cond)
+            body = self.stmts(s.body)
+            if not first:
+                return [A.While(cond, body, pos=s.pos)]
+            # the statements run before each test: while (true) { first; if (!cond) { break; } body }
+            # (continue goes back to the top, so they run again before the next test)
+            test = A.If(A.Unary("!", cond, pos=cond.pos), [A.Break(pos=s.pos)], None, pos=s.pos)
+            return [A.While(A.Bool(1, pos=s.pos), [*first, test, *body], pos=s.pos)]
         return [self.node(s)]
 
     def node(self, n: A.Node) -> A.Node:
@@ -329,7 +341,29 @@ class _Expander:
 
     # -- expressions -------------------------------------------------------------------------------
 
-    def expr(self, e: A.Expr, hoist: bool = True) -> A.Expr:
+    def apart(self, e: A.Expr) -> tuple[list[A.Stmt], A.Expr]:
+        """``e`` expanded, with the statements its value needs first (block expressions, macros with
+        statements) given back rather than put before the current statement: for a place that runs
+        only sometimes, or more than once."""
+        saved, self.pending = self.pending, []
+        try:
+            value = self.expr(e)
+        finally:
+            first, self.pending = self.pending, saved
+        return first, value
+
+    def temp(self, pos: A.Pos) -> A.Var:
+        """A new variable of the expander's own, ``$$blockN``, for a value computed by statements."""
+        self.blocks += 1
+        return A.Var(f"$block{self.blocks}", pos=pos)
+
+    def before(self, stmts: list[A.Stmt], node: A.Node) -> None:
+        """Put ``stmts`` before the statement being expanded."""
+        if self.pending is None:      # not reached: every expression is expanded inside a statement
+            raise self.error("statements before a value outside a statement", node)
+        self.pending.extend(stmts)
+
+    def expr(self, e: A.Expr) -> A.Expr:
         scope = self.stack[-1] if self.stack else None
         if isinstance(e, A.Var):
             if scope is not None:
@@ -339,7 +373,7 @@ class _Expander:
                     return A.Var(scope.prefix + e.name, pos=e.pos)
             return A.Var(e.name, pos=e.pos)
         if isinstance(e, A.MapRef):
-            keys = tuple(self.expr(k, hoist) for k in e.keys)
+            keys = tuple(self.expr(k) for k in e.keys)
             name = e.name
             if scope is not None:
                 if name not in scope.maps:
@@ -351,44 +385,98 @@ class _Expander:
             return _clone(scope.exprs[e.name])
         if isinstance(e, A.Call) and e.name == "getopt":
             return self.getopt(e)
+        if isinstance(e, A.BlockExpr):
+            return self.block_value(e)
         if isinstance(e, (A.Call, A.Builtin)):
-            called = self._macro_call(e, hoist)
+            called = self._macro_call(e)
             if called is not None:
                 macro, args = called
-                body = self._body(macro, args, e)
+                body = self._body(macro, args, e, as_value=True)
                 if not body or not isinstance(body[-1], A.ExprStmt):
                     raise self.error(f"macro {macro.name}() has no value (its body does not end in an "
                                      "expression) and is used as one", e, len(e.name))
-                value = body[-1].expr
                 if len(body) > 1:
-                    if not hoist or self.pending is None:
-                        raise self.error(f"macro {macro.name}() runs statements before its value, which pycore "
-                                       "trace can do only where they can run first: not in a loop's "
-                                       "condition, after && or ||, or in a branch of ?: (bpftrace 0.24's "
-                                       "block expressions); give its value a variable first", e, len(e.name))
-                    self.pending.extend(body[:-1])
-                return value
+                    self.before(body[:-1], e)
+                return body[-1].expr
             if isinstance(e, A.Builtin):
                 return A.Builtin(e.name, pos=e.pos)
         if isinstance(e, A.Binary) and e.op in ("&&", "||"):
-            return A.Binary(e.op, self.expr(e.left, hoist), self.expr(e.right, False), pos=e.pos)
+            return self.logical(e)
         if isinstance(e, A.Ternary):
-            return A.Ternary(self.expr(e.cond, hoist), self.expr(e.then, False), self.expr(e.else_, False),
-                             pos=e.pos)
+            return self.ternary(e)
         changes: dict[str, object] = {}
         for f in record_fields(type(e)):
             if f == "pos":
                 continue
             v = getattr(e, f)
             if isinstance(v, A.Expr):
-                changes[f] = self.expr(v, hoist)
+                changes[f] = self.expr(v)
             elif isinstance(v, tuple) and any(isinstance(x, A.Expr) for x in v):
-                changes[f] = tuple(self.expr(x, hoist) if isinstance(x, A.Expr) else x for x in v)
+                changes[f] = tuple(self.expr(x) if isinstance(x, A.Expr) else x for x in v)
             elif isinstance(v, list) and v and all(isinstance(x, A.Stmt) for x in v):
                 changes[f] = self.stmts(v)
         return _copy(e, **changes)
 
-    def _macro_call(self, e: A.Expr, hoist: bool = True) -> tuple[A.MacroDef, tuple[A.Expr, ...]] | None:
+    def logical(self, e: A.Binary) -> A.Expr:
+        """``a && b``, ``a || b``. When ``b`` needs statements first, they run only when ``b`` is
+        evaluated: ``$t = a && true; if ($t) { stmts; $t = b && true; }`` (``||``: ``if (!$t)``, ``false``)."""
+        left = self.expr(e.left)
+        first, right = self.apart(e.right)
+        if not first:
+            return A.Binary(e.op, left, right, pos=e.pos)
+        t, pos = self.temp(e.pos), e.pos
+        unit = A.Bool(1 if e.op == "&&" else 0, pos=pos)
+        cond: A.Expr = A.Var(t.name, pos=pos) if e.op == "&&" else A.Unary("!", A.Var(t.name, pos=pos), pos=pos)
+        self.before([A.Let(t, None, A.Binary(e.op, left, unit, pos=pos), pos=pos),
+                     A.If(cond, [*first, A.Assign(A.Var(t.name, pos=pos), "=", A.Binary(e.op, right, unit, pos=pos),
+                                                  pos=pos)], None, pos=pos)], e)
+        return A.Var(t.name, pos=pos)
+
+    def ternary(self, e: A.Ternary) -> A.Expr:
+        """``c ? a : b``, and ``c ?: b`` (the parser's Ternary with ``c`` as its value too). When a
+        branch needs statements first, they run in that branch only: ``let $t; if (c) { stmts; $t = a; }
+        else { $t = b; }``."""
+        cond = self.expr(e.cond)
+        if e.then is e.cond:
+            first_then, then = [], cond     # the same node, as the parser built it
+        else:
+            first_then, then = self.apart(e.then)
+        first_else, else_ = self.apart(e.else_)
+        if not first_then and not first_else:
+            return A.Ternary(cond, then, else_, pos=e.pos)
+        t, pos = self.temp(e.pos), e.pos
+        self.before([A.Let(t, pos=pos),
+                     A.If(cond, [*first_then, A.Assign(A.Var(t.name, pos=pos), "=", then, pos=pos)],
+                          [*first_else, A.Assign(A.Var(t.name, pos=pos), "=", else_, pos=pos)], pos=pos)], e)
+        return A.Var(t.name, pos=pos)
+
+    def block_value(self, e: A.BlockExpr) -> A.Expr:
+        """A block expression ``{ stmts; value }``: its statements go before the statement that holds
+        it, in a block of their own (so its ``let``s stay its own), and the value is what is left. A
+        value that reads a variable the block declares is first given a variable of the enclosing
+        scope, ``$$blockN``, declared before the block and set at its end."""
+        body = self.stmts(_valued(e.body))
+        last = body[-1] if body else None
+        if isinstance(last, A.ExprStmt):
+            value = last.expr
+        elif isinstance(last, A.IncDec):
+            value = last
+        else:
+            raise self.error("a block used as a value ends in an expression, its value, with no ';' after "
+                             "it ({ let $b = 1; $b })", e)
+        stmts = body[:-1]
+        if not stmts:
+            return value
+        own, _ = _locals(stmts, set())     # what the block sets lives in the block: read it before its end
+        if not any(isinstance(n, A.Var) and n.name in own for n in A.walk(value)):
+            self.before([A.Block(stmts, pos=e.pos)], e)
+            return value
+        t = self.temp(e.pos)
+        self.before([A.Let(t, pos=e.pos),
+                     A.Block([*stmts, A.Assign(A.Var(t.name, pos=e.pos), "=", value, pos=value.pos)], pos=e.pos)], e)
+        return A.Var(t.name, pos=e.pos)
+
+    def _macro_call(self, e: A.Expr) -> tuple[A.MacroDef, tuple[A.Expr, ...]] | None:
         """The macro ``e`` calls and its arguments (expanded in the caller's scope), or None."""
         raw = e.args if isinstance(e, A.Call) else ()
         macro = self.lookup(e.name, raw, e)
@@ -398,10 +486,11 @@ class _Expander:
             if scope.macro is macro:
                 chain = [s.macro.name for s in self.stack[self.stack.index(scope):]] + [macro.name]
                 raise self.error("Recursive macro call detected. Call chain: " + " > ".join(chain), e, len(e.name))
-        args = tuple(a if isinstance(a, A.TypeName) else self.expr(a, hoist) for a in raw)
+        args = tuple(a if isinstance(a, A.TypeName) else self.expr(a) for a in raw)
         return macro, args
 
-    def _body(self, macro: A.MacroDef, args: tuple[A.Expr, ...], call: A.Expr) -> list[A.Stmt]:
+    def _body(self, macro: A.MacroDef, args: tuple[A.Expr, ...], call: A.Expr,
+              as_value: bool = False) -> list[A.Stmt]:
         """The macro's body for this call: parameters replaced, its own variables renamed."""
         self.expansions += 1
         if self.expansions > MAX_EXPANSIONS:
@@ -420,7 +509,7 @@ class _Expander:
                 scope.exprs[p.name] = a
         self.stack.append(scope)
         try:
-            body = self.stmts(macro.body)
+            body = self.stmts(_valued(macro.body) if as_value else macro.body)
         finally:
             self.stack.pop()
         if self._is_stdlib(macro):
@@ -509,6 +598,15 @@ class _Expander:
                 raise bad(raw, "value is out of range")
             return value
         return raw
+
+
+def _valued(body: list[A.Stmt]) -> list[A.Stmt]:
+    """A body whose value is used (a block expression's, a macro's called as a value): a bare block
+    as its last statement is a block expression, its value, as bpftrace reads ``{ ... }`` there."""
+    if body and isinstance(body[-1], A.Block):
+        last = body[-1]
+        return [*body[:-1], A.ExprStmt(A.BlockExpr(last.body, pos=last.pos), pos=last.pos)]
+    return body
 
 
 def _bool(value: bool, pos: A.Pos) -> A.Expr:

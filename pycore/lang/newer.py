@@ -20,8 +20,6 @@ _KW = r"(?<![\w$@.])"   # a keyword: not part of a name, a $variable, a @map or 
 #: place the parser stopped, nearest that place, names the feature.
 _SYNTAX: list[tuple[re.Pattern[str], str, str]] = [(re.compile(p, re.M), what, version) for p, what, version in [
     (_KW + r"typeof\s*\(", "typeof()", "0.25"),     # a type from an expression: (typeof($x))y, let $y: typeof($x)
-    # a block as a value, `let $a = { let $b = 1; $b }` (not a config block, `config = { ... }`)
-    (r"(?:(?<![=!<>])(?<!\bconfig)(?<!\bconfig\s)=|[(,?])\s*(?P<at>\{)", "block expressions", "0.24"),
 ]]
 
 #: Functions of later bpftraces: name -> (what it is, version).

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import re
+import threading
 
 import pycore.record
 from pycore.lang import ast as A
@@ -107,6 +108,9 @@ class _Fail(Exception):
 # (parse_cached, below).
 
 _PARSER: Any = None    # lalr.Parser
+# whether this thread's parse met a block expression: program() records it in the tree, so the
+# expander walks only the trees that need it (the builder is shared, the parse is the thread's)
+_SEEN = threading.local()
 _GRAMMAR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "grammar.lark")   # grammar_tables.py's source
 
 
@@ -162,6 +166,7 @@ def parse(text: str, filename: str = "<stdin>") -> A.Program:
         line = text.count("\n", 0, at) + 1
         return error(why, line, at - text.rfind("\n", 0, at))
 
+    _SEEN.block_exprs = False
     try:
         program = _parser().parse(text)
     except _Fail as e:
@@ -349,8 +354,8 @@ def _deepest(node: A.Node) -> A.Node:
 # -- error text ------------------------------------------------------------------------------------
 
 _EXPR_START = {"INT", "STRING", "IDENT", "VAR", "MAP", "POSITIONAL", "PARAMCOUNT", "LPAR", "CAST", "MINUS",
-               "BANG", "TILDE", "STAR", "BAND", "INC", "DEC"}
-_STMT_START = {"IF", "WHILE", "UNROLL", "FOR", "RETURN", "BREAK", "CONTINUE", "LBRACE", "LET"}
+               "BANG", "TILDE", "STAR", "BAND", "INC", "DEC", "LBRACE"}     # '{': a block expression (0.24)
+_STMT_START = {"IF", "WHILE", "UNROLL", "FOR", "RETURN", "BREAK", "CONTINUE", "LET"}
 _OPERATORS = {"OROR", "ANDAND", "BOR", "BXOR", "BAND", "EQ", "NE", "LT", "GT", "LE", "GE", "SHL", "SHR", "PLUS",
               "MINUS", "STAR", "SLASH", "PERCENT", "_QMARK", "DOT", "ARROW", "_LBRACK", "INC", "DEC"}
 _NAMES = {
@@ -651,7 +656,8 @@ class _Builder:
                     directives.append(A.Directive(text, pos=_tpos(item)))
             else:
                 cdefs.append(A.CDefinition(str(item), pos=_tpos(item)))
-        return A.Program(includes, probes, directives, cdefs, decls, list(config or ()), macros, pos=A.Pos(1, 1))
+        return A.Program(includes, probes, directives, cdefs, decls, list(config or ()), macros,
+                         getattr(_SEEN, "block_exprs", False), pos=A.Pos(1, 1))
 
     def map_decl(self, c: list[Any]) -> A.MapDecl:
         kw, name, _eq, kind, _lpar, size = c
@@ -718,6 +724,13 @@ class _Builder:
     def assign_stmt(self, c: list[Any]) -> A.Assign:
         target, op, value = c
         return A.Assign(target, str(op), value, pos=target.pos)
+
+    def discard_stmt(self, c: list[Any]) -> A.ExprStmt:
+        name, _eq, value = c
+        if name != "_":
+            raise _Fail(f"cannot assign to '{name}': only to a $variable, a @map, or '_' to discard a value",
+                        name.line, name.column, len(name))
+        return A.ExprStmt(value, pos=_tpos(name))
 
     def jump_stmt(self, c: list[Any]) -> A.Stmt:
         tok = c[0]
@@ -877,6 +890,10 @@ class _Builder:
 
     def tuple(self, c: list[Any]) -> A.Tuple:
         return A.Tuple(tuple(c[1:]), pos=_tpos(c[0]))
+
+    def block_expr(self, c: list[Any]) -> A.BlockExpr:
+        _SEEN.block_exprs = True
+        return A.BlockExpr(c[1], pos=_tpos(c[0]))
 
     def var(self, c: list[Any]) -> A.Var:
         tok = c[0]
