@@ -460,6 +460,78 @@ def test_splice_puts_python_runs_in_place_of_eval_frames():
         "outer1", "outer2", "x", "inner1", "inner2", "leaf"]
 
 
+def _naive_tree(prof, labels, floor):
+    """The flame tree the plain way, for comparison: a trie of every frame of every stack, children
+    sorted by label and kind, nodes under ``floor`` samples cut off (with what they held)."""
+    from pycore.profile.html import KINDS
+
+    root: dict = {"n": 0, "kids": {}}
+    for stack, n in prof.stacks.items():
+        node = root
+        node["n"] += n
+        for f in stack:
+            node = node["kids"].setdefault((labels[f], KINDS.index(f.kind)), {"n": 0, "kids": {}})
+            node["n"] += n
+    left_out = 0
+
+    def finish(key, node):
+        nonlocal left_out
+        kids = []
+        for k in sorted(node["kids"]):
+            if node["kids"][k]["n"] >= floor:
+                kids.append(finish(k, node["kids"][k]))
+            else:
+                left_out += node["kids"][k]["n"]
+        return [key[0], key[1], node["n"], kids]
+
+    return finish(("all", 0), root), left_out
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_flame_tree_is_the_trie_of_the_stacks_cut_at_its_floor(seed):
+    """html.flame_tree (sorted rows, runs found by bisection) gives the plain trie's tree: with nothing
+    cut below 50,000 samples, and cut where frames fall under MIN_SHARE above it, the samples left
+    out counted; frames that look the same (one name in two native files) are one node."""
+    import random
+
+    from pycore.profile.html import MIN_SHARE, flame_tree
+    from pycore.profile.stacks import Frame, Profile
+
+    rnd = random.Random(seed)
+    pool = [Frame("python", f"f{i}", "m.py", i) for i in range(12)] + [Frame("kernel", f"k{i}") for i in range(4)] + \
+        [Frame("native", "same", "/lib/a.so"), Frame("native", "same", "/lib/b.so")]
+    prof = Profile(99)
+    big = seed % 2 == 1                       # past 50,000 samples: small frames are cut
+    for _ in range(rnd.randint(0, 300)):
+        stack = (Frame("process", "p 1"), Frame("thread", rnd.choice(["t1", "t2"]))) + tuple(
+            rnd.choice(pool) for _ in range(rnd.randint(0, 9)))
+        prof.add(stack, rnd.choice([1, 1, 2, 40, 3000]) if big else rnd.randint(1, 5))
+    names, tree, left_out = flame_tree(prof)
+    floor = prof.samples * MIN_SHARE
+    expected, expected_left_out = _naive_tree(prof, prof.labels(), floor)
+
+    def named(node):
+        return [names[node[0]], node[1], node[2], [named(c) for c in node[3]]]
+
+    assert named(tree) == expected and left_out == expected_left_out and tree[2] == prof.samples
+    assert left_out > 0 if big else left_out == 0
+
+
+def test_flame_tree_of_unrelated_stacks_stays_small():
+    """100,000 samples, each its own 60-frame stack under its own thread: no frame under the threads
+    reaches 1/50,000 of the samples, so the tree is the process with every sample left out, not six
+    million nodes (90 s of CPU and gigabytes before the cut)."""
+    from pycore.profile.html import flame_tree
+    from pycore.profile.stacks import Frame, Profile
+
+    prof = Profile(99)
+    frames = [Frame("native", f"fn{i}") for i in range(60)]
+    for k in range(100_000):
+        prof.add((Frame("process", "p 1"), Frame("thread", f"t{k}")) + tuple(frames[(k + i) % 60] for i in range(60)))
+    names, tree, left_out = flame_tree(prof)
+    assert [names[tree[3][0][0]]] == ["p 1"] and tree[3][0][3] == [] and left_out == 100_000 == tree[2]
+
+
 TRIXIE_ROOT = Path.home() / ".cache" / "pycore" / "trixie-root"
 
 
