@@ -297,19 +297,28 @@ case "$cmd" in
         say "kernel tests in QEMU (6.1, 6.12) start beside the host tests (log: build/vm/run.log)"
         "$VENV/bin/python" -m tests.vm.run --host-xml build/vm/host.xml --host-done build/vm/host.rc \
             </dev/null >build/vm/run.log 2>&1 &
-        vm_pid=$!
-        trap 'kill -TERM "$vm_pid" 2>/dev/null; wait "$vm_pid"; exit 130' INT TERM
+        vm_pid=$! host_pid= tail_pid=
+        # Interrupted (Ctrl-C, or SIGTERM from a CI timeout), SIGTERM to both: pytest takes it as
+        # Ctrl-C (tests/conftest.py: its fixtures end what the tests started; a script's background
+        # job ignores SIGINT), the runner stops its VMs. bash runs a trap only between commands, so
+        # each long step runs in the background and is waited for (wait returns at once on a
+        # signal): in the foreground it would hold the trap back until it ended.
+        trap 'kill -TERM $host_pid $tail_pid "$vm_pid" 2>/dev/null; wait $host_pid "$vm_pid"; exit 130' INT TERM
         say "pytest -m 'not kernel' (host kernel $(uname -r))"
         set +e
         "$VENV/bin/python" -m pytest -p no:cacheprovider -m "not kernel" \
-            --junitxml=build/vm/host.xml "$@" </dev/null
-        host_rc=$?
+            --junitxml=build/vm/host.xml "$@" </dev/null &
+        host_pid=$!
+        wait "$host_pid"
+        host_rc=$? host_pid=
         echo "$host_rc" > build/vm/host.rc
         say "host pytest exit code: $host_rc"
         say "kernel tests in QEMU (6.1, 6.12): build/vm/run.log"
-        tail -n +1 --pid="$vm_pid" -f build/vm/run.log
+        tail -n +1 --pid="$vm_pid" -f build/vm/run.log &
+        tail_pid=$!
         wait "$vm_pid"
         vm_rc=$?
+        wait "$tail_pid"
         trap - INT TERM
         say "kernel-VM exit code: $vm_rc"
         [ "$host_rc" -eq 0 ] && [ "$vm_rc" -eq 0 ]

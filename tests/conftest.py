@@ -41,6 +41,13 @@ def pytest_configure(config: pytest.Config) -> None:
     os.environ["XDG_CACHE_HOME"] = _CACHE
     os.environ["PYCORE_EXAMPLE_BUILD"] = os.path.join(_CACHE, "pycore", "examples")
     os.environ.pop("PYCORE_CACHE_DIR", None)    # the DWARF indexes: under $XDG_CACHE_HOME/pycore too
+    # SIGTERM ends the run as Ctrl-C does, fixtures and all: ./dev.sh test stops an interrupted run
+    # so (its pytest is a background job, which ignores SIGINT), and so does a CI timeout
+    signal.signal(signal.SIGTERM, _interrupted)
+
+
+def _interrupted(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
