@@ -128,6 +128,8 @@ def test_script_without_let_reads_a_block_variable_after_it_as_017() -> None:
 
 # -- 0.24+ syntax, with upstream's documented output; 0.23.2 refuses each --------------------------
 
+_USER = __import__("pwd").getpwuid(__import__("os").getuid()).pw_name
+
 NEWER = [
     # if/while/unroll without parentheses (0.24): one operand, as upstream's parser takes
     ('begin { $x = 3; if $x { printf("if\\n"); } $d = 0; while !$d { $d = 1; printf("while\\n"); } '
@@ -150,6 +152,9 @@ NEWER = [
     # and '... with string', then a field's address against offsetof, through a pointer and in a copy
     ('begin { $a = 1; $b = &$a; $a = 2; printf("%d %d\\n", *$b, $b != 0); exit(); }', "2 1\n"),
     ('begin { $a = "hello"; $b = (int8 *)&$a; printf("%c %c\\n", *$b, *++$b); exit(); }', "h e\n"),
+    # '... with tuple' and '... with builtin' (a variable of pycore's own kind: read back whole)
+    ('begin { $a = (1, "hello", 2); print(*(&$a)); $p = &$a; $t = *$p; print($t.1); exit(); }', "(1, hello, 2)\nhello\n"),
+    ('begin { $a = username; $b = &$a; printf("SUCCESS %s\\n", *$b); exit(); }', f"SUCCESS {_USER}\n"),
     ("begin { $t = curtask; $p = &$t->se.load; $c = &$t.comm; $pp = &$t->real_parent; "
      'printf("%d %d %d\\n", (uint64)$p - (uint64)$t == offsetof(struct task_struct, se.load), '
      '(uint64)$c - (uint64)$t == offsetof(struct task_struct, comm), (*$pp)->tgid == $t->real_parent->tgid); '

@@ -175,14 +175,19 @@ class Str(Type):
 
 @record(frozen=True)
 class Ptr(Type):
-    """A pointer value. ``target`` is the BTF id of what it points to (0: void/unknown)."""
+    """A pointer value. ``target`` is the BTF id of what it points to (0: void/unknown); ``pointee``
+    instead, a value of pycore's own that BTF has no type for (``&$tuple``, ``&$user``: bpftrace
+    0.25's address-of a variable)."""
 
     target: int = 0
     user: bool = False       # points into user memory (uprobe/usdt arguments, syscall pointers)
     spec: Spec | None = None
     size: int = 8
+    pointee: Type | None = None
 
     def __str__(self) -> str:
+        if self.pointee is not None:
+            return f"{self.pointee} *"
         return f"{type_name(self.spec, self.target) if self.spec else 'void'} *"
 
 

@@ -88,6 +88,8 @@ class Types(State):
         return ", ".join(places) + ", nor in this kernel's BTF"
 
     def pointee(self, node: A.Node, p: Ptr) -> Type:
+        if p.pointee is not None:
+            return p.pointee
         if p.target == 0 or p.spec is None:
             raise self.error(node, "cannot dereference a pointer of unknown type: cast it first, e.g. (struct path *)arg0")
         t = from_btf(p.spec, p.target, user=p.user)
@@ -142,8 +144,12 @@ class Types(State):
             return Ptr(self.btf_type(e, f"{'' if t.signed else 'u'}int{t.size * 8}"), user, self.spec)
         if isinstance(t, Str):      # a char array field, a string variable: where its text starts
             return Ptr(self.btf_type(e, "char"), user, self.spec)
+        if isinstance(x, A.Var) and isinstance(t, (Int, Tuple)):
+            # a variable of pycore's own kind (a tuple, username's uid): its bytes on the program's
+            # stack, read back whole by '*' (upstream's tests/runtime/variable)
+            return Ptr(self.btf_type(e, "uint64") if isinstance(t, Int) else 0, False, self.spec, pointee=t)
         raise self.error(e, f"'&' of a {t}: pycore takes the address of integers, pointers, structs, "
-                            f"arrays and strings, not yet of this")
+                            f"arrays, strings and variables, not yet of this")
 
     def _array_cast(self, c: Checked, e: A.Cast, inner: Type, name: str) -> Type:
         """``(uint8[8])x`` and ``(uint64)$array`` (bpftrace 0.18): an integer's bytes as an integer array

@@ -232,6 +232,10 @@ class Strings(State):
             self.copy_words(0, 0, dst, size)
             e.place(done)
             return
+        if isinstance(node, A.Unary) and node.op == "*":       # *(&$tuple): the bytes where it points
+            self.scalar(node.operand)
+            self.read_mem(dst, size, 0, bool(getattr(self.t(node.operand), "user", False)))
+            return
         raise self.error(node, "an inet value comes from ntop(), a mac value from macaddr(), a buffer from buf(), "
                                "a tuple from (a, b, ...)")
 
