@@ -51,7 +51,9 @@ STATEMENTS = ["$x = {v};", "$t = {v};", "@m = {v};", "@m[{v}] = count();", "@h =
               # block expressions (bpftrace 0.24), in the places where their statements run only sometimes
               "$x = {{ let $b = {v}; $b }};", "@m[{{ $x = {v}; $x }}] = 1;", "$x = {v} && {{ @m++; {v} }};",
               "$x = {v} ? {{ let $q = {v}; $q }} : {v};", "$i = 0; while ({{ $i++; $i < {v} }}) {{ }}",
-              "_ = {{ print({v}); {v} }};"]
+              "_ = {{ print({v}); {v} }};",
+              # memcmp (0.25), a constant and a run-time count; & of any variable
+              "$x = memcmp({v}, {v}, 4);", "$x = memcmp({v}, {v}, {v});", "$t = {v}; $x = *(&$t);"]
 HEADS = ["", "#include <sys/socket.h>\n", "#define X 3\n", "#define S \"s\"\n"]
 
 

@@ -30,7 +30,6 @@ _FUNCTIONS: dict[str, tuple[str, str]] = {
     "typeinfo": ("typeinfo()", "0.25"),
     "static_assert": ("static_assert()", "0.25"),
     "fail": ("fail()", "0.25"),
-    "memcmp": ("memcmp()", "0.25"),
     "kfunc_exist": ("kfunc_exist()", "0.25"),
     "kfunc_allowed": ("kfunc_allowed()", "0.25"),
 }

@@ -155,6 +155,24 @@ class Calls(State):
                     raise self.error(a, "strncmp() compares strings")
             self.constant(c, args[2])
             return INT64
+        if n == "memcmp":       # bpftrace 0.25's standard library
+            if len(args) != 3:
+                raise self.error(e, "memcmp(left, right, count)")
+            sizes = []
+            for a in args[:2]:
+                t = self.expr(c, a)
+                if not isinstance(t, (Int, Ptr, Str, Array, Record, Inet)) or not t.size:
+                    raise self.error(a, f"memcmp() compares the bytes of a value: not of a {t}")
+                sizes.append(t.size)
+            if _is_runtime(args[2]):
+                if not isinstance(self.expr(c, args[2]), Int):
+                    raise self.error(args[2], "memcmp()'s count is an integer")
+            else:
+                count = self.constant(c, args[2])
+                if not 0 <= count <= min(sizes):
+                    raise self.error(args[2], f"memcmp() of {count} bytes: its operands have {sizes[0]} and "
+                                              f"{sizes[1]} bytes")
+            return Int(4, True)
         if n in ("strcontains", "strstr"):     # strstr: bpftrace 0.25's, the needle's first position or -1
             if len(args) != 2:
                 raise self.error(e, f"{n}(haystack, needle)")

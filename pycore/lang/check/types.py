@@ -149,7 +149,7 @@ class Types(State):
             # stack, read back whole by '*' (upstream's tests/runtime/variable)
             return Ptr(self.btf_type(e, "uint64") if isinstance(t, Int) else 0, False, self.spec, pointee=t)
         raise self.error(e, f"'&' of a {t}: pycore takes the address of integers, pointers, structs, "
-                            f"arrays, strings and variables, not yet of this")
+                            f"arrays, strings and tuples, not yet of this")
 
     def _array_cast(self, c: Checked, e: A.Cast, inner: Type, name: str) -> Type:
         """``(uint8[8])x`` and ``(uint64)$array`` (bpftrace 0.18): an integer's bytes as an integer array

@@ -444,6 +444,9 @@ class Calls(State):
         if n in ("strcontains", "strstr"):
             self.strcontains(node.args[0], node.args[1], position=n == "strstr")
             return
+        if n == "memcmp":
+            self.memcmp(*node.args)
+            return
         if n == "write_user":
             self.write_user(node)
             return

@@ -545,6 +545,63 @@ class Strings(State):
         e.place(done)
         self.f.release(mark)
 
+    def memcmp(self, left: A.Expr, right: A.Expr, count: A.Expr) -> None:
+        """r0 = memcmp(left, right, count) (bpftrace 0.25): the difference of the first bytes that
+        differ, as signed chars, else 0. Both values' bytes go to scratch first, as upstream's macro
+        copies them to variables (an integer's are its own size's, low byte first); a count known
+        at run time stops at the smaller value's end."""
+        e = self.e
+        mark = self.f.mark()
+        places = []
+        for x in (left, right):
+            t = self.t(x)
+            at = self.f.region(_align8(t.size))
+            if isinstance(t, (Int, Ptr)):
+                self.scalar(x)
+                e.stx(8, 8, at, 0)
+            else:
+                self.string_into(x, at, t.size)
+            places.append(at)
+        limit = min(self.t(left).size, self.t(right).size)
+        slot = None
+        if not isinstance(count, (A.Int, A.Positional)):     # as the checker: else a constant
+            slot = self.f.slot()
+            self.scalar(count)
+            within = e.label()
+            e.jmp_imm("jle", 0, limit, within)     # unsigned: a negative count is past the end too
+            e.mov_imm(0, limit)
+            e.place(within)
+            e.stx(8, 10, slot, 0)
+        loop, differ, equal, done = e.label(), e.label(), e.label(), e.label()
+        e.mov_reg(1, 8)
+        e.alu_imm("add", 1, places[0])
+        e.mov_reg(2, 8)
+        e.alu_imm("add", 2, places[1])
+        e.mov_imm(3, 0)
+        e.place(loop)
+        if slot is None:
+            e.jmp_imm("jge", 3, self._const(count), equal)
+        else:
+            e.ldx(8, 4, 10, slot)
+            e.jmp_reg("jge", 3, 4, equal)
+        e.ldx(1, 4, 1, 0)
+        e.ldx(1, 5, 2, 0)
+        e.jmp_reg("jne", 4, 5, differ)
+        for r in (1, 2, 3):
+            e.alu_imm("add", r, 1)
+        e.ja(loop)
+        e.place(differ)
+        for r in (4, 5):                  # as C's (int)char: sign-extended
+            e.alu_imm("lsh", r, 56)
+            e.alu_imm("arsh", r, 56)
+        e.mov_reg(0, 4)
+        e.alu_reg("sub", 0, 5)
+        e.ja(done)
+        e.place(equal)
+        e.mov_imm(0, 0)
+        e.place(done)
+        self.f.release(mark)
+
     def ctx_string(self, f: CtxField, dst: int, size: int) -> None:
         """A string field of the context: a tracepoint char array, or a __data_loc string."""
         e = self.e
