@@ -48,8 +48,6 @@ NEWER = [
     ('BEGIN { static_assert(1 == 1, "one"); exit(); }', "static_assert()", "0.25"),
     ('BEGIN { fail("no"); }', "fail()", "0.25"),
     ('BEGIN { print(typeinfo(1)); exit(); }', "typeinfo()", "0.25"),
-    ('BEGIN { printf("%d\\n", kfunc_allowed("bpf_strnlen")); exit(); }', "kfunc_allowed()", "0.25"),
-    ('BEGIN { printf("%d\\n", kfunc_exist("vfs_read")); exit(); }', "kfunc_exist()", "0.25"),
     ('BEGIN { $x = 1; let $y: typeof($x) = 2; exit(); }', "typeof()", "0.25"),
 ]
 

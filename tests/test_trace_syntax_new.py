@@ -166,6 +166,12 @@ NEWER = [
      '$a = (1, "x"); $b = (1, "y"); $n = 16; printf("%d %d\\n", memcmp($a, $b, 8), memcmp($a, $b, $n)); '
      'printf("%d %d\\n", memcmp((int32)0x01ff, (int32)0x0102, 4), memcmp(curtask->comm, comm, 16)); exit(); }',
      "-1 0 1\n0 -1\n-3 0\n"),
+    # kfunc_exist(name), kfunc_allowed(name) (0.25): a FUNC in the kernel's BTF; a program of the probe's
+    # type (BEGIN: a raw tracepoint here) loaded with the call alone, refused only by the verifier's
+    # "calling kernel function ... is not allowed" (bpf_task_from_pid: TRACING and others, not raw tracepoints)
+    ('begin { printf("%d %d %d ", kfunc_exist("bpf_task_from_pid"), kfunc_exist("vfs_read"), kfunc_exist("no_such")); '
+     'printf("%d %d %d\\n", kfunc_allowed("bpf_cast_to_kern_ctx"), kfunc_allowed("bpf_task_from_pid"), '
+     'kfunc_allowed("no_such")); exit(); }', "1 1 0 1 0 0\n"),
     # find(@m, key, $v) (0.25): upstream's tests/self/find.bt, its cases printed (a literal in a key fitted
     # to the key's int8 by a cast: pycore does not narrow literals to a key's type yet)
     ('begin { let $val; @a[1] = 10; printf("%d %d ", find(@a, 1, $val), $val); printf("%d %d ", find(@a, 2, $val), '

@@ -25,7 +25,7 @@ import os
 from dataclasses import asdict, dataclass
 from typing import Callable
 
-__all__ = ["Result", "Features", "CHECKS"]
+__all__ = ["Result", "Features", "CHECKS", "kfunc_allowed"]
 
 # enum feature_check in bpf_src/features.bpf.c
 _FEAT_FENTRY, _FEAT_FEXIT, _FEAT_KPROBE, _FEAT_TP_BTF, _FEAT_COOKIE = 1, 2, 3, 4, 5
@@ -392,3 +392,23 @@ def _mount(fstype: str, target: str) -> str | None:
     if libc.mount(b"nodev", target.encode(), fstype.encode(), 0, None) != 0:
         return f"mount -t {fstype} {target}: {os.strerror(ctypes.get_errno())}"
     return None
+
+
+def kfunc_allowed(name: str, btf_id: int, prog_type: int) -> bool:
+    """Whether a program of ``prog_type`` may call the kfunc ``name`` (its vmlinux BTF id), as
+    bpftrace's ``kfunc_allowed()`` asks the kernel (BPFfeature::kfunc_allowed): a program of the call
+    alone is loaded, and only the verifier's "calling kernel function NAME is not allowed" says no.
+    Any other refusal is about the two-instruction program, not the kfunc (a tracing program with
+    no attach target, a void kfunc's unset r0), and answers yes, as upstream's check does."""
+    from pycore.asm import builders as B
+    from pycore.asm import opcodes as op
+    from pycore.asm.insn import Insn
+    from pycore.errors import BpfError
+    from pycore.native.program import load_program
+
+    insns = [Insn(op.JMP | op.CALL, 0, op.PSEUDO_KFUNC_CALL, 0, btf_id), B.exit()]
+    try:
+        load_program(insns, prog_type, name="kfunc_allowed").close()
+    except BpfError as e:
+        return not any(f"calling kernel function {name} is not allowed" in line for line in e.log)
+    return True

@@ -30,8 +30,6 @@ _FUNCTIONS: dict[str, tuple[str, str]] = {
     "typeinfo": ("typeinfo()", "0.25"),
     "static_assert": ("static_assert()", "0.25"),
     "fail": ("fail()", "0.25"),
-    "kfunc_exist": ("kfunc_exist()", "0.25"),
-    "kfunc_allowed": ("kfunc_allowed()", "0.25"),
 }
 
 #: Builtins called with arguments that pycore does not take yet (any not named here: 0.24).

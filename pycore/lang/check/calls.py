@@ -155,6 +155,19 @@ class Calls(State):
                     raise self.error(a, "strncmp() compares strings")
             self.constant(c, args[2])
             return INT64
+        if n in ("kfunc_exist", "kfunc_allowed"):    # bpftrace 0.25's: known when the script is checked
+            if len(args) != 1 or not isinstance(args[0], A.Str):
+                raise self.error(e, f"{n}() accepts a string literal only")
+            from btf.kinds import Kind
+
+            found = self.spec.ids_named(args[0].value, (Kind.FUNC,))
+            if n == "kfunc_exist" or not found:
+                c.consts[id(e)] = int(bool(found))
+            else:
+                from pycore.kernel.features import kfunc_allowed
+
+                c.consts[id(e)] = int(kfunc_allowed(args[0].value, found[0], c.target.prog_type))
+            return BOOL
         if n == "memcmp":       # bpftrace 0.25's standard library
             if len(args) != 3:
                 raise self.error(e, "memcmp(left, right, count)")
