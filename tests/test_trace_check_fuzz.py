@@ -53,7 +53,10 @@ STATEMENTS = ["$x = {v};", "$t = {v};", "@m = {v};", "@m[{v}] = count();", "@h =
               "$x = {v} ? {{ let $q = {v}; $q }} : {v};", "$i = 0; while ({{ $i++; $i < {v} }}) {{ }}",
               "_ = {{ print({v}); {v} }};",
               # memcmp (0.25), a constant and a run-time count; & of any variable
-              "$x = memcmp({v}, {v}, 4);", "$x = memcmp({v}, {v}, {v});", "$t = {v}; $x = *(&$t);"]
+              "$x = memcmp({v}, {v}, 4);", "$x = memcmp({v}, {v}, {v});", "$t = {v}; $x = *(&$t);",
+              # comptime (0.25): a branch chosen when checked, the other unchecked
+              "if comptime (is_str({v})) {{ $x = {v}; }} else {{ $x = {v}; }}", "$x = comptime (sizeof({v}) + 1);",
+              "static_assert(sizeof({v}) > 0, \"size\");"]
 HEADS = ["", "#include <sys/socket.h>\n", "#define X 3\n", "#define S \"s\"\n"]
 
 

@@ -45,8 +45,6 @@ NEWER = [
     ('uprobe:/bin/bash:readline { print(dw_ustack()); }', "dw_ustack()", "0.26"),
     # the standard library's compile-time helpers (0.25): found by `git tag --contains` in bpftrace's
     # repository, the commit that added each to src/stdlib or to the parser
-    ('BEGIN { static_assert(1 == 1, "one"); exit(); }', "static_assert()", "0.25"),
-    ('BEGIN { fail("no"); }', "fail()", "0.25"),
     ('BEGIN { print(typeinfo(1)); exit(); }', "typeinfo()", "0.25"),
     ('BEGIN { $x = 1; let $y: typeof($x) = 2; exit(); }', "typeof()", "0.25"),
 ]

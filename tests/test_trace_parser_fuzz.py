@@ -56,7 +56,9 @@ TOKENS = ["BEGIN", "END", "kprobe:vfs_read", "uprobe:/bin/bash:readline", "trace
           "for", "..", "0..5", "$kv.0", "$kv.1.0", "for ($kv : @m) {", "for $i : 0..3 {", "for ($i : (-3)..$x) {",
           "continue",
           # block expressions (0.24) and the discard (0.25)
-          "= {", "({", "{ 1 }", "{ $b = 1; $b }", "{ let $b = 1; $b }", "} + 1", "&& {", "? { 1 } :", "_ =", "_"]
+          "= {", "({", "{ 1 }", "{ $b = 1; $b }", "{ let $b = 1; $b }", "} + 1", "&& {", "? { 1 } :", "_ =", "_",
+          # comptime, fail and static_assert (0.25)
+          "comptime", "if comptime (", "comptime (1)", 'fail("x %d", 1)', 'static_assert(1, "m")']
 
 # Scripts in the newer syntax (valid: each parses), for the mutation test and as a check of their own.
 NEW_SCRIPTS = [

@@ -28,8 +28,6 @@ _FUNCTIONS: dict[str, tuple[str, str]] = {
     # the standard library's compile-time helpers and the type queries they use (0.25)
     "typeof": ("typeof()", "0.25"),
     "typeinfo": ("typeinfo()", "0.25"),
-    "static_assert": ("static_assert()", "0.25"),
-    "fail": ("fail()", "0.25"),
 }
 
 #: Builtins called with arguments that pycore does not take yet (any not named here: 0.24).

@@ -65,7 +65,8 @@ _TARGETED = {"kprobe", "kretprobe", "kfunc", "kretfunc", "rawtracepoint", "uprob
 _OFFSETS = {"kprobe", "uprobe"}
 # the builtins bpftrace's parser keeps from being a macro's parameter (its Parser::is_builtin)
 _MACRO_BUILTINS = {"args", "ctx", "kstack", "nsecs", "pid", "tid", "ustack"}
-_KEYWORDS = {"if", "else", "while", "unroll", "for", "return", "break", "continue", "struct", "union", "enum", "let"}
+_KEYWORDS = {"if", "else", "while", "unroll", "for", "return", "break", "continue", "struct", "union", "enum", "let",
+             "comptime"}
 
 #: bpftrace 0.24's duration literals (``100ms``): nanoseconds per unit.
 DURATIONS: dict[str, int] = {"ns": 1, "us": 10**3, "ms": 10**6, "s": 10**9, "m": 60 * 10**9, "h": 3600 * 10**9,
@@ -354,7 +355,7 @@ def _deepest(node: A.Node) -> A.Node:
 # -- error text ------------------------------------------------------------------------------------
 
 _EXPR_START = {"INT", "STRING", "IDENT", "VAR", "MAP", "POSITIONAL", "PARAMCOUNT", "LPAR", "CAST", "MINUS",
-               "BANG", "TILDE", "STAR", "BAND", "INC", "DEC", "LBRACE"}     # '{': a block expression (0.24)
+               "BANG", "TILDE", "STAR", "BAND", "INC", "DEC", "LBRACE", "COMPTIME"}  # {: a block expression (0.24)
 _STMT_START = {"IF", "WHILE", "UNROLL", "FOR", "RETURN", "BREAK", "CONTINUE", "LET"}
 _OPERATORS = {"OROR", "ANDAND", "BOR", "BXOR", "BAND", "EQ", "NE", "LT", "GT", "LE", "GE", "SHL", "SHR", "PLUS",
               "MINUS", "STAR", "SLASH", "PERCENT", "_QMARK", "DOT", "ARROW", "_LBRACK", "INC", "DEC"}
@@ -409,7 +410,7 @@ def _token(tok: Token) -> str:
         return f"string {v}" if len(v) <= 40 else f"string {v[:37]}...\""
     if t in kinds:
         return f"{kinds[t]} '{v if len(v) <= 40 else v[:37] + '...'}'"
-    if t in ("IF", "_ELSE", "WHILE", "UNROLL", "FOR", "RETURN", "BREAK", "CONTINUE", "STRUCT", "LET"):
+    if t in ("IF", "_ELSE", "WHILE", "UNROLL", "FOR", "RETURN", "BREAK", "CONTINUE", "STRUCT", "LET", "COMPTIME"):
         return f"keyword '{v}'"
     if t == "PRED_END":
         return "'/'"
@@ -890,6 +891,10 @@ class _Builder:
 
     def tuple(self, c: list[Any]) -> A.Tuple:
         return A.Tuple(tuple(c[1:]), pos=_tpos(c[0]))
+
+    def comptime(self, c: list[Any]) -> A.Call:
+        """``comptime x``: a call the checker folds (``comptime(x)`` parses the same)."""
+        return A.Call("comptime", (c[1],), pos=_tpos(c[0]))
 
     def block_expr(self, c: list[Any]) -> A.BlockExpr:
         _SEEN.block_exprs = True

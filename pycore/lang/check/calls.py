@@ -16,7 +16,7 @@ from pycore.lang.types import (BOOL, INT64, STRING_SIZE, UINT64, USYM, Array, Bo
 
 
 _NO_VALUE_CALLS = {"printf", "errorf", "warnf", "print", "exit", "delete", "clear", "zero", "time", "join", "system", "signal", "signal_thread", "cat",
-                   "override"}
+                   "override", "fail", "static_assert"}
 
 
 _CLOCKS = ("monotonic", "boot", "tai", "sw_tai")
@@ -155,6 +155,32 @@ class Calls(State):
                     raise self.error(a, "strncmp() compares strings")
             self.constant(c, args[2])
             return INT64
+        if n == "comptime":
+            t = self.expr(c, args[0]) if len(args) == 1 else None
+            self.comptime_value(c, e)
+            return t
+        if n == "fail":         # bpftrace 0.25: a compile-time error, where the checker reaches it
+            if not args or not isinstance(args[0], A.Str):
+                raise self.error(e, "first argument to fail() must be a string literal")
+            values: list[object] = []
+            for a in args[1:]:
+                v = a.value if isinstance(a, A.Str) else self.fold(c, a, consts=False) if is_literal(a) else None
+                if v is None:
+                    raise self.error(a, "fail() arguments need to be literals")
+                values.append(v)
+            if not self._dead:
+                raise self.error(e, _c_format(args[0].value, values))
+            return Void()
+        if n == "static_assert":    # bpftrace 0.25's standard library: if comptime (!cond) { fail(msg); }
+            if len(args) != 2 or not isinstance(args[1], A.Str):
+                raise self.error(e, "static_assert(condition, \"message\")")
+            self.expr(c, args[0])
+            v = self.fold(c, args[0], consts=True)
+            if v is None:
+                raise self.error(args[0], "static_assert()'s condition is not known when the script is checked")
+            if not v and not self._dead:
+                raise self.error(e, args[1].value)
+            return Void()
         if n in ("kfunc_exist", "kfunc_allowed"):    # bpftrace 0.25's: known when the script is checked
             if len(args) != 1 or not isinstance(args[0], A.Str):
                 raise self.error(e, f"{n}() accepts a string literal only")
@@ -607,6 +633,26 @@ _TYPE_QUERIES: dict[str, Callable[[A.Expr, Type], bool]] = {
 def _integer(t: Type) -> bool:
     """An integer that arithmetic takes: not one printed as text (a strftime() timestamp, a cgroup path)."""
     return isinstance(t, Int) and not isinstance(t, TextInt)
+
+
+def _c_format(fmt: str, values: list[object]) -> str:
+    """``fmt`` with printf's conversions filled from ``values`` in turn (fail()'s message)."""
+    import re
+
+    it = iter(values)
+
+    def one(m: re.Match[str]) -> str:
+        if m.group() == "%%":
+            return "%"
+        v = next(it, "")
+        conv = m.group(2)
+        if conv in "di":
+            return str(v)
+        if conv in "uxXo" and isinstance(v, int):
+            return format(v % (1 << 64), {"u": "d", "x": "x", "X": "X", "o": "o"}[conv])
+        return str(v)
+
+    return re.sub(r"%%|%([-+ #0-9.]*(?:hh|h|ll|l|z|j|t)?)([diuxXoscp])", one, fmt)
 
 
 def _is_runtime(e: A.Expr) -> bool:

@@ -43,6 +43,7 @@ class Checker(Types, Builtins, Calls, State):
         self.maps: dict[str, MapInfo] = {}
         self.cpid = 0   # the -c command's pid, set by the runtime before checking
         self._loops = 0  # while loops around the statement being checked (break, continue)
+        self._dead = 0   # if branches around it that a literal condition never takes (fail() is not reached)
         self._flat = False                           # this block checked without scoping (0.17's way)
         self._scopes: list[dict[str, _Variable]] = [{}]   # the blocks around the statement, innermost last
         self._made: set[str] = set()                 # the keys of the variables made in this block
@@ -252,11 +253,28 @@ class Checker(Types, Builtins, Calls, State):
             self.assign(c, s)
         elif isinstance(s, A.IncDec):
             self.incdec(c, s)
+        elif isinstance(s, A.If) and isinstance(s.cond, A.Call) and s.cond.name == "comptime":
+            # bpftrace 0.25's `if comptime (x)`: one branch, chosen now; the other is neither checked
+            # nor made into code (the lowering reads c.comptime)
+            taken = bool(self.comptime_value(c, s.cond))
+            c.comptime[id(s)] = taken
+            if taken:
+                self.scoped(c, s.then)
+            elif s.else_:
+                self.scoped(c, s.else_)
         elif isinstance(s, A.If):
             self.condition(c, s.cond, "if()")
+            # a condition of literals (and positional parameters) that is false: its branch is checked
+            # as any other (its maps are declared), but a fail() there is not reached (stdlib.md's
+            # `if ($1 < 2) { fail(...) }`)
+            known = self.fold(c, s.cond, consts=False)
+            self._dead += known is not None and not known
             self.scoped(c, s.then)
+            self._dead -= known is not None and not known
             if s.else_:
+                self._dead += known is not None and bool(known)
                 self.scoped(c, s.else_)
+                self._dead -= known is not None and bool(known)
         elif isinstance(s, A.While):
             self.condition(c, s.cond, "while()")
             self._loops += 1
@@ -609,6 +627,51 @@ class Checker(Types, Builtins, Calls, State):
         c.types[id(call)] = Void()
 
     # -- expressions -----------------------------------------------------------------------
+
+    def comptime_value(self, c: Checked, e: A.Call) -> int:
+        """``comptime x`` (bpftrace 0.25): x's value, which must be known when the script is checked."""
+        if len(e.args) != 1:
+            raise self.error(e, "comptime takes one expression: comptime (x)")
+        self.expr(c, e.args[0])
+        v = self.fold(c, e.args[0], consts=True)
+        if v is None:
+            raise self.error(e.args[0], "Unable to resolve comptime expression (bpftrace's words): pycore "
+                                        "knows literals, positional parameters, sizeof(), offsetof(), is_str() "
+                                        "and the like, kfunc_exist() and operators on them when it checks")
+        c.consts[id(e)] = v
+        return v
+
+    def fold(self, c: Checked, e: A.Expr, consts: bool) -> int | None:
+        """``e``'s value when it is known as the script is checked, else None: literals and positional
+        parameters, and with ``consts`` what the checker found out already (sizeof, is_str,
+        kfunc_exist...: c.consts), under unary and binary operators (a string literal compares with
+        another by its text). ``e`` must have been checked first."""
+        if isinstance(e, A.Int):
+            return e.value
+        if isinstance(e, A.Positional):
+            v = self.positional(e)
+            return v if isinstance(v, int) else None
+        if isinstance(e, A.Call) and e.name == "comptime" and len(e.args) == 1:
+            return self.fold(c, e.args[0], consts)
+        if consts and isinstance(e, (A.Call, A.Builtin)):
+            return c.consts.get(id(e))
+        if isinstance(e, A.Unary) and e.op in ("!", "-", "~"):
+            v = self.fold(c, e.operand, consts)
+            return None if v is None else {"!": lambda x: int(not x), "-": lambda x: -x, "~": lambda x: ~x}[e.op](v)
+        if isinstance(e, A.Binary):
+            if e.op in ("==", "!=") and isinstance(e.left, A.Str) and isinstance(e.right, A.Str):
+                return int((e.left.value == e.right.value) == (e.op == "=="))
+            a, b = self.fold(c, e.left, consts), self.fold(c, e.right, consts)
+            if a is None or b is None:
+                return None
+            ops = {"+": lambda: a + b, "-": lambda: a - b, "*": lambda: a * b, "/": lambda: a // b if b else 0,
+                   "%": lambda: a % b if b else 0, "&": lambda: a & b, "|": lambda: a | b, "^": lambda: a ^ b,
+                   "<<": lambda: a << b if 0 <= b < 64 else 0, ">>": lambda: a >> b if 0 <= b < 64 else 0,
+                   "==": lambda: int(a == b), "!=": lambda: int(a != b), "<": lambda: int(a < b),
+                   ">": lambda: int(a > b), "<=": lambda: int(a <= b), ">=": lambda: int(a >= b),
+                   "&&": lambda: int(bool(a) and bool(b)), "||": lambda: int(bool(a) or bool(b))}
+            return ops[e.op]() if e.op in ops else None
+        return None
 
     def constant(self, c: Checked, e: A.Expr) -> int:
         """An expression that must be known when the script is compiled (lhist bounds, unroll)."""

@@ -91,6 +91,8 @@ class Statements(State):
                     self.incdec(s.target, 1 if s.op == "++" else -1)   # alone: its value is not needed
             finally:
                 self.update_site = None
+        elif isinstance(s, A.If) and id(s) in self.c.comptime:    # if comptime: the branch chosen
+            return self.stmts(s.then if self.c.comptime[id(s)] else (s.else_ or []))
         elif isinstance(s, A.If):
             else_l, end_l = e.label(), e.label()
             self.scalar(s.cond)
