@@ -56,7 +56,9 @@ STATEMENTS = ["$x = {v};", "$t = {v};", "@m = {v};", "@m[{v}] = count();", "@h =
               "$x = memcmp({v}, {v}, 4);", "$x = memcmp({v}, {v}, {v});", "$t = {v}; $x = *(&$t);",
               # comptime (0.25): a branch chosen when checked, the other unchecked
               "if comptime (is_str({v})) {{ $x = {v}; }} else {{ $x = {v}; }}", "$x = comptime (sizeof({v}) + 1);",
-              "static_assert(sizeof({v}) > 0, \"size\");"]
+              "static_assert(sizeof({v}) > 0, \"size\");",
+              # typeof (0.25) in a declaration and a cast
+              "let $q: typeof({v}) = {v};", "$x = (typeof({v})){v};"]
 HEADS = ["", "#include <sys/socket.h>\n", "#define X 3\n", "#define S \"s\"\n"]
 
 

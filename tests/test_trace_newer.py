@@ -46,7 +46,6 @@ NEWER = [
     # the standard library's compile-time helpers (0.25): found by `git tag --contains` in bpftrace's
     # repository, the commit that added each to src/stdlib or to the parser
     ('BEGIN { print(typeinfo(1)); exit(); }', "typeinfo()", "0.25"),
-    ('BEGIN { $x = 1; let $y: typeof($x) = 2; exit(); }', "typeof()", "0.25"),
 ]
 
 

@@ -172,6 +172,14 @@ NEWER = [
     ('begin { printf("%d %d %d ", kfunc_exist("bpf_task_from_pid"), kfunc_exist("vfs_read"), kfunc_exist("no_such")); '
      'printf("%d %d %d\\n", kfunc_allowed("bpf_cast_to_kern_ctx"), kfunc_allowed("bpf_task_from_pid"), '
      'kfunc_allowed("no_such")); exit(); }', "1 1 0 1 0 0\n"),
+    # typeof(x) (0.25): upstream's tests/runtime/btf 'vmlinux integer types' (its values printed), then an
+    # expression's type in a declaration, a cast (70001 as a uint16) and sizeof, a string's, a pointer's
+    ("begin { let $a: typeof(size_t) = 1; let $b: typeof(size_t*) = &$a; $c = (uint64_t)1; $d = (char)1; "
+     "$e = (char *)&$d; print((*$b, $c, *$e)); exit(); }", "(1, 1, 1)\n"),
+    ('begin { $x = (uint16)7; let $y: typeof($x) = 700; $z = (typeof($x))70001; print(($y, $z, sizeof(typeof($x)), '
+     'sizeof(typeof(curtask->comm)))); let $s: typeof("hello") = "hi"; print($s); '
+     "let $t: typeof(struct task_struct *) = curtask; let $u: typeof(curtask) = $t; print($u->pid == pid); exit(); }",
+     "(700, 4465, 2, 16)\nhi\n1\n"),
     # find(@m, key, $v) (0.25): upstream's tests/self/find.bt, its cases printed (a literal in a key fitted
     # to the key's int8 by a cast: pycore does not narrow literals to a key's type yet)
     ('begin { let $val; @a[1] = 10; printf("%d %d ", find(@a, 1, $val), $val); printf("%d %d ", find(@a, 2, $val), '

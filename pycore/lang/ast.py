@@ -155,10 +155,13 @@ class ConfigAssign(Node):
 
 @record
 class TypeName(Node):
-    """A C type as written in a cast or sizeof: ``name`` ('uint32', 'struct path') and how many ``*``."""
+    """A C type as written in a cast or sizeof: ``name`` ('uint32', 'struct path') and how many ``*``;
+    or bpftrace 0.25's ``typeof(x)``: ``of`` the expression (or a bare name, which the checker reads
+    as a type when it names one) whose type it is, ``name`` then "typeof"."""
 
     name: str
     pointer_depth: int = 0
+    of: Expr | None = None
 
 
 @record

@@ -19,14 +19,12 @@ _KW = r"(?<![\w$@.])"   # a keyword: not part of a name, a $variable, a @map or 
 #: run over the script with its strings and comments blanked; the first that matches at or before the
 #: place the parser stopped, nearest that place, names the feature.
 _SYNTAX: list[tuple[re.Pattern[str], str, str]] = [(re.compile(p, re.M), what, version) for p, what, version in [
-    (_KW + r"typeof\s*\(", "typeof()", "0.25"),     # a type from an expression: (typeof($x))y, let $y: typeof($x)
 ]]
 
 #: Functions of later bpftraces: name -> (what it is, version).
 _FUNCTIONS: dict[str, tuple[str, str]] = {
     "dw_ustack": ("dw_ustack()", "0.26"),
     # the standard library's compile-time helpers and the type queries they use (0.25)
-    "typeof": ("typeof()", "0.25"),
     "typeinfo": ("typeinfo()", "0.25"),
 }
 

@@ -66,7 +66,7 @@ _OFFSETS = {"kprobe", "uprobe"}
 # the builtins bpftrace's parser keeps from being a macro's parameter (its Parser::is_builtin)
 _MACRO_BUILTINS = {"args", "ctx", "kstack", "nsecs", "pid", "tid", "ustack"}
 _KEYWORDS = {"if", "else", "while", "unroll", "for", "return", "break", "continue", "struct", "union", "enum", "let",
-             "comptime"}
+             "comptime", "typeof"}
 
 #: bpftrace 0.24's duration literals (``100ms``): nanoseconds per unit.
 DURATIONS: dict[str, int] = {"ns": 1, "us": 10**3, "ms": 10**6, "s": 10**9, "m": 60 * 10**9, "h": 3600 * 10**9,
@@ -410,7 +410,7 @@ def _token(tok: Token) -> str:
         return f"string {v}" if len(v) <= 40 else f"string {v[:37]}...\""
     if t in kinds:
         return f"{kinds[t]} '{v if len(v) <= 40 else v[:37] + '...'}'"
-    if t in ("IF", "_ELSE", "WHILE", "UNROLL", "FOR", "RETURN", "BREAK", "CONTINUE", "STRUCT", "LET", "COMPTIME"):
+    if t in ("IF", "_ELSE", "WHILE", "UNROLL", "FOR", "RETURN", "BREAK", "CONTINUE", "STRUCT", "LET", "COMPTIME", "TYPEOF"):
         return f"keyword '{v}'"
     if t == "PRED_END":
         return "'/'"
@@ -767,8 +767,22 @@ class _Builder:
             value = rest[1]
         return A.Let(var, type_, value, pos=_tpos(kw))
 
+    def typeof(self, c: list[Any]) -> A.TypeName:
+        kw, rest = c[0], c[2:]
+        if getattr(rest[0], "type", None) == "STRUCT":      # typeof(struct x *): the type itself
+            return A.TypeName(f"{rest[0]} {rest[1]}", len(rest) - 2, pos=_tpos(kw))
+        if getattr(rest[0], "type", None) == "IDENT":       # typeof(size_t *)
+            return A.TypeName(str(rest[0]), len(rest) - 1, pos=_tpos(kw))
+        return A.TypeName("typeof", 0, rest[0], pos=_tpos(kw))
+
+    def typeof_cast(self, c: list[Any]) -> A.Cast:
+        lpar, tn, expr = c
+        return A.Cast(tn, expr, pos=_tpos(lpar))
+
     def let_type(self, c: list[Any]) -> A.TypeName:
         first = c[0]
+        if isinstance(first, A.TypeName):      # typeof(x)
+            return first
         if first.type == "STRUCT":
             return A.TypeName(f"{first} {c[1]}", len(c) - 2, pos=_tpos(first))
         if len(c) == 2 and c[1].type == "INT":     # string[N]: a string of N bytes

@@ -191,6 +191,13 @@ class Checker(Types, Builtins, Calls, State):
         """The type a declaration names: an integer type, string or string[N], or a pointer."""
         tn = s.type
         assert tn is not None
+        if tn.of is not None:
+            found = self.typeof(c, tn)
+            if not isinstance(found, A.TypeName):
+                if isinstance(found, Void):
+                    raise self.error(tn, f"let ${s.var.name}: typeof() of a value with no type")
+                return found
+            tn = found
         name = tn.name
         if tn.pointer_depth == 0:
             if name in _C_INTS:
@@ -204,6 +211,8 @@ class Checker(Types, Builtins, Calls, State):
                 if not 1 <= n <= 1024:
                     raise self.error(tn, f"let ${s.var.name}: a string holds 1..1024 bytes, not {n}")
                 return Str(n)
+            if (as_int := self.int_typedef(c, tn, name)) is not None:      # size_t, u32: the C types' names
+                return as_int
             raise self.error(tn, f"let ${s.var.name}: unknown type '{name}' (an integer type such as uint32, "
                                  f"string, string[N], or a pointer such as struct task_struct *)")
         target, spec = self.named_type(c, tn, name)

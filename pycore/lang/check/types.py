@@ -97,9 +97,44 @@ class Types(State):
             raise self.error(node, "cannot dereference a void pointer: cast it first")
         return t
 
+    def typeof(self, c: Checked, tn: A.TypeName) -> A.TypeName | Type:
+        """``typeof(x)`` (bpftrace 0.25): a bare name that names a C type (``typeof(size_t)``) is that
+        type's name, resolved where a type name is; else the type of the expression ``x`` (checked,
+        never run)."""
+        x = tn.of
+        if isinstance(x, A.Builtin) and (x.name in _C_INTS or self._names_a_type(x.name)):
+            return A.TypeName(x.name, tn.pointer_depth, pos=tn.pos)
+        assert x is not None
+        return self.expr(c, x)
+
+    def int_typedef(self, c: Checked, node: A.Node, name: str) -> Int | None:
+        """The integer type a C name (a typedef such as size_t or u32, or an INT of BTF) stands for,
+        or None when it names none."""
+        if not self._names_a_type(name):
+            return None
+        target, spec = self.named_type(c, node, name)
+        t = from_btf(spec, target)
+        return Int(t.size, t.signed) if isinstance(t, Int) and not isinstance(t, Ptr) else None
+
+    def _names_a_type(self, name: str) -> bool:
+        from btf.kinds import Kind
+
+        return bool(self.types_spec().ids_named(name, (Kind.TYPEDEF, Kind.INT)))
+
     def cast(self, c: Checked, e: A.Cast) -> Type:
         inner = self.expr(c, e.expr)
         tn = e.type
+        if tn.of is not None:
+            found = self.typeof(c, tn)
+            if isinstance(found, A.TypeName):
+                tn = found
+            elif isinstance(found, Int) and not found.display and isinstance(inner, (Int, Ptr)):
+                return Int(found.size, found.signed)
+            elif isinstance(found, Ptr) and isinstance(inner, (Int, Ptr)):
+                return found
+            else:
+                raise self.error(e, f"cannot cast {inner} to typeof(...), a {found}: pycore casts to an "
+                                    "integer or a pointer type")
         name = tn.name.strip()
         ints = _C_INTS
         if tn.pointer_depth == 0 and ("[" in name or isinstance(inner, Array)):
@@ -111,6 +146,8 @@ class Types(State):
                 return Int(*ints[name])
             if name.startswith("enum ") and isinstance(inner, Int):
                 return self._enum_cast(c, e, name)
+            if (as_int := self.int_typedef(c, e, name)) is not None:      # (size_t)x, (u32)x
+                return as_int
             raise self.error(e, f"cannot cast to {name} (cast to an integer type, or to a pointer: ({name} *))")
         # an address from a register or an integer field points where the probe's code runs, as in
         # bpftrace: user memory in uprobes and USDT, kernel memory elsewhere (uptr()/kptr() say otherwise)
@@ -296,6 +333,11 @@ class Types(State):
         if len(e.args) != 1:
             raise self.error(e, "sizeof() takes one type or expression")
         a = e.args[0]
+        if isinstance(a, A.TypeName) and a.of is not None:
+            found = self.typeof(c, a)
+            if not isinstance(found, A.TypeName):
+                return found.size
+            a = found
         if isinstance(a, A.TypeName):
             if a.pointer_depth:
                 return 8
