@@ -673,8 +673,9 @@ class Checker(Types, Builtins, Calls, State):
             a, b = self.fold(c, e.left, consts), self.fold(c, e.right, consts)
             if a is None or b is None:
                 return None
-            ops = {"+": lambda: a + b, "-": lambda: a - b, "*": lambda: a * b, "/": lambda: a // b if b else 0,
-                   "%": lambda: a % b if b else 0, "&": lambda: a & b, "|": lambda: a | b, "^": lambda: a ^ b,
+            quot = (abs(a) // abs(b) * (1 if (a < 0) == (b < 0) else -1)) if b else 0    # C's: toward zero
+            ops = {"+": lambda: a + b, "-": lambda: a - b, "*": lambda: a * b, "/": lambda: quot,
+                   "%": lambda: a - b * quot if b else 0, "&": lambda: a & b, "|": lambda: a | b, "^": lambda: a ^ b,
                    "<<": lambda: a << b if 0 <= b < 64 else 0, ">>": lambda: a >> b if 0 <= b < 64 else 0,
                    "==": lambda: int(a == b), "!=": lambda: int(a != b), "<": lambda: int(a < b),
                    ">": lambda: int(a > b), "<=": lambda: int(a <= b), ">=": lambda: int(a >= b),
