@@ -43,10 +43,19 @@ def pytest_configure(config: pytest.Config) -> None:
     os.environ.pop("PYCORE_CACHE_DIR", None)    # the DWARF indexes: under $XDG_CACHE_HOME/pycore too
     # SIGTERM ends the run as Ctrl-C does, fixtures and all: ./dev.sh test stops an interrupted run
     # so (its pytest is a background job, which ignores SIGINT), and so does a CI timeout
+    global _PYTEST_PID
+    _PYTEST_PID = os.getpid()
     signal.signal(signal.SIGTERM, _interrupted)
 
 
+_PYTEST_PID = 0
+
+
 def _interrupted(signum: int, frame: object) -> None:
+    if os.getpid() != _PYTEST_PID:      # a fork of the run (pyroute2's netns helper): die, as by default
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+        return
     raise KeyboardInterrupt(f"signal {signum}")
 
 

@@ -51,10 +51,17 @@ class _Netns:
     def __init__(self, path: str | None) -> None:
         import socket
 
-        from pyroute2 import IPRoute, netns
+        from pyroute2 import IPRoute, config, netns
         from pyroute2.netlink import NETLINK_ROUTE
         from pyroute2.netlink.rtnl import RTMGRP_LINK
         from pyroute2.netlink.rtnl.marshal import MarshalRtnl
+
+        # A socket in another namespace is made by a child that pyroute2 forks from this thread and
+        # stops with SIGTERM once it has sent the socket. The child inherits this process's Python
+        # signal handlers: under an agent's (or pytest's) SIGTERM handler that raises, the child raised
+        # out of pyroute2's wrapper into the copy of our thread pool and waited there for work, and
+        # this thread waited for it forever. This makes the child take SIGTERM's default (it dies).
+        config.disable_mp_signal = True
 
         # flags=0: never create a namespace, only enter an existing one
         self.query = IPRoute() if path is None else IPRoute(netns=path, flags=0)
