@@ -156,9 +156,8 @@ class Calls(State):
             self.constant(c, args[2])
             return INT64
         if n == "comptime":
-            t = self.expr(c, args[0]) if len(args) == 1 else None
-            self.comptime_value(c, e)
-            return t
+            self.comptime_value(c, e)       # (checks its expression once)
+            return c.types[id(args[0])]
         if n == "fail":         # bpftrace 0.25: a compile-time error, where the checker reaches it
             if not args or not isinstance(args[0], A.Str):
                 raise self.error(e, "first argument to fail() must be a string literal")
