@@ -58,7 +58,9 @@ STATEMENTS = ["$x = {v};", "$t = {v};", "@m = {v};", "@m[{v}] = count();", "@h =
               "if comptime (is_str({v})) {{ $x = {v}; }} else {{ $x = {v}; }}", "$x = comptime (sizeof({v}) + 1);",
               "static_assert(sizeof({v}) > 0, \"size\");",
               # typeof (0.25) in a declaration and a cast
-              "let $q: typeof({v}) = {v};", "$x = (typeof({v})){v};"]
+              "let $q: typeof({v}) = {v};", "$x = (typeof({v})){v};",
+              # records (0.25) and tuples widened by a later assignment (0.23.2)
+              "$r = (a={v}, b={v}); $x = $r.b;", "$t = (1, {v}); $t = (2, {v});", "@rt = (a={v}); @rt = (a={v});"]
 HEADS = ["", "#include <sys/socket.h>\n", "#define X 3\n", "#define S \"s\"\n"]
 
 

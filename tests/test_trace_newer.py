@@ -46,9 +46,6 @@ NEWER = [
     # the standard library's compile-time helpers (0.25): found by `git tag --contains` in bpftrace's
     # repository, the commit that added each to src/stdlib or to the parser
     ('BEGIN { print(typeinfo(1)); exit(); }', "typeinfo()", "0.25"),
-    # records (0.25): upstream's tests/runtime/record, its first case
-    ('begin { $v = 99; $t = (a=0, b=1, c="str", d=(5, 6), e=$v); printf("%d %d %s %d %d %d\\n", $t.a, $t.b, '
-     '$t.c, $t.d.0, $t.d.1, $t.e); }', "records, (name=value, ...)", "0.25"),
 ]
 
 

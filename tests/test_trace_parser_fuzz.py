@@ -59,7 +59,9 @@ TOKENS = ["BEGIN", "END", "kprobe:vfs_read", "uprobe:/bin/bash:readline", "trace
           "= {", "({", "{ 1 }", "{ $b = 1; $b }", "{ let $b = 1; $b }", "} + 1", "&& {", "? { 1 } :", "_ =", "_",
           # comptime, fail and static_assert (0.25)
           "comptime", "if comptime (", "comptime (1)", 'fail("x %d", 1)', 'static_assert(1, "m")',
-          "typeof(", "typeof($x)", "(typeof($x))", "typeof(size_t *)", ": typeof(struct task_struct *)"]
+          "typeof(", "typeof($x)", "(typeof($x))", "typeof(size_t *)", ": typeof(struct task_struct *)",
+          # records (0.25)
+          "(a=1, b=2)", "(a=", "$r.a", "(x=1,)", ", b="]
 
 # Scripts in the newer syntax (valid: each parses), for the mutation test and as a check of their own.
 NEW_SCRIPTS = [

@@ -294,9 +294,11 @@ class Index(Expr):
 
 @record
 class Tuple(Expr):
-    """A tuple ``(a, b, ...)`` of two or more elements."""
+    """A tuple ``(a, b, ...)`` of two or more elements; with ``names``, bpftrace 0.25's record
+    ``(a=1, b="x")``, one or more elements each with its name."""
 
     elems: tuple[Expr, ...]
+    names: tuple[str, ...] = ()
 
 
 @record

@@ -19,8 +19,6 @@ _KW = r"(?<![\w$@.])"   # a keyword: not part of a name, a $variable, a @map or 
 #: run over the script with its strings and comments blanked; the first that matches at or before the
 #: place the parser stopped, nearest that place, names the feature.
 _SYNTAX: list[tuple[re.Pattern[str], str, str]] = [(re.compile(p, re.M), what, version) for p, what, version in [
-    # a record, (name=value, ...): '(' or ',' then a name and a lone '=' (not '==', not a $var or @map)
-    (r"[(,]\s*(?P<at>[A-Za-z_]\w*)\s*=(?!=)", "records, (name=value, ...)", "0.25"),
 ]]
 
 #: Functions of later bpftraces: name -> (what it is, version).

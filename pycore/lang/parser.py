@@ -906,6 +906,18 @@ class _Builder:
     def tuple(self, c: list[Any]) -> A.Tuple:
         return A.Tuple(tuple(c[1:]), pos=_tpos(c[0]))
 
+    def field_init(self, c: list[Any]) -> tuple[Any, A.Expr]:
+        return c[0], c[2]
+
+    def record(self, c: list[Any]) -> A.Tuple:
+        inits = [x for x in c[1:] if isinstance(x, tuple)]
+        names: list[str] = []
+        for tok, _ in inits:
+            if str(tok) in names:
+                raise _Fail(f"the record names field {str(tok)!r} twice", tok.line, tok.column, len(tok))
+            names.append(str(tok))
+        return A.Tuple(tuple(v for _, v in inits), tuple(names), pos=_tpos(c[0]))
+
     def comptime(self, c: list[Any]) -> A.Call:
         """``comptime x``: a call the checker folds (``comptime(x)`` parses the same)."""
         return A.Call("comptime", (c[1],), pos=_tpos(c[0]))

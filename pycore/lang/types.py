@@ -278,6 +278,7 @@ class Tuple(Inet):
     """
 
     elems: tuple = ()
+    names: tuple = ()          # a record's field names (bpftrace 0.25's (name=value, ...)); () for a tuple
 
     def offsets(self) -> list[int]:
         out, pos = [], 0
@@ -287,11 +288,47 @@ class Tuple(Inet):
         return out
 
     def __str__(self) -> str:
+        if self.names:
+            return "(" + ", ".join(f"{n}={t}" for n, t in zip(self.names, self.elems)) + ")"
         return "(" + ", ".join(str(t) for t in self.elems) + ")"
 
 
-def tuple_type(elems: tuple) -> Tuple:
-    return Tuple(size=sum(width(t) for t in elems), elems=elems)
+def tuple_type(elems: tuple, names: tuple = ()) -> Tuple:
+    return Tuple(size=sum(width(t) for t in elems), elems=elems, names=names)
+
+
+def element_order(src: Tuple, dst: Tuple) -> list[int]:
+    """For each element of ``src``, its index in ``dst``: by name for records, else in turn."""
+    if src.names:
+        return [dst.names.index(n) for n in src.names]
+    return list(range(len(src.elems)))
+
+
+def merge_tuples(old: Tuple, new: Tuple) -> Tuple | None:
+    """The tuple type that holds both ``old``'s and ``new``'s values, as bpftrace 0.23.2 lets a variable
+    take (1, "abcd") and then (2, "abcdefgh"): each string as long as the longer, each integer as wide
+    as the wider, nested tuples merged alike; a record's fields matched by name, in ``old``'s order.
+    None when they do not fit (other lengths, names or kinds)."""
+    if len(old.elems) != len(new.elems) or bool(old.names) != bool(new.names) \
+            or sorted(old.names) != sorted(new.names):
+        return None
+    elems = list(old.elems)
+    for i, j in enumerate(element_order(new, old)):
+        a, b = elems[j], new.elems[i]
+        if a == b:
+            continue
+        if type(a) is Str and type(b) is Str:
+            elems[j] = Str(max(a.size, b.size))
+        elif isinstance(a, Tuple) and isinstance(b, Tuple):
+            m = merge_tuples(a, b)
+            if m is None:
+                return None
+            elems[j] = m
+        elif type(a) is Int and type(b) is Int:
+            elems[j] = Int(max(a.size, b.size), a.signed or b.signed)
+        else:
+            return None
+    return tuple_type(tuple(elems), old.names)
 
 
 @record(frozen=True)

@@ -13,7 +13,7 @@ from pycore.lang.check.types import Types, _C_INTS
 from pycore.lang.errors import MapNotTypedYet, close_matches
 from pycore.lang.probes import Target
 from pycore.lang.types import (BOOL, INT64, STRING_SIZE, Array, Bool, Buffer, Enum, is_aggregate, Inet, Int, Ptr, Record,
-                               Stack, Str, TextInt, Tuple, Type, Void, from_btf, tuple_type)
+                               Stack, Str, TextInt, Tuple, Type, Void, from_btf, merge_tuples, tuple_type)
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -44,6 +44,7 @@ class Checker(Types, Builtins, Calls, State):
         self.cpid = 0   # the -c command's pid, set by the runtime before checking
         self._loops = 0  # while loops around the statement being checked (break, continue)
         self._dead = 0   # if branches around it that a literal condition never takes (fail() is not reached)
+        self._widened: dict[str, Tuple] = {}   # tuple variables' final types, once a check found them wider
         self._flat = False                           # this block checked without scoping (0.17's way)
         self._scopes: list[dict[str, _Variable]] = [{}]   # the blocks around the statement, innermost last
         self._made: set[str] = set()                 # the keys of the variables made in this block
@@ -81,6 +82,18 @@ class Checker(Types, Builtins, Calls, State):
             return self._check(block, target, flat=True)
 
     def _check(self, block: A.ProbeBlock, target: Target, flat: bool) -> Checked:
+        """One probe block checked; again when a tuple variable was widened by a later assignment
+        (the statements before it saw it narrower: its layout differs), with its final type known
+        from the start."""
+        self._widened: dict[str, Tuple] = {}
+        for _ in range(3):
+            seen = dict(self._widened)
+            c = self._check_once(block, target, flat)
+            if self._widened == seen:
+                return c
+        return c
+
+    def _check_once(self, block: A.ProbeBlock, target: Target, flat: bool) -> Checked:
         c = Checked(block, target)
         self._flat = flat
         self._scopes = [{}]
@@ -467,6 +480,15 @@ class Checker(Types, Builtins, Calls, State):
                 old = vt = INT64     # true, then 5: an integer, as bpftrace 0.23 takes it
             if _enum_and_int(old, vt):      # an enum's value and a plain integer: a plain integer
                 old = vt = Int(8, old.signed and vt.signed)   # type: ignore[union-attr]
+            seeded = self._widened.get(key)     # this variable's type once every assignment was seen
+            if isinstance(vt, Tuple) and isinstance(old or seeded, Tuple):
+                merged = merge_tuples(old or seeded, vt)
+                if merged is not None and seeded is not None and old is None:
+                    merged = merge_tuples(seeded, merged)
+                if merged is not None:     # bpftrace 0.23.2: (1, "ab") then (2, "abcd"): one wider tuple
+                    if old is not None and merged != old:
+                        self._widened[key] = merged     # the reads before this saw it narrower: again
+                    old = vt = merged
             if old is not None and type(old) is not type(vt) and not (isinstance(old, Int) and isinstance(vt, Ptr)) \
                     or isinstance(old, Tuple) and old != vt or is_aggregate(old) and old != vt:
                 raise self.error(s, f"${target.name} holds {old}, cannot assign {vt}")
@@ -556,6 +578,10 @@ class Checker(Types, Builtins, Calls, State):
         return m
 
     def map_value(self, node: A.Node, m: MapInfo, kind: str, value: Type | None) -> None:
+        if isinstance(m.value, Tuple) and isinstance(value, Tuple) and m.kind == kind:
+            merged = merge_tuples(m.value, value)   # (1, "ab") then (2, "abcd"): one wider tuple, as 0.23.2
+            if merged is not None:
+                m.value = value = merged
         if m.kind and m.kind != kind or (m.value is not None and value is not None
                                           and _held(kind, m.value) != _held(kind, value)):
             raise self.error(node, f"{m.name} holds {_held(m.kind, m.value)} values elsewhere; "
@@ -782,8 +808,8 @@ class Checker(Types, Builtins, Calls, State):
             elems = tuple(self.expr(c, x) for x in e.elems)
             for x, t in zip(e.elems, elems):
                 if isinstance(t, Void):
-                    raise self.error(x, f"a tuple cannot hold {t}")
-            return tuple_type(elems)
+                    raise self.error(x, f"a {'record' if e.names else 'tuple'} cannot hold {t}")
+            return tuple_type(elems, e.names)
         raise self.error(e, f"unsupported expression {type(e).__name__}")
 
     def binary(self, c: Checked, e: A.Binary) -> Type:

@@ -54,6 +54,7 @@ class Checked:
     ip_relative: dict[int, int] = field(default_factory=dict)  # id(node) -> its distance from the probe's ip (uaddr)
     blobs: dict[int, bytes] = field(default_factory=dict)      # id(node) -> bytes known when checked (pton)
     comptime: dict[int, bool] = field(default_factory=dict)    # id(if comptime statement) -> the branch taken
+    fields: dict[int, int] = field(default_factory=dict)       # id($record.name) -> the element's index
     variables: dict[str, Type] = field(default_factory=dict)   # a variable's key -> its type
     var_keys: dict[int, str] = field(default_factory=dict)     # id(Var node) -> its variable's key
     loops: dict[int, Type] = field(default_factory=dict)       # id(for statement) -> its variable's type

@@ -295,6 +295,11 @@ class Types(State):
         if isinstance(base, A.Builtin) and base.name == "args":
             return self.args_field(c, e)
         t = self.expr(c, base)
+        if isinstance(t, Tuple) and t.names and not e.arrow:      # a record's field by its name (0.25)
+            if e.name not in t.names:
+                raise self.error(e, f"the record has no field {e.name!r} (its fields: {', '.join(t.names)})")
+            c.fields[id(e)] = t.names.index(e.name)
+            return t.elems[t.names.index(e.name)]
         if isinstance(t, Tuple):
             if e.arrow or not e.name.isdigit():
                 raise self.error(e, f"a tuple's elements are .0 to .{len(t.elems) - 1}, not {'->' if e.arrow else '.'}{e.name}")

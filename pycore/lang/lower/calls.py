@@ -285,11 +285,12 @@ class Calls(State):
         The caller releases the region (``self.f.mark()`` before, ``release`` after)."""
         t = self.t(node.expr)
         assert isinstance(t, Tuple)
+        index = self.c.fields[id(node)] if id(node) in self.c.fields else int(node.name)   # a record's by name
         if isinstance(node.expr, A.Var):   # already in scratch: read it in place
-            return self.vars_get(node.expr) + t.offsets()[int(node.name)]
+            return self.vars_get(node.expr) + t.offsets()[index]
         tmp = self.f.region(_align8(t.size))
         self.string_into(node.expr, tmp, t.size)
-        return tmp + t.offsets()[int(node.name)]
+        return tmp + t.offsets()[index]
 
     def _is_tuple_field(self, node: A.Expr) -> bool:
         return isinstance(node, A.Field) and isinstance(self.t(node.expr), Tuple)

@@ -8,7 +8,7 @@ from pycore.lang.check import AGGREGATES
 from pycore.lang.lower.calls import update_site
 from pycore.lang.lower.layout import Action, _align8, BPF_ANY, TAG_EXIT
 from pycore.lang.lower.state import State
-from pycore.lang.types import Ptr, Type, is_buffer
+from pycore.lang.types import Ptr, Tuple, Type, is_buffer
 
 
 class Statements(State):
@@ -169,6 +169,9 @@ class Statements(State):
             key = self.c.var_key(target)
             t = self.c.variables[key]
             home = self.var_home(key, t)
+            if isinstance(t, Tuple) and self.t(value) != t:    # widened, or a record in another order
+                self.tuple_into(value, home, t)
+                return
             if is_buffer(t):
                 self.string_into(value, home, t.size)
                 return
@@ -203,7 +206,10 @@ class Statements(State):
         if m.kind == "str":
             key = self.key(target, m)
             val = self.f.region(m.value.size)
-            self.string_into(value, val, m.value.size)
+            if isinstance(m.value, Tuple) and self.t(value) != m.value:    # widened, or a record reordered
+                self.tuple_into(value, val, m.value)
+            else:
+                self.string_into(value, val, m.value.size)
             self.map_update(m, key, val, BPF_ANY)
             return
         self.scalar(value)

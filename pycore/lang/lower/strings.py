@@ -12,7 +12,8 @@ from pycore.lang.check import is_literal
 from pycore.lang.lower.layout import R0_LENGTH, ZERO_STORES, _align8
 from pycore.lang.lower.state import State
 from pycore.lang.probes import CtxField
-from pycore.lang.types import Array, Inet, Int, Ptr, Str, is_aggregate, width
+from pycore.lang.types import (Array, Inet, Int, Ptr, Record, Str, Tuple, Type, element_order, is_aggregate, is_buffer,
+                               width)
 
 
 class Strings(State):
@@ -238,6 +239,52 @@ class Strings(State):
             return
         raise self.error(node, "an inet value comes from ntop(), a mac value from macaddr(), a buffer from buf(), "
                                "a tuple from (a, b, ...)")
+
+    def tuple_into(self, node: A.Expr, dst: int, target: Tuple) -> None:
+        """scratch[dst:] = the tuple or record ``node`` laid out as ``target``: a variable's type, wider
+        where another assignment's string was longer (bpftrace 0.23.2 widens), a record's fields in
+        the order the variable first had. A literal's elements are written in place, in the order they
+        are written (their side effects so ordered); another tuple value is built in its own layout
+        and moved element by element."""
+        src = self.t(node)
+        assert isinstance(src, Tuple)
+        if src == target:
+            self.inet_into(node, dst)
+            return
+        self.zero(dst, _align8(target.size))
+        order, offsets = element_order(src, target), target.offsets()
+        if isinstance(node, A.Tuple):
+            for x, j in zip(node.elems, order):
+                self.element_into(x, dst + offsets[j], target.elems[j])
+            return
+        mark = self.f.mark()
+        tmp = self.f.region(_align8(src.size))
+        self.inet_into(node, tmp)
+        self._relayout(tmp, src, dst, target)
+        self.f.release(mark)
+
+    def element_into(self, x: A.Expr, at: int, t: Type) -> None:
+        """One element of a tuple literal into its place, as ``t`` (its place's type)."""
+        if isinstance(t, Tuple) and isinstance(self.t(x), Tuple):
+            self.tuple_into(x, at, t)
+        elif is_buffer(t):
+            self.string_into(x, at, t.size)
+        elif isinstance(t, (Record, Array)):
+            self.address(x)
+            self.read_mem(at, t.size, 0, t.user)
+        else:
+            self.scalar(x)
+            self.e.stx(8, 8, at, 0)
+
+    def _relayout(self, src_at: int, src: Tuple, dst_at: int, dst: Tuple) -> None:
+        """Move a tuple's elements from its own layout to ``dst``'s (zeroed), as the checker merged them."""
+        s_off, d_off = src.offsets(), dst.offsets()
+        for i, j in enumerate(element_order(src, dst)):
+            a, b = src.elems[i], dst.elems[j]
+            if isinstance(a, Tuple) and a != b:
+                self._relayout(src_at + s_off[i], a, dst_at + d_off[j], b)
+            else:
+                self.copy_words(8, src_at + s_off[i], dst_at + d_off[j], min(width(a), width(b)))
 
     def copy_tuple_element(self, node: A.Field, dst: int, size: int) -> None:
         """scratch[dst:dst+size] = a string, inet or tuple element of a tuple."""

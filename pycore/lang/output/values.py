@@ -301,6 +301,11 @@ def _render(value: Any, t: Any, mode: str) -> str:
         mode = {KEY: TEXT, JKEY: JSON}.get(mode, mode)
         types = getattr(t, "elems", None) or (None,) * len(value)
         elems = [_render(v, et, mode) for v, et in zip(value, types)]
+        names = getattr(t, "names", ())
+        if names:       # a record (bpftrace 0.25): upstream's tests/runtime/record and json-output
+            if mode == JSON:
+                return "{" + ", ".join(f'"{n}": {v}' for n, v in zip(names, elems)) + "}"
+            return "{ " + ", ".join(f".{n} = {v}" for n, v in zip(names, elems)) + " }"
         return "[" + ",".join(elems) + "]" if mode == JSON else "(" + ", ".join(elems) + ")"
     if isinstance(value, list):
         return "[" + ",".join(_render(v, None, mode) for v in value) + "]"
