@@ -168,7 +168,9 @@ class Calls(State):
                     raise self.error(a, "fail() arguments need to be literals")
                 values.append(v)
             if not self._dead:
-                raise self.error(e, _c_format(args[0].value, values))
+                from pycore.lang.output.cformat import format_printf
+
+                raise self.error(e, format_printf(args[0].value, values))
             return Void()
         if n == "static_assert":    # bpftrace 0.25's standard library: if comptime (!cond) { fail(msg); }
             if len(args) != 2 or not isinstance(args[1], A.Str):
@@ -632,26 +634,6 @@ _TYPE_QUERIES: dict[str, Callable[[A.Expr, Type], bool]] = {
 def _integer(t: Type) -> bool:
     """An integer that arithmetic takes: not one printed as text (a strftime() timestamp, a cgroup path)."""
     return isinstance(t, Int) and not isinstance(t, TextInt)
-
-
-def _c_format(fmt: str, values: list[object]) -> str:
-    """``fmt`` with printf's conversions filled from ``values`` in turn (fail()'s message)."""
-    import re
-
-    it = iter(values)
-
-    def one(m: re.Match[str]) -> str:
-        if m.group() == "%%":
-            return "%"
-        v = next(it, "")
-        conv = m.group(2)
-        if conv in "di":
-            return str(v)
-        if conv in "uxXo" and isinstance(v, int):
-            return format(v % (1 << 64), {"u": "d", "x": "x", "X": "X", "o": "o"}[conv])
-        return str(v)
-
-    return re.sub(r"%%|%([-+ #0-9.]*(?:hh|h|ll|l|z|j|t)?)([diuxXoscp])", one, fmt)
 
 
 def _is_runtime(e: A.Expr) -> bool:

@@ -639,8 +639,7 @@ class Strings(State):
         e.ja(loop)
         e.place(differ)
         for r in (4, 5):                  # as C's (int)char: sign-extended
-            e.alu_imm("lsh", r, 56)
-            e.alu_imm("arsh", r, 56)
+            self.extend(r, 1, True)
         e.mov_reg(0, 4)
         e.alu_reg("sub", 0, 5)
         e.ja(done)
