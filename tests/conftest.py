@@ -17,7 +17,7 @@ import sys
 import tempfile
 import time
 from contextlib import contextmanager
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 import pytest
 
@@ -83,28 +83,86 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Itera
 
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """In a kernel VM given PYCORE_VM_SHARD=I/N (tests/vm/run.py deals a kernel's tests over N VMs),
-    keep the I-th VM's share of the selected tests: tests.vm.durations deals them by the time each
-    took on this kernel (PYCORE_VM_SERIES) before, the same in every VM whatever the tests' order."""
-    shard = os.environ.get("PYCORE_VM_SHARD")
-    if not shard:
+    """In a kernel VM given PYCORE_VM_QUEUE (tests/vm/queue.py: the kernel's VMs pull from one queue),
+    order the tests as the queue's units, longest first by the times recorded on this kernel
+    (PYCORE_VM_SERIES); pytest_runtestloop below runs those this VM takes."""
+    if not os.environ.get("PYCORE_VM_QUEUE"):
         return
-    from tests.vm import durations
+    from tests.vm import durations, queue
 
-    i, n = (int(x) for x in shard.split("/"))
-    owner = durations.shares([item.nodeid for item in items],
-                             durations.load().get(os.environ.get("PYCORE_VM_SERIES", ""), {}), n)
-    config.hook.pytest_deselected(items=[item for item, vm in zip(items, owner) if vm != i - 1])
-    items[:] = [item for item, vm in zip(items, owner) if vm == i - 1]
+    whole = {item.nodeid.split("::", 1)[0] for item in items if getattr(getattr(item, "module", None), "VM_QUEUE", "") == "module"}
+    plan = queue.units([item.nodeid for item in items],
+                       durations.load().get(os.environ.get("PYCORE_VM_SERIES", ""), {}), whole)
+    by_id = {item.nodeid: item for item in items}
+    items[:] = [by_id[nodeid] for unit in plan for nodeid in unit.nodeids]
+    config.stash[_UNITS] = plan
+
+
+_UNITS = pytest.StashKey[list]()
+
+
+class _Next:
+    """The test after a unit's last, found only when pytest asks for it: at the end of that test's
+    teardown, which calls ``listchain()`` on it to know which fixtures the next test keeps. So a VM
+    takes its next unit when it is done with the current one, and not before, while a sibling VM
+    could have taken it."""
+
+    def __init__(self, take: Callable[[], list[pytest.Item]]):
+        self.take = take
+        self.items: list[pytest.Item] | None = None
+
+    def listchain(self) -> list[pytest.Node]:
+        if self.items is None:
+            self.items = self.take()
+        return self.items[0].listchain() if self.items else []
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtestloop(session: pytest.Session) -> bool | None:
+    """In a kernel VM given PYCORE_VM_QUEUE: run the units this VM takes from the queue, in order, and
+    leave the others to the kernel's other VMs (they appear in no report here)."""
+    plan = session.config.stash.get(_UNITS, None)
+    if plan is None or session.testsfailed or session.config.option.collectonly:
+        return None                         # pytest's own loop (which stops on collection errors)
+    from pathlib import Path
+
+    from tests.vm import queue
+
+    where, who = Path(os.environ["PYCORE_VM_QUEUE"]), os.environ.get("PYCORE_VM_NAME", str(os.getpid()))
+    by_id = {item.nodeid: item for item in session.items}
+    units = iter(plan)
+
+    def take() -> list[pytest.Item]:
+        return next(([by_id[n] for n in unit.nodeids] for unit in units if queue.claim(where, unit, who)), [])
+
+    current = take()
+    while current:
+        after = _Next(take)
+        for i, item in enumerate(current):
+            nextitem = current[i + 1] if i + 1 < len(current) else after
+            item.config.hook.pytest_runtest_protocol(item=item, nextitem=nextitem)
+            if session.shouldfail:
+                raise session.Failed(session.shouldfail)
+            if session.shouldstop:
+                raise session.Interrupted(session.shouldstop)
+        current = after.items if after.items is not None else take()    # None: pytest tore all down
+    return True
 
 
 def pytest_runtest_logstart(nodeid: str, location: tuple) -> None:
     """In a kernel VM (tests/vm sets PYCORE_VM_KMSG), name each test in the kernel's log as it starts,
-    so that an oops in the console is preceded by the test that was running (harness.oopses)."""
+    so that an oops in the console is preceded by the test that was running (harness.oopses); and in
+    PYCORE_VM_CURRENT, which the host watches: a VM that starts no test for long has hung."""
     if os.environ.get("PYCORE_VM_KMSG"):
         try:
             with open("/dev/kmsg", "w") as kmsg:
                 kmsg.write(f"pycore-test: {nodeid}\n")
+        except OSError:
+            pass
+    if current := os.environ.get("PYCORE_VM_CURRENT"):
+        try:
+            with open(current, "w") as f:
+                f.write(nodeid + "\n")
         except OSError:
             pass
 

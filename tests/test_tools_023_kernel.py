@@ -48,6 +48,7 @@ PYCORE = [sys.executable, "-m", "pycore", "trace", "-B", "line"]
 ENV = {k: v for k, v in os.environ.items() if not k.startswith("LC_") and k != "LANG"} | {"LC_ALL": "C"}
 PORT = 45697
 kernel = pytest.mark.kernel
+VM_QUEUE = "module"     # one VM runs the whole module: the outcomes fixture runs its tools at once (tests/vm/queue.py)
 
 
 # -- the workloads --------------------------------------------------------------------------------

@@ -1,21 +1,18 @@
-"""How long each kernel test takes in a VM, to deal a kernel's tests over its VMs evenly.
+"""How long each kernel test takes in a VM, so that each VM takes the longest tests first.
 
 ``python -m tests.vm.durations [OUT]`` records the junit files of a ``tests.vm.run`` (default
 ``build/vm``) into ``durations.json`` here: seconds by kernel series and node id, merged over what
-is there. The guest's conftest deals with :func:`shares` (``PYCORE_VM_SHARD=I/N``, with the
-kernel's series in ``PYCORE_VM_SERIES``): the longest test first, each to the VM with the least so
-far (LPT). A few tests are long (exercise 4: 108 to 118 s, a side-by-side tool up to 107 s, most
-a few seconds): dealt by count, two VMs' shares could differ by minutes. A test not in the table
-counts as the median.
+is there. The guest orders its kernel's queue by them (tests/vm/queue.py: the kernel's series in
+``PYCORE_VM_SERIES``), and the runner reads them to judge which kernel has most work left. A few
+tests are long (exercise 4: 108 to 118 s, a side-by-side tool up to 107 s), most take a few
+seconds: taken last, a long one would keep one VM running minutes after its siblings ended.
 """
 
 from __future__ import annotations
 
 import json
-import statistics
 import sys
 import xml.etree.ElementTree as ET
-from collections.abc import Sequence
 from pathlib import Path
 
 TABLE = Path(__file__).with_name("durations.json")
@@ -26,18 +23,6 @@ def load() -> dict[str, dict[str, float]]:
         return json.loads(TABLE.read_text())
     except (OSError, ValueError):
         return {}
-
-
-def shares(nodeids: Sequence[str], weights: dict[str, float], n: int) -> list[int]:
-    """The VM (0..n-1) of each node id: longest first (ties by id), each to the least loaded VM."""
-    default = statistics.median(weights.values()) if weights else 1.0
-    loads = [0.0] * n
-    owner: dict[str, int] = {}
-    for nodeid in sorted(set(nodeids), key=lambda x: (-weights.get(x, default), x)):
-        vm = loads.index(min(loads))
-        owner[nodeid] = vm
-        loads[vm] += weights.get(nodeid, default)
-    return [owner[x] for x in nodeids]
 
 
 def nodeid(classname: str, name: str) -> str:

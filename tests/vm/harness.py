@@ -17,8 +17,9 @@ The host kernel refuses fentry/fexit and has no kprobes (see
    --disable-kvm``, TCG: the KVM guest hangs here), sharing the host's root
    filesystem read-only, and runs a generated ``guest.sh`` that runs pytest
    in the repository and writes into the result directory (the one directory
-   the guest may write, ``--rwdir``): ``started`` (guest uptime when the
-   command began), ``uname``, ``junit.xml``, ``pytest.log`` and ``exitcode``.
+   the guest may write, ``--rwdir``; and the kernel's queue, tests/vm/queue.py):
+   ``started`` (guest uptime when the command began), ``uname``, ``current``
+   (the test running now), ``junit.xml``, ``pytest.log`` and ``exitcode``.
    The verdict comes from those files, never from the console, which is
    saved as ``console.log`` for diagnosis.
 
@@ -50,7 +51,8 @@ class HarnessError(Exception):
 
 
 def log(msg: str) -> None:
-    print(f"[vm] {msg}", file=sys.stderr, flush=True)
+    sys.stderr.write(f"[vm] {msg}\n")      # one write: the VMs' threads log side by side
+    sys.stderr.flush()
 
 
 def cache_dir() -> Path:
@@ -169,14 +171,15 @@ def kernel_test_files(pytest_args: list[str]) -> list[str]:
 
     Importing every test module in the guest costs about 30 s under TCG; the
     guest gets only these files.  Raises when nothing is selected (a VM run
-    would prove nothing); returns [] (guest collects everything) when host
-    collection fails.
+    would prove nothing) or the collection fails.
     """
     return sorted({node.split("::", 1)[0] for node in kernel_test_nodes(pytest_args)})
 
 
 def kernel_test_nodes(pytest_args: list[str]) -> list[str]:
-    """The node ids behind :func:`kernel_test_files`, in collection order ([] when host collection fails)."""
+    """The node ids behind :func:`kernel_test_files`, in collection order: what each kernel's queue
+    holds (tests/vm/queue.py), so a collection that fails here fails the run (the host's pytest
+    fails on the same error)."""
     proc = subprocess.run([str(VENV_BIN / "python"), "-m", "pytest", "--collect-only", "-q", "-m", "kernel",
                            "-p", "no:cacheprovider", *pytest_args],
                           cwd=REPO, capture_output=True, text=True, stdin=subprocess.DEVNULL)
@@ -184,8 +187,8 @@ def kernel_test_nodes(pytest_args: list[str]) -> list[str]:
     if proc.returncode == 5 or (proc.returncode == 0 and not nodes):
         raise HarnessError(f"no test selected by pytest -m kernel {shlex.join(pytest_args)}")
     if proc.returncode != 0:
-        log(f"host collection failed (pytest exit {proc.returncode}); the guest will collect everything")
-        return []
+        last = (proc.stdout.strip().splitlines() or proc.stderr.strip().splitlines() or ["?"])[-1]
+        raise HarnessError(f"collecting the kernel tests on the host failed (pytest exit {proc.returncode}): {last}")
     return nodes
 
 
@@ -223,17 +226,20 @@ GUEST_SH = """\
 cut -d' ' -f1 /proc/uptime >{out}/started
 uname -r >{out}/uname
 cd {repo} || exit 1
-PYCORE_VM_SHARD={shard} PYCORE_VM_SERIES={series} PYCORE_VM_KMSG=1 PYCORE_VM_FAILURES={out}/failures.log {python} -m pytest -m kernel -p no:cacheprovider --junitxml={out}/junit.xml {args} >{out}/pytest.log 2>&1
+PYCORE_VM_QUEUE={queue} PYCORE_VM_NAME={name} PYCORE_VM_SERIES={series} PYCORE_VM_KMSG=1 PYCORE_VM_CURRENT={out}/current PYCORE_VM_FAILURES={out}/failures.log {python} -m pytest -m kernel -p no:cacheprovider --junitxml={out}/junit.xml {args} >{out}/pytest.log 2>&1
 echo $? >{out}/exitcode
 """
 
 
 def vng_command(kernel: Kernel, outdir: Path, memory: str = "2G", cpus: int = 2,
-                tcg: str | None = None) -> list[str]:
-    """``tcg``: QEMU's TCG threading, ``"single"`` or ``"multi"`` (None: QEMU's default, multi)."""
+                tcg: str | None = None, queue: Path | None = None) -> list[str]:
+    """``tcg``: QEMU's TCG threading, ``"single"`` or ``"multi"`` (None: QEMU's default, multi).
+    ``queue``: the kernel's queue directory, writable in the guest too."""
     cmd = [_need("vng", "pip install virtme-ng into .venv (./dev.sh vm-test does)"),
            "--run", str(kernel.vmlinuz), "--disable-kvm", "--memory", memory, "--cpus", str(cpus),
            "--verbose", "--force-9p", "--rwdir", str(outdir)]
+    if queue is not None:
+        cmd += ["--rwdir", str(queue)]
     if tcg is not None:
         cmd += [f"--qemu-opts=-accel tcg,thread={tcg}"]
     return cmd + ["--", f"sh {outdir}/guest.sh"]
@@ -275,14 +281,16 @@ TCG = "single"
 
 
 def run_kernel(kernel: Kernel, outdir: Path, pytest_args: list[str], timeout: float = 360,
-               tcg: str | None = TCG, shard: str = "") -> Result:
-    """Boot ``kernel``, run pytest -m kernel in it, read the verdict from ``outdir``. ``shard``
-    ``"I/N"``: only the I-th of every N tests selected (tests/conftest.py).
+               tcg: str | None = TCG, queue: Path | None = None, stall: float | None = None) -> Result:
+    """Boot ``kernel``, run pytest -m kernel in it, read the verdict from ``outdir``. ``queue``: the
+    kernel's queue (tests/vm/queue.py), of which this VM runs the tests it takes; None: all the tests.
+    ``timeout``: seconds for the whole run; ``stall``: seconds the guest may go without starting a
+    test (or booting), a hang.
 
     A kernel report in the console (an oops, BUG, WARNING or panic) fails the run whatever pytest
     said, naming the test that was running and printing the report: never retried, never hidden.
     """
-    return _run_once(kernel, outdir, pytest_args, timeout, tcg, shard)
+    return _run_once(kernel, outdir, pytest_args, timeout, tcg, queue, stall)
 
 
 # the process groups of the VMs running now (vng starts a session of its own: a signal to the runner
@@ -322,6 +330,22 @@ def stop_all() -> int:
     return len(pgids)
 
 
+def _mtimes(*paths: Path) -> tuple[float, ...]:
+    out = []
+    for path in paths:
+        try:
+            out.append(path.stat().st_mtime)
+        except OSError:
+            out.append(0.0)
+    return tuple(out)
+
+
+def _running(outdir: Path) -> str:
+    """``": NODEID was running"`` for the guest's current test, or ""."""
+    current = _read(outdir / "current").strip()
+    return f": {current} was running" if current else ""
+
+
 def _read(path: Path) -> str:
     try:
         return path.read_text(errors="replace")
@@ -330,18 +354,20 @@ def _read(path: Path) -> str:
 
 
 def _run_once(kernel: Kernel, outdir: Path, pytest_args: list[str], timeout: float,
-              tcg: str | None, shard: str = "") -> Result:
+              tcg: str | None, queue: Path | None = None, stall: float | None = None) -> Result:
     _need("qemu-system-x86_64", "apt-get install qemu-system-x86 (./dev.sh vm-test does)")
-    cmd = vng_command(kernel, outdir, tcg=tcg)
+    cmd = vng_command(kernel, outdir, tcg=tcg, queue=queue)
     shutil.rmtree(outdir, ignore_errors=True)
     outdir.mkdir(parents=True)
     (outdir / "guest.sh").write_text(GUEST_SH.format(
         out=shlex.quote(str(outdir)), repo=shlex.quote(str(REPO)),
-        python=shlex.quote(str(VENV_BIN / "python")), args=shlex.join(pytest_args), shard=shlex.quote(shard),
+        python=shlex.quote(str(VENV_BIN / "python")), args=shlex.join(pytest_args),
+        queue=shlex.quote(str(queue) if queue is not None else ""), name=shlex.quote(outdir.name),
         series=shlex.quote(kernel.series)))
     result = Result(kernel, outdir)
     log(f"{kernel.release}: booting ({shlex.join(cmd)})")
-    t0 = time.monotonic()
+    t0 = last = time.monotonic()
+    seen: tuple[float, ...] = ()
     with open(outdir / "console.log", "wb") as console:
         env = dict(os.environ, PATH=f"{VENV_BIN}:{os.environ.get('PATH', '/usr/bin:/bin')}")  # vng runs virtme-run
         proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdin=subprocess.DEVNULL, stdout=console,
@@ -352,9 +378,17 @@ def _run_once(kernel: Kernel, outdir: Path, pytest_args: list[str], timeout: flo
             while proc.poll() is None:
                 if result.boot_s is None and (outdir / "started").exists():
                     result.boot_s = time.monotonic() - t0
-                if time.monotonic() - t0 > timeout:
-                    result.error = f"timed out after {timeout:.0f} s"
+                now = time.monotonic()
+                if now - t0 > timeout:
+                    result.error = f"timed out after {timeout:.0f} s{_running(outdir)}"
                     break
+                if stall is not None:
+                    progress = _mtimes(outdir / "started", outdir / "current")
+                    if progress != seen:
+                        seen, last = progress, now
+                    elif now - last > stall:
+                        result.error = f"no test started for {stall:.0f} s{_running(outdir)}"
+                        break
                 if _STOPPING.is_set():
                     result.error = "interrupted"
                     break

@@ -2,10 +2,12 @@
 
 Boots each Debian kernel series (default: 6.1 and 6.12) under QEMU, runs
 ``pytest -m kernel PYTEST_ARGS`` in it (see harness.py), prints timings and a
-matrix, and exits 0 only when every kernel's pytest exited 0.  Results go to
-``build/vm/RELEASE/`` (junit.xml, pytest.log, console.log, exitcode), and to
-``build/vm/RELEASE+2/`` for the second VM of a kernel (its tests are dealt
-over VMs: :data:`SHARDS`).
+matrix, and exits 0 only when every kernel's pytest exited 0 and each of its
+tests ran once.  A kernel's VMs pull its tests from one queue
+(tests/vm/queue.py); :func:`schedule` starts a VM whenever a slot is free, for
+the kernel with most left.  Results go to ``build/vm/RELEASE/`` (junit.xml,
+pytest.log, console.log, exitcode), and to ``build/vm/RELEASE+2/``, ``+3``...
+for a kernel's further VMs.
 
 The matrix
 ----------
@@ -32,13 +34,15 @@ from __future__ import annotations
 import argparse
 import concurrent.futures
 import os
+import shutil
 import signal
 import sys
 import time
 import xml.etree.ElementTree as ET
 from collections.abc import Callable
 from pathlib import Path
-from typing import NamedTuple
+
+from . import durations, queue
 
 from .harness import (REPO, TCG, HarnessError, Kernel, Result, explain, fetch, kernel_test_nodes, log, precompile,
                       run_kernel, stop_all)
@@ -73,7 +77,7 @@ def read_junit(path: Path) -> dict[str, str]:
 def matrix(results: list[Result], failed_setup: list[str], host_xml: Path | None) -> str:
     columns: list[tuple[str, dict[str, str]]] = []
     rows: dict[str, None] = {"(vm run)": None}
-    merged: dict[str, dict[str, str]] = {}       # a kernel's runs (SHARDS) make one column
+    merged: dict[str, dict[str, str]] = {}       # a kernel's VMs make one column
     for r in results:
         cells = read_junit(r.junit) if r.junit.exists() else {}
         rows.update(dict.fromkeys(cells))
@@ -97,38 +101,68 @@ def matrix(results: list[Result], failed_setup: list[str], host_xml: Path | None
 
 #: VMs at once with --parallel: one a host CPU (this host and CI's have two)
 PARALLEL = 2
-#: VMs a kernel's tests are dealt over with --parallel. Under TCG a VM's run is its tests' CPU time
-#: (at 64ebe61, each kernel's tests in one VM: 6.12's 1,715 s with the side-by-side comparisons with
-#: bpftrace 0.23.2, which run on 6.12 only, 1,723 s beside the host tests; 6.1's 969 s). ./dev.sh
-#: test runs one VM beside the host tests (about 20 minutes), two after them: 6.12's halves first,
-#: then 6.1's, end about together, and no VM comes near --timeout
-SHARDS = {"6.12": 2, "6.1": 2}
+#: A kernel gets another VM beside those it has only when its untaken tests, shared with that VM,
+#: come to at least this many recorded seconds each: a VM costs about a minute and a half before its
+#: first test under TCG (boot 10 to 15 s, pytest's collection 70 to 90 s), so fewer would not pay.
+MIN_SHARE = 100.0
 
 
-class Job(NamedTuple):
-    kernel: Kernel
-    name: str            # the result directory's name: the release, +2 for its second VM
-    tests: list[str]     # the test files (pytest arguments)
-    shard: str = ""      # "I/N": the I-th VM's share of N (tests/conftest.py); "": all
+class Queue:
+    """A kernel's queue (tests/vm/queue.py): its directory, the tests it holds and their recorded
+    times, and the VMs the runner has started for it."""
+
+    def __init__(self, kernel: Kernel, path: Path, nodes: list[str], weights: dict[str, float]):
+        self.kernel, self.path, self.nodes, self.weights = kernel, path, nodes, weights
+        self.started = 0            # VMs started for this kernel
+        self.failed = False         # one of them failed: start no more (the run has failed anyway)
+        shutil.rmtree(path, ignore_errors=True)
+        path.mkdir(parents=True)
+
+    def left(self) -> float:
+        """Recorded seconds of tests no VM has taken yet."""
+        return queue.left(self.nodes, queue.claimed(self.path), self.weights)
+
+    def name(self) -> str:
+        """The next VM's result directory: the release, then RELEASE+2, +3..."""
+        return self.kernel.release if self.started == 1 else f"{self.kernel.release}+{self.started}"
 
 
-def plan(kernels: list[Kernel], files: list[str], nodes: list[str], parallel: bool) -> list[Job]:
-    """The VM runs, in the order they start.
-
-    With --parallel, each kernel's tests are dealt over :data:`SHARDS` VMs by the time each took
-    before (tests.vm.durations: the guest keeps its share), so that the VMs take about equal time;
-    6.12's first, whose tests cost most (the side-by-side tools run on 6.12 alone). Otherwise, or
-    when the host could not collect the tests (``nodes`` empty), one VM a kernel; never more VMs
-    than tests."""
-    if not (parallel and nodes):
-        return [Job(kernel, kernel.release, list(files)) for kernel in kernels]
-    jobs = []
-    for kernel in sorted(kernels, key=lambda k: k.series != "6.12"):
-        shards = min(SHARDS.get(kernel.series, 2), len(nodes))
-        for i in range(1, shards + 1):
-            jobs.append(Job(kernel, kernel.release if i == 1 else f"{kernel.release}+{i}", list(files),
-                            f"{i}/{shards}" if shards > 1 else ""))
-    return jobs
+def schedule(queues: list[Queue], run: Callable[[Queue, str], Result], capacity: Callable[[], int],
+             min_share: float = MIN_SHARE, poll: float = 1.0) -> list[Result]:
+    """Run VMs until every queue is empty, at most ``capacity()`` at once (asked again each poll: it
+    grows when the host tests end). A free slot goes to the kernel with most untaken work per VM,
+    counting the new one: to a kernel without a running VM whenever it has work left, to one with
+    running VMs when that share is at least ``min_share``. A kernel whose VM failed gets no more.
+    The results in the order the VMs started."""
+    launched: list[concurrent.futures.Future[Result]] = []
+    running: dict[concurrent.futures.Future[Result], Queue] = {}
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        try:
+            while True:
+                busy = {id(q): sum(1 for r in running.values() if r is q) for q in queues}
+                while len(running) < max(1, capacity()):
+                    shares = [(q.left() / (busy[id(q)] + 1), q) for q in queues if not q.failed]
+                    shares = [(share, q) for share, q in shares
+                              if share > 0 and (busy[id(q)] == 0 or share >= min_share)]
+                    if not shares:
+                        break
+                    _, q = max(shares, key=lambda sq: sq[0])
+                    q.started += 1
+                    busy[id(q)] += 1
+                    future = pool.submit(run, q, q.name())
+                    running[future] = q
+                    launched.append(future)
+                if not running:
+                    break
+                done, _ = concurrent.futures.wait(running, timeout=poll,
+                                                  return_when=concurrent.futures.FIRST_COMPLETED)
+                for future in done:
+                    q = running.pop(future)
+                    q.failed = q.failed or not future.result().ok
+        except BaseException:       # Ctrl-C, SIGTERM: the pool waits for its threads, which stop now
+            log(f"interrupted: {stop_all()} VM(s) stopped")
+            raise
+    return [future.result() for future in launched]
 
 
 def failures(results: list[Result], host_xml: Path | None) -> list[str]:
@@ -163,26 +197,21 @@ def failures(results: list[Result], host_xml: Path | None) -> list[str]:
     return out
 
 
-def run_jobs(jobs: list[Job], run: Callable[[Job], Result], capacity: Callable[[], int]) -> list[Result]:
-    """Run the jobs in their order, at most ``capacity()`` at once (asked again each second: it grows
-    when the host tests end); the results in the jobs' order."""
-    results: dict[int, Result] = {}
-    running: dict[concurrent.futures.Future[Result], int] = {}
-    with concurrent.futures.ThreadPoolExecutor(max(1, len(jobs))) as pool:
-        nxt = 0
-        try:
-            while nxt < len(jobs) or running:
-                while nxt < len(jobs) and len(running) < max(1, capacity()):
-                    running[pool.submit(run, jobs[nxt])] = nxt
-                    nxt += 1
-                done, _ = concurrent.futures.wait(running, timeout=1,
-                                                  return_when=concurrent.futures.FIRST_COMPLETED)
-                for future in done:
-                    results[running.pop(future)] = future.result()
-        except BaseException:       # Ctrl-C, SIGTERM: the pool waits for its threads, which stop now
-            log(f"interrupted: {stop_all()} VM(s) stopped")
-            raise
-    return [results[i] for i in range(len(jobs))]
+def reported(result: Result) -> list[str]:
+    """The node ids in a VM's junit ([] when it is unreadable: failures() says so)."""
+    try:
+        return [durations.nodeid(c.get("classname", ""), c.get("name", "")) for c in ET.parse(result.junit).iter("testcase")]
+    except (OSError, ET.ParseError):
+        return []
+
+
+def checks(queues: list[Queue], results: list[Result]) -> list[str]:
+    """Each kernel's tests ran once, in one of its VMs (tests.vm.queue.coverage), one line a problem."""
+    out = []
+    for q in queues:
+        runs = {r.outdir.name: reported(r) for r in results if r.kernel is q.kernel and r.junit.exists()}
+        out += [f"{q.kernel.series}: {problem}" for problem in queue.coverage(q.nodes, queue.claimed(q.path), runs)]
+    return out
 
 
 def _terminate(signum: int, frame: object) -> None:
@@ -194,19 +223,25 @@ def main(argv: list[str] | None = None) -> int:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--kernel", action="append", metavar="SERIES",
                     help="Debian kernel series, e.g. 6.1 or 6.12 (repeatable; default both)")
-    ap.add_argument("--timeout", type=float, default=2400,
-                    help="seconds per VM (default 2400: a VM's share of the tests takes 500 to 1,000 s here, "
-                         "a little more beside the host tests; a hung VM fails within CI's 90 minutes)")
+    ap.add_argument("--timeout", type=float, default=3600,
+                    help="seconds a VM may run (default 3600: the first VM, beside the host tests, runs "
+                         "about 2,200 s here)")
+    ap.add_argument("--stall", type=float, default=900,
+                    help="seconds a VM may go without starting a test before it counts as hung (default 900: "
+                         "the longest test takes about 120 s, a VM about 100 s to its first)")
+    ap.add_argument("--min-share", type=float, default=MIN_SHARE,
+                    help=f"recorded seconds of tests a further VM of a kernel must have to itself (default "
+                         f"{MIN_SHARE:.0f})")
     ap.add_argument("--tcg", choices=["single", "multi"], default=TCG,
                     help=f"QEMU's TCG threading (default {TCG}: see harness.TCG for why)")
     ap.add_argument("--parallel", action=argparse.BooleanOptionalAction, default=None,
-                    help="boot the kernels side by side (default: yes with --tcg single, no with multi)")
+                    help=f"{PARALLEL} VMs at once (default: yes with --tcg single, no with multi)")
     ap.add_argument("--out", type=Path, default=REPO / "build" / "vm", help="result directory")
     ap.add_argument("--host-xml", type=Path, default=None,
                     help="host pytest junit xml for the matrix's host column (default OUT/host.xml)")
     ap.add_argument("--host-done", type=Path, default=None, metavar="FILE",
                     help="the host tests run beside: one VM at a time until FILE exists, then --parallel's "
-                         "two (./dev.sh test writes it when its host tests end)")
+                         f"{PARALLEL} (./dev.sh test writes it when its host tests end)")
     ap.add_argument("pytest_args", nargs="*", help="after --: extra pytest arguments")
     args = ap.parse_args(argv)
     if args.pytest_args[:1] == ["--"]:  # argparse keeps a second "--"
@@ -224,7 +259,7 @@ def main(argv: list[str] | None = None) -> int:
         log(f"FAIL: {exc}")
         return 1
     files = sorted({node.split("::", 1)[0] for node in nodes})
-    log(f"kernel tests in: {' '.join(files) or '(guest collects all)'}")
+    log(f"kernel tests in: {' '.join(files)}")
     precompile()
     kernels: list[Kernel] = []
     failed_setup: list[str] = []
@@ -235,11 +270,17 @@ def main(argv: list[str] | None = None) -> int:
             log(f"FAIL {s}: {exc}")
             failed_setup.append(s)
 
-    jobs = plan(kernels, files, nodes, args.parallel)
+    table = durations.load()
+    queues = []
+    for kernel in kernels:
+        for stale in out.glob(f"{kernel.release}*"):    # an earlier run's VMs: not this run's results
+            shutil.rmtree(stale, ignore_errors=True)
+        queues.append(Queue(kernel, out / f"queue-{kernel.series}", nodes, table.get(kernel.series, {})))
 
-    def run(job: Job) -> Result:
-        return run_kernel(job.kernel, out / job.name, args.pytest_args + job.tests, args.timeout, args.tcg,
-                          job.shard)
+    def run(q: Queue, name: str) -> Result:
+        log(f"{name}: a VM for {q.kernel.series}'s queue ({q.left():.0f} s of tests left by the recorded times)")
+        return run_kernel(q.kernel, out / name, args.pytest_args + files, args.timeout, args.tcg, q.path,
+                          args.stall)
 
     if args.host_done is not None:
         log(f"beside the host tests: one VM at a time until {args.host_done} exists, then {PARALLEL}")
@@ -250,30 +291,32 @@ def main(argv: list[str] | None = None) -> int:
         # CPU to itself; while the host tests run (they keep about one CPU busy), one
         return 1 if args.host_done is not None and not args.host_done.exists() else width
 
-    results = run_jobs(jobs, run, capacity)
+    results = schedule(queues, run, capacity, args.min_share)
     if args.host_done is not None:
         while not args.host_done.exists() and os.getppid() == parent:
             time.sleep(1)      # the host tests' junit makes the matrix's last column
     for r in results:
         explain(r)
+    bad = checks(queues, results)
 
-    print("\nkernel                  download   boot->cmd   guest uptime   whole run   pytest exit")
+    print("\nkernel                  download   boot->cmd   guest uptime   whole run   tests   pytest exit")
     for r in results:
         dl = "cached" if r.kernel.download_s is None else f"{r.kernel.download_s:.1f} s"
         boot = "-" if r.boot_s is None else f"{r.boot_s:.1f} s"
         up = "-" if r.guest_uptime_s is None else f"{r.guest_uptime_s:.1f} s"
-        print(f"{r.outdir.name:<22}  {dl:>8}  {boot:>10}  {up:>13}  {r.total_s:>8.1f} s"
+        tests = len(reported(r)) if r.junit.exists() else "-"
+        print(f"{r.outdir.name:<22}  {dl:>8}  {boot:>10}  {up:>13}  {r.total_s:>8.1f} s  {tests:>6}"
               f"   {r.exitcode if r.error == '' else r.error}")
     for s in failed_setup:
         print(f"{s:<22}  setup failed (see above)")
     print()
     print(matrix(results, failed_setup, args.host_xml or out / "host.xml"))
-    bad = failures(results, args.host_xml or out / "host.xml")
+    bad += failures(results, args.host_xml or out / "host.xml")
     if bad:
         print(f"\nfailed ({len(bad)}):")
         for line in bad:
             print(f"  {line}")
-    return 0 if results and not failed_setup and all(r.ok for r in results) else 1
+    return 0 if results and not failed_setup and not bad and all(r.ok for r in results) else 1
 
 
 if __name__ == "__main__":

@@ -72,8 +72,8 @@ def test_failures_are_written_as_they_happen(tmp_path: Path):
 def test_an_interrupted_runner_leaves_no_vm_behind(tmp_path: Path):
     """vng starts a session of its own, so a signal to the runner never reaches QEMU: the runner
     stops its VMs itself when it is interrupted (SIGTERM, as ./dev.sh test sends on Ctrl-C). Its two
-    tests are dealt over two VMs, each told its share and its kernel (a share once never reached the
-    guest, and each VM ran every test)."""
+    tests go to two VMs (--min-share 0) that pull them from the kernel's queue: each VM is told the
+    queue and takes a test from it (a share once never reached the guest, and each VM ran every test)."""
     import os
     import signal
     import subprocess
@@ -83,7 +83,7 @@ def test_an_interrupted_runner_leaves_no_vm_behind(tmp_path: Path):
     repo = Path(__file__).resolve().parents[2]
     out = tmp_path / "out"
     runner = subprocess.Popen([sys.executable, "-m", "tests.vm.run", "--kernel", "6.1", "--out", str(out),
-                               "--", "tests/vm/guest_sleep.py"], cwd=repo, stdin=subprocess.DEVNULL,
+                               "--min-share", "0", "--", "tests/vm/guest_sleep.py"], cwd=repo, stdin=subprocess.DEVNULL,
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
     def qemus() -> list[int]:
@@ -104,13 +104,13 @@ def test_an_interrupted_runner_leaves_no_vm_behind(tmp_path: Path):
             assert runner.poll() is None and time.monotonic() < deadline, runner.stdout.read() if runner.stdout else ""
             time.sleep(0.5)
         assert len(qemus()) == 2, "the VMs are not running"
-        shares = sorted(g.read_text().split("PYCORE_VM_SHARD=", 1)[1].split()[:2] for g in out.glob("*/guest.sh"))
-        assert shares == [["1/2", "PYCORE_VM_SERIES=6.1"], ["2/2", "PYCORE_VM_SERIES=6.1"]], shares
-        # each guest's pytest keeps its one test of the two (tests/conftest.py), and runs it
-        logs = [run / "pytest.log" for run in out.iterdir() if run.is_dir()]
-        while not all("1 deselected / 1 selected" in log.read_text(errors="replace") for log in logs if log.exists()) \
-                or not all(log.exists() for log in logs):
-            assert runner.poll() is None and time.monotonic() < deadline, [log.read_text() for log in logs if log.exists()]
+        told = sorted(g.read_text().split("PYCORE_VM_QUEUE=", 1)[1].split()[:3] for g in out.glob("*/guest.sh"))
+        assert [t[0] for t in told] == [str(out / "queue-6.1")] * 2 and [t[2] for t in told] == ["PYCORE_VM_SERIES=6.1"] * 2
+        # the guests' pytests take the tests from the queue (tests/conftest.py) and start them
+        from . import queue
+        while sorted(queue.claimed(out / "queue-6.1").values()) != sorted(run.name for run in out.glob("6.1*")) \
+                or len(list(out.glob("6.1*/current"))) < 2:
+            assert runner.poll() is None and time.monotonic() < deadline, queue.claimed(out / "queue-6.1")
             time.sleep(0.5)
         runner.send_signal(signal.SIGTERM)
         output, _ = runner.communicate(timeout=60)
