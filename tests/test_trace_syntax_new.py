@@ -194,6 +194,9 @@ NEWER = [
      '@s[1] = "found"; $w = "none"; printf("%d %s\\n", find(@s, @n, $w), $w); clear(@a); clear(@s); clear(@n); exit(); }',
      "1 10 1 1 found\n"),
     # container_of (the standard library after 0.26): upstream's tests/runtime 'container_of', in the kernel
+    # &@m (0.25; upstream's type_checker map_address): the map itself, a struct bpf_map * in pycore
+    ("let @h = lruhash(7); begin { @a = 1; @h[1] = 2; $x = &@a; $y = &@h; printf(\"%d %d %d %d\\n\", "
+     "$x != 0, $x != $y, $y->max_entries, $y->map_type); exit(); }", "1 1 7 9\n\n\n@a: 1\n@h[1]: 2\n"),
     ("begin { $t = curtask; $a = container_of(&$t->se, struct task_struct, se); "
      "$b = container_of(&$t->se.load, struct task_struct, se.load); printf(\"%d %d %d\\n\", $a == $t, $b == $t, "
      "$b->pid == pid); exit(); }", "1 1 1\n"),
@@ -282,8 +285,9 @@ DECLARATION_REFUSALS = [
     ("BEGIN { let; }", "stdin:1:12:", "unexpected ';' — expected a $variable"),
     ("interval:0s { }", "stdin:1:1:", "a period of 0s is finer than the microseconds"),
     ("BEGIN { $x = 99999999999d; }", "stdin:1:14:", "does not fit in 64 bits of nanoseconds"),
-    ("BEGIN { @m = 1; $p = &@m; }", "stdin:1:22:", "'&' takes a variable, a field, an array element or a"),
-    ("BEGIN { $p = &(1 + 2); }", "stdin:1:14:", "'&' takes a variable, a field, an array element or a"),
+    ("BEGIN { $p = &@m; }", "stdin:1:15:", "Undefined map: @m (no statement assigns it)"),
+    ("BEGIN { @m[1] = 1; $p = &@m[1]; }", "stdin:1:25:", "'&' of a map's value: bpftrace takes the address of a map"),
+    ("BEGIN { $p = &(1 + 2); }", "stdin:1:14:", "'&' takes a variable, a map, a field, an array element"),
     ("BEGIN { $s = kstack; $p = &$s; }", "stdin:1:27:", "'&' of a kstack: pycore takes"),
     ("BEGIN { $p = container_of(curtask, struct task_struct); }", "stdin:1:14:",
      "container_of() takes a pointer, a type and a member"),

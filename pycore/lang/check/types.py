@@ -8,7 +8,7 @@ from __future__ import annotations
 from pycore.lang import ast as A
 from pycore.lang.check.records import USER_PROBES, Checked
 from pycore.lang.check.state import State
-from pycore.lang.errors import CheckError, close_matches
+from pycore.lang.errors import CheckError, MapNotTypedYet, close_matches
 from pycore.lang.types import Array, Int, Ptr, Record, Str, Tuple, Type, Void, from_btf, type_name
 
 TYPE_CHECKING = False
@@ -158,10 +158,15 @@ class Types(State):
         return Ptr(target, user, spec)
 
     def address_of(self, c: Checked, e: A.Unary) -> Type:
-        """``&x`` (bpftrace 0.25): a pointer to a variable, a field, an array element or what a pointer
+        """``&x`` (bpftrace 0.25): a pointer to a variable, a map, a field, an array element or what a pointer
         points to, in the memory ``x`` is in (a user pointer's fields are user memory; a variable is the
         program's own). An array's address is its first element's (``char *`` for ``&$t->comm``)."""
         x = e.operand
+        if isinstance(x, A.MapRef):
+            if x.keys:
+                raise self.error(e, "'&' of a map's value: bpftrace takes the address of a map (&@m), "
+                                    "not of its values")
+            return self._map_address(c, x)
         t = self.expr(c, x)
         if isinstance(x, A.Var):
             user = False
@@ -169,8 +174,8 @@ class Types(State):
             base = self.expr(c, x.operand if isinstance(x, A.Unary) else x.expr)
             user = bool(getattr(base, "user", False))
         else:
-            raise self.error(e, "'&' takes a variable, a field, an array element or a dereference (&$v, "
-                                "&$p->f, &$a[1], &*$p)")
+            raise self.error(e, "'&' takes a variable, a map, a field, an array element or a dereference "
+                                "(&$v, &@m, &$p->f, &$a[1], &*$p)")
         if isinstance(t, Record) and t.spec is not None:
             return Ptr(t.btf_id, user, t.spec)
         if isinstance(t, Array) and t.spec is not None:
@@ -187,6 +192,18 @@ class Types(State):
             return Ptr(self.btf_type(e, "uint64") if isinstance(t, Int) else 0, False, self.spec, pointee=t)
         raise self.error(e, f"'&' of a {t}: pycore takes the address of integers, pointers, structs, "
                             f"arrays, strings and tuples, not yet of this")
+
+    def _map_address(self, c: Checked, x: A.MapRef) -> Type:
+        """``&@m`` (bpftrace 0.25, upstream's standard library passes maps to helpers so): the map
+        itself, a ``struct bpf_map *`` in the kernel. Upstream types it as a pointer to the map's value,
+        which it is not (its own comment says so); pycore gives the kernel's type, whose fields
+        (``max_entries``, ``name``) read true."""
+        m = self.maps.get("@" + x.name)
+        c.types[id(x)] = Void()
+        if m is None or not m.kind:
+            raise MapNotTypedYet(f"Undefined map: @{x.name} (no statement assigns it)", x.pos.line, x.pos.col,
+                                 self.filename, self.source)
+        return Ptr(self.btf_type(x, "struct bpf_map"), False, self.spec)
 
     def _array_cast(self, c: Checked, e: A.Cast, inner: Type, name: str) -> Type:
         """``(uint8[8])x`` and ``(uint64)$array`` (bpftrace 0.18): an integer's bytes as an integer array

@@ -63,6 +63,14 @@ class Exprs(State):
             if isinstance(x, A.Var):        # its home: a stack slot (a scalar) or scratch (var_home)
                 e.mov_reg(0, 8 if is_buffer(self.t(x)) else 10)
                 e.alu_imm("add", 0, self.vars_get(x))
+            elif isinstance(x, A.MapRef):
+                # &@m: the map's struct bpf_map. The verifier allows no arithmetic on a map pointer (a
+                # field's offset), so it goes through scratch, a map value: read back, it is a number
+                # (storing a pointer in a map needs allow_ptr_leaks, which pycore's privileges give)
+                e.ld_map(0, self.fds["@" + x.name])
+                at = self.f.region(8)
+                e.stx(8, 8, at, 0)
+                e.ldx(8, 0, 8, at)
             else:
                 self.address(x)
         elif isinstance(node, A.Unary):
