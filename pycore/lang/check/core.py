@@ -710,26 +710,26 @@ class Checker(Types, Builtins, Calls, State):
         return None
 
     def constant(self, c: Checked, e: A.Expr) -> int:
-        """An expression that must be known when the script is compiled (lhist bounds, unroll)."""
-        if isinstance(e, A.Int):
-            return e.value
-        if isinstance(e, A.Positional):
-            v = self.positional(e)
-            if isinstance(v, int):
-                return v
-        if isinstance(e, A.Builtin) and e.name not in _BUILTIN_TYPES:
-            v = c.consts.get(id(e))   # known already: the code generator asks again, without BTF
-            if v is None:
-                v = self.named_constant(e, e.name)
+        """An expression that must be known when the script is compiled (lhist bounds, unroll, a size):
+        :meth:`fold`'s value, or the error. Named constants (a kernel enum's, a header's macro) are looked
+        up on the way, so that the code generator, which asks again without BTF, finds them known."""
+        self._name_constants(c, e)
+        v = self.fold(c, e, consts=True)
+        if v is None:
+            raise self.error(e, "expected a constant integer here")
+        return v
+
+    def _name_constants(self, c: Checked, e: A.Expr) -> None:
+        """c.consts of each named constant where :meth:`fold` looks: under unary and binary operators."""
+        if isinstance(e, A.Builtin) and e.name not in _BUILTIN_TYPES and id(e) not in c.consts:
+            v = self.named_constant(e, e.name)
             if v is not None:
                 c.consts[id(e)] = v
-                return v
-        if isinstance(e, A.Unary) and e.op == "-":
-            return -self.constant(c, e.operand)
-        if isinstance(e, A.Binary) and e.op in ("+", "-", "*", "/"):
-            a, b = self.constant(c, e.left), self.constant(c, e.right)
-            return {"+": a + b, "-": a - b, "*": a * b, "/": a // b if b else 0}[e.op]
-        raise self.error(e, "expected a constant integer here")
+        elif isinstance(e, A.Unary):
+            self._name_constants(c, e.operand)
+        elif isinstance(e, A.Binary):
+            self._name_constants(c, e.left)
+            self._name_constants(c, e.right)
 
     def expr(self, c: Checked, e: A.Expr) -> Type:
         t = self._expr(c, e)
