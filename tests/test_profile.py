@@ -517,6 +517,55 @@ def test_flame_tree_is_the_trie_of_the_stacks_cut_at_its_floor(seed):
     assert left_out > 0 if big else left_out == 0
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_functions_and_speedscope_as_the_plain_way(seed):
+    """Profile.functions (a Counter a weight, counted in C; past WEIGHTS weights, the loop) and the
+    speedscope writer (samples sorted by their frames' ids) give what the plain way gives: with few
+    weights (on-CPU) and with more distinct weights than WEIGHTS (off-CPU's times waited)."""
+    import io
+    import json
+    import random
+
+    from pycore.profile.speedscope import write_speedscope
+    from pycore.profile.stacks import WEIGHTS, Frame, Profile
+
+    rnd = random.Random(seed)
+    pool = [Frame("python", f"f{i}", "m.py", i % 3 + 1) for i in range(9)] + [Frame("kernel", f"k{i}") for i in range(3)]
+    prof = Profile(99)
+    for _ in range(rnd.randint(1, 400)):
+        stack = (Frame("process", rnd.choice(["p 1", "q 2"])), Frame("thread", rnd.choice(["t1", "t2"]))) + tuple(
+            rnd.choice(pool) for _ in range(rnd.randint(0, 12)))
+        prof.add(stack, rnd.randint(1, 5) if seed % 2 else rnd.randint(1, 10 * WEIGHTS))
+    own, total = prof.functions()
+
+    def function(f):
+        return f._replace(line=0) if f.kind == "python" else f
+
+    plain_own: dict = {}
+    plain_total: dict = {}
+    for stack, n in prof.stacks.items():
+        if len(stack) > 2:
+            plain_own[function(stack[-1])] = plain_own.get(function(stack[-1]), 0) + n
+        for f in set(map(function, stack[2:])):
+            plain_total[f] = plain_total.get(f, 0) + n
+    assert dict(own) == plain_own and dict(total) == plain_total
+
+    out = io.StringIO()
+    write_speedscope(prof, out)
+    doc = json.loads(out.getvalue())
+    names = [f["name"] + f":{f.get('line', 0)}" for f in doc["shared"]["frames"]]
+    labels = prof.labels()
+    got = {(p["name"], tuple(names[i] for i in sample), round(w / prof.unit_seconds))
+           for p in doc["profiles"] for sample, w in zip(p["samples"], p["weights"])}
+    assert got == {(stack[0].name, tuple(f"{f.label() if f.kind == 'kernel' else f.name}:{f.line}" for f in stack[1:]), n)
+                   for stack, n in prof.stacks.items()}
+    # frames numbered in the order of their labels, each process's samples in the order of theirs
+    by_label = sorted(prof.frames(), key=lambda f: (labels[f], f))
+    assert names == [f"{f.label() if f.kind == 'kernel' else f.name}:{f.line}" for f in by_label]
+    assert all(p["samples"] == sorted(p["samples"]) for p in doc["profiles"])
+    assert [p["name"] for p in doc["profiles"]] == sorted({stack[0].name for stack in prof.stacks}, key=lambda x: labels[Frame("process", x)])
+
+
 def test_flame_tree_of_unrelated_stacks_stays_small():
     """100,000 samples, each its own 60-frame stack under its own thread: no frame under the threads
     reaches 1/50,000 of the samples, so the tree is the process with every sample left out, not six
