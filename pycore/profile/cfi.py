@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import bisect
 import struct
-from functools import lru_cache
+
+from pycore.profile.symbols import ByIdentity
 
 __all__ = ["END", "STOPS", "Cfi", "cfi_for", "unwind"]
 
@@ -257,8 +258,7 @@ class Cfi:
         return rows
 
 
-@lru_cache(maxsize=128)
-def _cfi(path: str, _identity: tuple[int, int, int]) -> Cfi | None:
+def _read_cfi(path: str) -> Cfi | None:
     from pycore.elf.file import ElfFile
 
     try:
@@ -271,11 +271,12 @@ def _cfi(path: str, _identity: tuple[int, int, int]) -> Cfi | None:
         return None
 
 
-def cfi_for(path: str) -> Cfi | None:
-    from pycore.profile.symbols import file_identity
+_CFIS: ByIdentity[Cfi | None] = ByIdentity(_read_cfi, 128)
 
-    ident = file_identity(path)
-    return None if ident is None else _cfi(path, ident)
+
+def cfi_for(path: str) -> Cfi | None:
+    """``path``'s .eh_frame, read once per file version, whatever path it is reached by."""
+    return _CFIS(path)
 
 
 #: why :func:`unwind` stopped short of the outermost frame (``END``: it did not; the others are the

@@ -17,8 +17,11 @@ from __future__ import annotations
 
 import bisect
 import os
+import threading
 import time
-from functools import lru_cache
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import Generic, TypeVar
 
 from pycore.record import field, record
 
@@ -69,44 +72,42 @@ class Module:
         return self.names[i]
 
 
-@lru_cache(maxsize=256)
-def _module(path: str, _identity: tuple[int, int, int]) -> Module:
+def _read_module(path: str, name: str = "") -> Module:
+    """``path``'s functions; ``name``: the file as pycore names it (default ``path``), where
+    ``path`` is an open descriptor's /proc/self/fd/N (a process in another root, maybe gone)."""
+    from pycore.elf.debugfile import build_id
     from pycore.elf.file import ElfFile
     from pycore.elf.symbols import demangle
     from pycore.errors import ElfError
 
-    mod = Module(os.path.basename(path))
+    name = name or path
+    mod = Module(os.path.basename(name))
     try:
         with ElfFile(path) as f:
             mod.segments = list(f.segments)
             syms: dict[int, tuple[int, str]] = {}
             for table in (".dynsym", ".symtab"):     # .symtab's names win (local functions, no versions)
-                for name, value, size, _type, _shndx in f.function_symbols(table):
-                    syms[value] = (size, name)
+                for sym, value, size, _type, _shndx in f.function_symbols(table):
+                    syms[value] = (size, sym)
             if len(syms) < 50000:                    # a stripped file: its separate debug file's .symtab
-                _debug_symbols(f, path, syms)
-            if path not in _BUILD_IDS:               # pprof's mappings name every file's build id
-                from pycore.elf.debugfile import build_id
-
-                _BUILD_IDS[path] = build_id(f.elf)
+                _debug_symbols(f, name, syms)
+            mod.build_id = build_id(f.elf)           # pprof's mappings name every file's build id
     except (ElfError, OSError):
         return mod
-    mod.build_id = _BUILD_IDS.get(path)
     for start in sorted(syms):
-        size, name = syms[start]
+        size, sym = syms[start]
         mod.starts.append(start)
         mod.ends.append(start + size if size else 0)
-        mod.names.append(demangle(name) if name.startswith("_Z") else name)
+        mod.names.append(demangle(sym) if sym.startswith("_Z") else sym)
     return mod
 
 
 def _debug_symbols(f, path: str, syms: dict[int, tuple[int, str]]) -> None:  # noqa: ANN001
     """Add the functions of ``path``'s separate debug file (by build id or debuglink), if any."""
-    from pycore.elf.debugfile import build_id, debug_file
+    from pycore.elf.debugfile import debug_file
     from pycore.elf.file import ElfFile
 
     try:
-        _BUILD_IDS[path] = build_id(f.elf)
         debug = debug_file(f.elf, path)
         if debug is None:
             return
@@ -115,9 +116,6 @@ def _debug_symbols(f, path: str, syms: dict[int, tuple[int, str]]) -> None:  # n
                 syms.setdefault(value, (size, name))
     except Exception:  # noqa: BLE001 - the debug file is a bonus: without it the file's own symbols name frames
         return
-
-
-_BUILD_IDS: dict[str, str | None] = {}
 
 
 _IDENTITIES: dict[str, tuple[float, tuple[int, int, int] | None]] = {}
@@ -140,12 +138,50 @@ def file_identity(path: str) -> tuple[int, int, int] | None:
     return ident
 
 
+T = TypeVar("T")
+
+
+class ByIdentity(Generic[T]):
+    """What is read from a file, kept by the file's identity (device, inode, mtime) alone, the
+    ``size`` most recently used. Kept by path, a file was read again for every process of a
+    container or a chroot, which pycore reaches through its own /proc/PID/root: libLLVM's 100,000
+    symbols for each process of the bpftrace 0.23.2 root, while pycore profile -a read the ring."""
+
+    def __init__(self, read: Callable[[str], T], size: int) -> None:
+        self._read, self._size = read, size
+        self._kept: OrderedDict[tuple[int, int, int], T] = OrderedDict()
+        self._lock = threading.Lock()       # the walker and the namer ask from two threads
+
+    def __call__(self, path: str) -> T | None:
+        """What ``path`` holds, None when it cannot be stat'ed."""
+        ident = file_identity(path)
+        return None if ident is None else self.get(ident, lambda: self._read(path))
+
+    def kept(self, ident: tuple[int, int, int]) -> T | None:
+        """What was read of the file ``ident``, if it is still kept."""
+        with self._lock:
+            return self._kept.get(ident)
+
+    def get(self, ident: tuple[int, int, int], read: Callable[[], T]) -> T:
+        """What was read of the file ``ident``, or ``read()`` of it now."""
+        with self._lock:
+            if ident in self._kept:
+                self._kept.move_to_end(ident)
+                return self._kept[ident]
+        value = read()                  # (unlocked: two threads may read one file once each)
+        with self._lock:
+            self._kept[ident] = value
+            while len(self._kept) > self._size:
+                self._kept.popitem(last=False)
+        return value
+
+
+MODULES = ByIdentity(_read_module, 256)
+
+
 def module_for(path: str) -> Module:
     """The module of ``path``, read once per file version (device, inode, mtime)."""
-    ident = file_identity(path)
-    if ident is None:
-        return Module(os.path.basename(path))
-    return _module(path, ident)
+    return MODULES(path) or Module(os.path.basename(path))
 
 
 @record
@@ -156,13 +192,27 @@ class _Mapping:
     name: str          # as the process sees it
     path: str          # as pycore opens it: the name, or through /proc/PID/root for another root
     _module: Module | None = None
+    ident: tuple[int, int, int] | None = None    # another root's file: its identity, found at once
 
-    def module(self) -> Module:
+    def module(self, fd: int | None = None) -> Module:
         """The file's module, kept once read: a process in another root may have exited by the time
-        its stacks are named (a -c command has), and its /proc/PID/root with it."""
+        its stacks are named (a -c command has), and its /proc/PID/root with it. ``fd``: the file,
+        opened while the process lived."""
         if self._module is None:
-            self._module = module_for(self.path)
+            if self.ident is None:
+                self._module = module_for(self.path)
+            elif fd is not None or os.path.exists(self.path):
+                opened = f"/proc/self/fd/{fd}" if fd is not None else self.path
+                self._module = MODULES.get(self.ident, lambda: _read_module(opened, self.path))
+            else:       # gone, and no other process of the file's read it: nameless, not kept as its
+                self._module = MODULES.kept(self.ident) or Module(os.path.basename(self.path))
         return self._module
+
+    def known(self) -> bool:
+        """Whether the module is read: by this mapping, or for another process's of the same file."""
+        if self._module is None and self.ident is not None:
+            self._module = MODULES.kept(self.ident)
+        return self._module is not None
 
 
 def _same_root(pid: int) -> bool:
@@ -177,8 +227,11 @@ def _same_root(pid: int) -> bool:
 class ProcessMaps:
     """One process's executable file mappings, and its user addresses named."""
 
-    def __init__(self, pid: int) -> None:
+    def __init__(self, pid: int, pin: Callable[[list[_Mapping]], object] | None = None) -> None:
+        """``pin``: given the mappings of a process in another root, reads their modules soon, in a
+        thread of its own (:class:`~pycore.profile.unwind.Unwinder`'s); None: read them now."""
         self.pid = pid
+        self._pin = pin
         self.mappings: list[_Mapping] = []
         self._names: dict[int, tuple[str, str]] = {}
         self.rules: dict[int, object] = {}     # pc -> its unwinding rule (cfi.unwind's cache)
@@ -207,10 +260,14 @@ class ProcessMaps:
             lo, hi = (int(x, 16) for x in parts[0].split("-"))
             root = f"/proc/{self.pid}/root{name}"
             path = name if same or not os.path.exists(root) else root
-            m = _Mapping(lo, hi, int(parts[2], 16), name, path)
-            if not same:
-                m.module()              # read now, while /proc/PID/root still leads to it
-            out.append(m)
+            out.append(_Mapping(lo, hi, int(parts[2], 16), name, path,
+                                ident=None if same else file_identity(path)))
+        if not same:        # read while /proc/PID/root still leads to the files
+            if self._pin is not None:
+                self._pin(out)
+            else:
+                for m in out:
+                    m.module()
         self.mappings = out
         self.rules.clear()
         return True

@@ -14,6 +14,7 @@ and the workload had exited before its first records' code objects were read.
 
 from __future__ import annotations
 
+import os
 import struct
 import threading
 import time
@@ -26,7 +27,7 @@ from pycore.profile.stacks import Frame, Profile, splice
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from pycore.profile.pyframes import CodeReader, PythonProcess
-    from pycore.profile.symbols import ProcessMaps
+    from pycore.profile.symbols import ProcessMaps, _Mapping
 
 __all__ = ["FAILURES", "HEADER", "MAX_PENDING", "MAX_STACK", "PY_STATUS", "Unwinder"]
 
@@ -47,11 +48,11 @@ PY_STATUS = {-1: "python_no_layout", -2: "python_no_thread_state", -3: "python_u
              -4: "python_truncated"}
 #: every reason :attr:`Unwinder.failures` counts: the Python ones, then the native walk's
 #: (pycore.profile.cfi.STOPS, and no copy of the user stack at all)
-FAILURES = (*PY_STATUS.values(), "native_no_copy", *("native_" + why for why in STOPS))
+FAILURES = (*PY_STATUS.values(), "native_no_copy", "native_lagged", *("native_" + why for why in STOPS))
 
 
-#: records read but not walked yet, at most (about 8 KiB each): past it add() walks the oldest, so
-#: walks that cannot keep up slow the reading of the ring (whose overflow is counted lost), in bounded memory
+#: records read but not walked yet, at most (about 8 KiB each): past it add() counts the oldest as the
+#: kernel walked it (frame pointers), in bounded memory and without slowing the reading of the ring
 MAX_PENDING = 4096
 #: seconds the walker sleeps when it finds nothing to walk. It looks, rather than being woken: add()
 #: runs in the thread that gets signals, and a KeyboardInterrupt raised inside ``Event.set()`` (whose
@@ -95,11 +96,16 @@ class Unwinder:
         self._frames: dict[int, dict[tuple, tuple[Frame, bool]]] = {}   # pid: (code, instr, ...): named
         self.dwarf = 0                 # samples whose user stack came from .eh_frame
         self._pending: deque[tuple] = deque()    # records added, not walked yet
+        self._shed: Counter[tuple] = Counter()   # records add() counted unwalked (the walker lagged)
+        self._shed_waits = 0
         self._rejected: dict[int, str] = {}      # closed readers' code objects named [code 0x...]
         self._walking = threading.Lock()         # held for each record's walk (the walker's, walk()'s)
         self._closing = False
         self._walker: threading.Thread | None = None
         self._walker_error: BaseException | None = None
+        self._to_read: deque[_Mapping] = deque()   # other roots' mappings whose modules are read soon
+        self._opened: dict[tuple[int, int, int], int] = {}   # their files, open until read
+        self._reader: threading.Thread | None = None
 
     def start(self) -> None:
         """Walk the records in a thread of its own as they are added (else :meth:`walk` does)."""
@@ -107,6 +113,39 @@ class Unwinder:
             self._closing = False
             self._walker = threading.Thread(target=self._walk_loop, name="pycore-unwind", daemon=True)
             self._walker.start()
+            self._reader = threading.Thread(target=self._read_loop, name="pycore-modules", daemon=True)
+            self._reader.start()
+
+    def _pin(self, mappings: list[_Mapping]) -> None:
+        """A process in another root (a container, a chroot): its files' symbols are read by the
+        reader thread, soon. add() read them itself before, in the thread that reads the ring and
+        looks at -d's deadline: bpftrace 0.23.2's libLLVM took seconds there, and -d 1.5 sampled 4 to
+        6.7 s under a 10% CPU quota.
+        Each file not read yet is opened here (one descriptor a file, closed once it is read): a
+        short-lived process is gone by the time the reader comes to it, and its root with it."""
+        for m in mappings:
+            if m.ident is None or m.known():
+                continue
+            if m.ident not in self._opened:
+                try:
+                    self._opened[m.ident] = os.open(m.path, os.O_RDONLY | os.O_CLOEXEC)
+                except OSError:
+                    continue
+            self._to_read.append(m)
+
+    def _read_loop(self) -> None:
+        while not self._closing or self._to_read:      # (what was pinned is read before it ends)
+            if not self._to_read:
+                time.sleep(WALK_IDLE)
+            while self._to_read:
+                m = self._to_read.popleft()
+                try:
+                    m.module(self._opened.get(m.ident))     # type: ignore[arg-type]
+                except Exception:  # noqa: BLE001 - a file that cannot be read names nothing
+                    pass
+                fd = self._opened.pop(m.ident, None)        # type: ignore[arg-type]
+                if fd is not None:
+                    os.close(fd)
 
     def _walk_loop(self) -> None:
         try:
@@ -125,6 +164,9 @@ class Unwinder:
             if self._walker is not threading.current_thread():
                 self._walker.join()
             self._walker = None
+        if self._reader is not None:
+            self._reader.join()
+            self._reader = None
         for reader in self.codes.values():
             self._rejected.update(reader.rejected)
             reader.close()
@@ -146,7 +188,7 @@ class Unwinder:
         from pycore.profile.pyframes import CodeReader
         from pycore.profile.symbols import ProcessMaps
 
-        self.maps[pid] = ProcessMaps(pid)
+        self.maps[pid] = ProcessMaps(pid, self._pin if self._walker is not None else None)
         old = self.codes.pop(pid, None)
         if old is not None:
             self._rejected.update(old.rejected)
@@ -198,7 +240,24 @@ class Unwinder:
         self._pending.append((self.maps[pid], (pid, tid, comm, kstack, ustack, py),
                               ip, sp, bp, copy, waited_us))
         if len(self._pending) > MAX_PENDING:
-            self._walk_one()
+            self._shed_oldest()
+
+    def _shed_oldest(self) -> None:
+        """The walker lags: count the oldest record waiting as the kernel walked it (frame pointers),
+        here and now. add() walked it itself before, but a walk can take seconds (a large binary's
+        .eh_frame read the first time), and add() runs in the thread that reads the ring and looks at
+        -d's deadline: -d 1.5 sampled 6.7 s so, with pycore under a 10% CPU quota beside the test
+        suite. Only this thread writes what it counts (the walker counts into ``raw``)."""
+        try:
+            _maps, key, ip, *_, copy, waited_us = self._pending.popleft()
+        except IndexError:          # the walker took the last one
+            return
+        self._shed[key] += waited_us if self.off_cpu else 1
+        self._shed_waits += self.off_cpu
+        if copy:
+            self.failures["native_lagged"] += 1
+        elif ip and key[4]:
+            self.failures["native_no_copy"] += 1
 
     def walk(self, *, until: Callable[[], bool] | None = None) -> None:
         """Walk every record added so far (what the walker has not), in this thread; ``until``, asked
@@ -265,7 +324,10 @@ class Unwinder:
         with self._walking:             # the walker counts on while this names (pycore serve's scrapes)
             while self._pending:
                 self._walk(*self._pending.popleft())
-            raw, waits = list(self.raw.items()), self.waits
+            merged = self.raw.copy()
+            for key, n in dict(self._shed).items():    # (a copy: add() may count on in its thread)
+                merged[key] += n
+            raw, waits = list(merged.items()), self.waits + self._shed_waits
         prof = Profile(self.hz, self.off_cpu)
         prof.waits = waits
         prof.python_unread, prof.truncated = self.python_unread, self.truncated
