@@ -114,7 +114,7 @@ class Queue:
     def __init__(self, kernel: Kernel, path: Path, nodes: list[str], weights: dict[str, float]):
         self.kernel, self.path, self.nodes, self.weights = kernel, path, nodes, weights
         self.started = 0            # VMs started for this kernel
-        self.failed = False         # one of them failed: start no more (the run has failed anyway)
+        self.closed = False         # start no more VMs: one failed, or one ended with tests left
         shutil.rmtree(path, ignore_errors=True)
         path.mkdir(parents=True)
 
@@ -132,7 +132,8 @@ def schedule(queues: list[Queue], run: Callable[[Queue, str], Result], capacity:
     """Run VMs until every queue is empty, at most ``capacity()`` at once (asked again each poll: it
     grows when the host tests end). A free slot goes to the kernel with most untaken work per VM,
     counting the new one: to a kernel without a running VM whenever it has work left, to one with
-    running VMs when that share is at least ``min_share``. A kernel whose VM failed gets no more.
+    running VMs when that share is at least ``min_share``. A kernel whose VM failed, or ended with
+    tests untaken, gets no more.
     The results in the order the VMs started."""
     launched: list[concurrent.futures.Future[Result]] = []
     running: dict[concurrent.futures.Future[Result], Queue] = {}
@@ -141,7 +142,7 @@ def schedule(queues: list[Queue], run: Callable[[Queue, str], Result], capacity:
             while True:
                 busy = {id(q): sum(1 for r in running.values() if r is q) for q in queues}
                 while len(running) < max(1, capacity()):
-                    shares = [(q.left() / (busy[id(q)] + 1), q) for q in queues if not q.failed]
+                    shares = [(q.left() / (busy[id(q)] + 1), q) for q in queues if not q.closed]
                     shares = [(share, q) for share, q in shares
                               if share > 0 and (busy[id(q)] == 0 or share >= min_share)]
                     if not shares:
@@ -158,7 +159,11 @@ def schedule(queues: list[Queue], run: Callable[[Queue, str], Result], capacity:
                                                   return_when=concurrent.futures.FIRST_COMPLETED)
                 for future in done:
                     q = running.pop(future)
-                    q.failed = q.failed or not future.result().ok
+                    # a VM that ended well leaves nothing it could take: tests left with no sibling
+                    # running are tests its guest did not collect (checks() names them), and another
+                    # VM would end the same way
+                    q.closed = q.closed or not future.result().ok or (
+                        q not in running.values() and q.left() > 0)
         except BaseException:       # Ctrl-C, SIGTERM: the pool waits for its threads, which stop now
             log(f"interrupted: {stop_all()} VM(s) stopped")
             raise

@@ -160,4 +160,18 @@ def test_schedule_gives_a_failed_kernel_no_more_vms(tmp_path: Path):
                        lambda: 2, min_share=50.0, poll=0.05)
     # both started at once (400 s of tests: 200 each), both died before they took a test, and no third
     assert [r.outdir.name for r in results] == ["6.1.0-1-amd64", "6.1.0-1-amd64+2"]
-    assert queues[0].failed and queues[0].left() == 400
+    assert queues[0].closed and queues[0].left() == 400
+
+
+def test_schedule_ends_when_a_vm_leaves_tests_it_cannot_take(tmp_path: Path):
+    """A VM that ends well but leaves tests untaken (its guest collected other tests than the host)
+    closes its kernel's queue: no VM after VM for ever; the run's checks name the tests."""
+    queues = _queues(tmp_path, {"6.1": 40})
+    started = []
+
+    def run(q, name):  # noqa: ANN001, ANN202
+        started.append(name)
+        return Result(kernel=q.kernel, outdir=tmp_path / name, exitcode=0)
+
+    schedule(queues, run, lambda: 1, min_share=50.0, poll=0.05)
+    assert started == ["6.1.0-1-amd64"] and queues[0].closed and queues[0].left() == 400
