@@ -56,6 +56,16 @@ def test_tuples_widened_as_023() -> None:
     same_as_023('BEGIN { $t = ("ab", 1); print($t); $t = ("abcdefghijklmnopq", 2); print(($t, $t.1)); exit(); }')
 
 
+
+def test_tuple_keys_of_several_string_lengths_as_023() -> None:
+    """Map keys that are tuples of strings of several lengths (literals of 2 to 17 bytes, a variable widened by a
+    later assignment), in one map, and a tuple of a narrower integer: one key type, as 0.23.2's."""
+    same_as_023('BEGIN { @m[(1, "a")] = 1; @m[(2, "abcd")] = 2; $t = (3, "xy"); @m[$t] = 3; @c[(1, "a")] = 1; '
+                '@c[(2, "sixteen chars..")] = 2; $x = (int8)3; @w[($x, "q")] = 1; @w[(300, "qq")] = 2; exit(); }')
+    same_as_023('BEGIN { $t = (1, "a"); $t = (2, "abcd"); @m[$t] = 1; @n[(1, "a")] = 1; @n[$t] = 2; '
+                '@k["a longer one", 1] = 1; @k["x", 2] = 2; exit(); }')
+
+
 ERRORS = [
     ("BEGIN { $r = (a=1, a=2); }", "stdin:1:20:", "the record names field 'a' twice"),
     ("BEGIN { $r = (a=1, b=2); print($r.c); }", "stdin:1:32:", "the record has no field 'c' (its fields: a, b)"),

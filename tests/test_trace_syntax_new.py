@@ -193,10 +193,10 @@ NEWER = [
     ('begin { @a[0] = 10; @a[1] = 20; @n = 0; printf("%d ", find(@a, @n++, $v)); printf("%d %d ", $v, @n); '
      '@s[1] = "found"; $w = "none"; printf("%d %s\\n", find(@s, @n, $w), $w); clear(@a); clear(@s); clear(@n); exit(); }',
      "1 10 1 1 found\n"),
-    # container_of (the standard library after 0.26): upstream's tests/runtime 'container_of', in the kernel
     # &@m (0.25; upstream's type_checker map_address): the map itself, a struct bpf_map * in pycore
     ("let @h = lruhash(7); begin { @a = 1; @h[1] = 2; $x = &@a; $y = &@h; printf(\"%d %d %d %d\\n\", "
      "$x != 0, $x != $y, $y->max_entries, $y->map_type); exit(); }", "1 1 7 9\n\n\n@a: 1\n@h[1]: 2\n"),
+    # container_of (the standard library after 0.26): upstream's tests/runtime 'container_of', in the kernel
     ("begin { $t = curtask; $a = container_of(&$t->se, struct task_struct, se); "
      "$b = container_of(&$t->se.load, struct task_struct, se.load); printf(\"%d %d %d\\n\", $a == $t, $b == $t, "
      "$b->pid == pid); exit(); }", "1 1 1\n"),
