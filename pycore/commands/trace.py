@@ -41,6 +41,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dry-run", action="store_true",
                         help="parse, resolve against BTF, print the plan; attach nothing")
     parser.add_argument("--unsafe", action="store_true", help="allow system(), signal() and override()")
+    parser.add_argument("--test", action="store_true",
+                        help="run the script's test:NAME probes, each once, and say which pass (as bpftrace 0.25 "
+                             "--test): BEGIN, the tests, END; nothing attached, no maps printed")
     parser.add_argument("-d", "--duration", type=float, metavar="SECONDS", help="stop after SECONDS")
     parser.add_argument("-o", dest="output", metavar="FILE", help="write the output to FILE (as bpftrace -o)")
     parser.add_argument("-q", dest="quiet", action="store_true", help="no 'Attaching N probes...' (as bpftrace -q)")
@@ -67,7 +70,7 @@ def quick_args(argv: list[str]):  # noqa: ANN201 (a namespace, or None)
 
     return SimpleNamespace(program=program, file=file, params=params, pid=None, cmd=None, format="text",
                            folded=False, verbose=0, list=False, dry_run=False, unsafe=False, duration=None, output=None,
-                           quiet=False, buffering="line")
+                           quiet=False, buffering="line", test=False)
 
 
 # Probe kinds listed by a pattern; the others print as bpftrace 0.23.2 lists them in a program
@@ -177,6 +180,11 @@ def run(args: argparse.Namespace) -> int:
                              unsafe=args.unsafe, verbose=bool(args.verbose), json=args.format == "json",
                              folded=args.folded, duration=args.duration, out=out, quiet=args.quiet,
                              flush=args.buffering != "full", environ=os.environ)
+        runner.script.testing = args.test
+        if args.test and args.format == "json":
+            print("pycore trace: --test reports in text only (bpftrace's JSON form of the report is not done)",
+                  file=sys.stderr)
+            return 2
         for line in runner.script.config.warnings:     # deprecated BPFTRACE_* names, as bpftrace says
             print(line, file=sys.stderr)
         if "--help" in params:     # bpftrace 0.24: '-- --help' lists the script's getopt() options

@@ -385,7 +385,10 @@ class ForRange(Stmt):
 
 @record
 class Return(Stmt):
-    """``return``: leave this probe's program."""
+    """``return``: leave this probe's program; ``return e`` (0.25): with ``e`` its value (a test
+    probe's: 0 passes)."""
+
+    value: Expr | None = None
 
 
 @record

@@ -38,7 +38,6 @@ _IDENTIFIERS: dict[str, tuple[str, str]] = {
 
 _PROBE_KINDS_LATER: dict[str, tuple[str, str]] = {
     "bench": ("BENCH probes", "0.24"),
-    "test": ("test probes", "0.25"),
 }
 
 

@@ -56,6 +56,7 @@ PROBE_KINDS: dict[str, tuple[int, int]] = {
     "watchpoint": (3, 3), "asyncwatchpoint": (3, 3),  # address:length:mode
     "iter": (1, 2),
     "self": (2, 2),                                 # signal:SIGUSR1 (bpftrace 0.22)
+    "test": (1, 1),                                 # name (bpftrace 0.25: run by pycore trace --test)
 }
 
 # Kinds whose first part, when there is more than one, is a binary or module.
@@ -735,7 +736,9 @@ class _Builder:
 
     def jump_stmt(self, c: list[Any]) -> A.Stmt:
         tok = c[0]
-        cls = {"RETURN": A.Return, "BREAK": A.Break, "CONTINUE": A.Continue}[tok.type]
+        if tok.type == "RETURN":        # 'return 1': the program's value (a test probe's verdict, 0.25)
+            return A.Return(c[1] if len(c) > 1 else None, pos=_tpos(tok))
+        cls = {"BREAK": A.Break, "CONTINUE": A.Continue}[tok.type]
         return cls(pos=_tpos(tok))
 
     def if_stmt(self, c: list[Any]) -> A.If:

@@ -219,6 +219,13 @@ class Resolver:
             raise ProbeError(f"{text}: {sig} is not a supported signal")
         return [Target("self:signal:SIGUSR1", "self", attach=("begin",))]
 
+    def _test(self, target, parts, offset, text) -> list[Target]:
+        """``test:NAME`` (bpftrace 0.25): run once by ``pycore trace --test``, BPF_PROG_TEST_RUN, its
+        return value the verdict (0 passes); ignored without --test."""
+        if not parts or not parts[0]:
+            raise ProbeError(f"{text}: test probes must have a name")
+        return [Target(f"test:{parts[0]}", "test", func=parts[0], attach=("test",))]
+
     def _interval(self, target, parts, offset, text) -> list[Target]:
         unit, n = self._rate(parts, text, ("s", "ms", "us", "hz"))
         period_ns = {"s": 10**9, "ms": 10**6, "us": 10**3}.get(unit, 0) * n or 10**9 // n

@@ -150,6 +150,8 @@ class Script:
         self._begin: list[Any] = []
         self._end: list[Any] = []
         self._signal: list[Any] = []    # self:signal:SIGUSR1, run when the signal comes
+        self.testing = False            # pycore trace --test: BEGIN, the test probes, END; nothing attached
+        self.tests: list[tuple[str, Any]] = []      # (name, program) of each test probe, in order
         self._ring = None
         self._closed = False
         self.exited = False
@@ -180,7 +182,19 @@ class Script:
         """Every probe block with its targets on this system."""
         out = []
         self.missing = []
+        tests: dict[str, A.ProbeSpec] = {}
         for block in self.program.probes:
+            kinds = {spec.kind for spec in block.probes}
+            # bpftrace 0.25: test probes run in test mode only, and in test mode nothing is attached
+            if "test" in kinds and not self.testing or self.testing and not kinds <= {"BEGIN", "END", "test"}:
+                continue
+            for spec in block.probes:
+                name = spec.parts[0] if spec.kind == "test" and spec.parts else None
+                if name in tests:
+                    raise self.checker.error(spec, f'"{name}" was used as the name for more than one TEST probe '
+                                                   f"(the other at line {tests[name].pos.line})")
+                if name is not None:
+                    tests[name] = spec
             targets: list[Target] = []
             unmatched = []
             missing = 0     # of unmatched: functions missing_probes lets go
@@ -228,6 +242,10 @@ class Script:
                 raise self.checker.error(block, "only one iter probe is allowed in a script, as in bpftrace "
                                                 "(its walk ends the script)")
             out.append((block, targets))
+        if not out and not self.testing:
+            first = next((s for b in self.program.probes for s in b.probes if s.kind == "test"), None)
+            if first is not None:
+                raise self.checker.error(first, "No probes attached; use --test to run test probes")
         return out
 
     def check(self) -> list[Compiled]:
@@ -328,7 +346,7 @@ class Script:
 
         for c, em in emitted:
             t = c.target
-            prog_type = t.prog_type if t.kind not in ("BEGIN", "END", "self") else PROG_RAW_TRACEPOINT
+            prog_type = t.prog_type if t.kind not in ("BEGIN", "END", "self", "test") else PROG_RAW_TRACEPOINT
             try:
                 prog = load_program(c.insns, prog_type, name=_prog_name(t),
                                     expected_attach_type=t.attach_type, attach_btf_id=t.attach_btf_id,
@@ -342,6 +360,8 @@ class Script:
                 self._end.append(prog)
             elif t.kind == "self":
                 self._signal.append(prog)
+            elif t.kind == "test":
+                self.tests.append((t.func, prog))
             else:
                 c.prog = prog  # type: ignore[attr-defined]
 

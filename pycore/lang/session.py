@@ -408,6 +408,7 @@ class TraceRunner:
         self._first_signal = 0.0        # time.monotonic() of the first Ctrl-C or SIGTERM
         self._dump = False              # SIGUSR1 arrived: print the maps at the next wake-up
         self._chunks: list[str] = []    # output of the records polled, written once per poll
+        self._errors = 0                # error events seen (runtime errors, errorf())
 
     def _on_signal(self, signum: int, frame: Any) -> None:
         if signum == signal.SIGUSR1:      # bpftrace's: print every map now, and go on
@@ -445,6 +446,8 @@ class TraceRunner:
     def emit(self, ev: Event) -> None:
         from pycore.lang import output as O
 
+        if ev.kind in ("error", "errorf", "helper_error"):
+            self._errors += 1           # (--test: a test that reports an error fails)
         if ev.kind == "error" or (ev.kind in ("errorf", "warnf") and not self.json):
             self._write()
             self.err.write(ev.text if ev.kind == "error" else f"{ev.name}: {ev.value_type[0]}: {ev.text}\n")
@@ -515,6 +518,54 @@ class TraceRunner:
             print(f"pycore trace: {left} event{'s' if left > 1 else ''} in the buffer at Ctrl-C not printed",
                   file=self.err)
 
+    def _run_tests(self) -> int:
+        """Run each test probe once, in order (BPF_PROG_TEST_RUN), and print bpftrace 0.25's report:
+        a test passes when it returns 0, calls no exit() with a code and reports no error; a failed
+        test's output is printed, a passing one's is not. Returns how many failed."""
+        import io
+
+        script = self.script
+        green, red, off = "\033[32m", "\033[31m", "\033[0m"
+        names = [name for name, _ in script.tests]
+        passed: list[bool] = []
+        write = self.out.write
+        for i, (name, prog) in enumerate(script.tests):
+            if i == 0:
+                write(f"{green}[==========]{off} Running {len(names)} tests.\n")
+            write(f"{green}[ RUN      ]{off} {name}\n")
+            captured = io.StringIO()
+            out, err, errors = self.out, self.err, self._errors
+            self.out = self.err = captured
+            script.exit_code, script.exited = 0, False
+            try:
+                t0 = time.perf_counter_ns()
+                retval = prog.test_run()
+                took = time.perf_counter_ns() - t0
+                self._poll()
+            finally:
+                self.out, self.err = out, err
+            ok = retval == 0 and script.exit_code == 0 and self._errors == errors
+            passed.append(ok)
+            if not ok:
+                write("".join(line + "\n" for line in captured.getvalue().splitlines() if line))
+            write(f"{green}[       OK ]{off} {name}" if ok else f"{red}[  FAILED  ]{off} {name}")
+            write(f" ({_duration(took)})\n")
+            script.exit_code, script.exited = 0, False
+        failed = passed.count(False)
+
+        def tests(n: int) -> str:
+            return "test" if n == 1 else "tests"
+
+        write(f"{green}[==========]{off} {len(names)} {tests(len(names))} ran.\n")
+        write(f"{green}[  PASSED  ]{off} {len(names) - failed} {tests(len(names) - failed)}.\n")
+        if failed:
+            write(f"{red}[  FAILED  ]{off} {failed} {tests(failed)}, listed below:\n")
+            for name, ok in zip(names, passed):
+                if not ok:
+                    write(f"{red}[  FAILED  ]{off} {name}\n")
+        self._write()
+        return failed
+
     def _missing_warnings(self) -> None:
         """The warnings of the attach points ``missing_probes = warn`` skipped, as bpftrace 0.23.2
         prints them after its Attaching line: a kfunc's when its programs load (in order), then a
@@ -567,6 +618,12 @@ class TraceRunner:
             # (bpftrace prints it before): it says the probes are attached, which tests wait for, and
             # it still comes before any output, which is printed from the ring after this.
             n = script.start()
+            if script.testing:      # bpftrace 0.25 --test: no Attaching line, no maps at the end
+                self._poll()        # BEGIN's output, before the first test's
+                failed = self._run_tests()
+                script.run_special("END")
+                self._poll()
+                return 1 if failed else 0
             if self.json and not self.quiet:
                 self.out.write(O.attached_json(n))
             elif not self.quiet:
@@ -629,3 +686,13 @@ class TraceRunner:
                 watch.close()
             for s, h in old.items():
                 signal.signal(s, h)
+
+
+def _duration(ns: int) -> str:
+    """A test's time as bpftrace's report gives it, in s, ms, us or ns by its size (bpftrace 0.25 to
+    0.26.1 print the unit's scale there, "1000 us" for any time in microseconds: pycore the time)."""
+    for unit, scale in (("s", 10**9), ("ms", 10**6), ("us", 10**3)):
+        if ns >= scale:
+            return f"{ns // scale} {unit}"
+    return f"{ns} ns"
+

@@ -43,6 +43,7 @@ class Checker(Types, Builtins, Calls, State):
         self.maps: dict[str, MapInfo] = {}
         self.cpid = 0   # the -c command's pid, set by the runtime before checking
         self._loops = 0  # while loops around the statement being checked (break, continue)
+        self._for_loops = 0     # for loops around it: their bodies are callbacks (return)
         self._dead = 0   # if branches around it that a literal condition never takes (fail() is not reached)
         self._widened: dict[str, Tuple] = {}   # tuple variables' final types, once a check found them wider
         self._flat = False                           # this block checked without scoping (0.17's way)
@@ -100,7 +101,7 @@ class Checker(Types, Builtins, Calls, State):
         self._made = set()
         if block.predicate is not None:
             self.condition(c, block.predicate, "predicate")
-        self._loops = 0
+        self._loops = self._for_loops = 0
         self.stmts(c, block.body)
         return c
 
@@ -314,7 +315,13 @@ class Checker(Types, Builtins, Calls, State):
         elif isinstance(s, A.Let):
             self.let(c, s)
         elif isinstance(s, A.Return):
-            pass
+            if s.value is not None:
+                t = self.expr(c, s.value)
+                if not isinstance(t, Int):
+                    raise self.error(s.value, f"return takes an integer, not {t}")
+                if self._for_loops:
+                    raise self.error(s, "return with a value in a for loop's body: not in pycore trace yet "
+                                        "(a for loop's body is a callback; return it after the loop)")
         elif isinstance(s, (A.Break, A.Continue)):
             if not self._loops:
                 raise self.error(s, f"{type(s).__name__.lower()} used outside of a loop")
@@ -348,8 +355,10 @@ class Checker(Types, Builtins, Calls, State):
             c.types[id(s.decl)] = vt
             c.loops[id(s)] = vt
             self._loops += 1
+            self._for_loops += 1
             self.stmts(c, s.body)
             self._loops -= 1
+            self._for_loops -= 1
         finally:
             self._scopes.pop()
 

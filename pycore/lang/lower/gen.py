@@ -38,6 +38,7 @@ class Gen(Statements, Loops, Maps, Calls, Exprs, Strings):
         self.f = _Frame(self)
         self.vars = {}
         self.exit_label = emit.label()
+        self.return_label = emit.label()    # 'return e': r0 holds the program's value
         self._loops = []
         self._pending = []
         self.update_site: tuple[int, int, int, int] | None = None   # the map update's place (map-full warnings)

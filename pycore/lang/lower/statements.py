@@ -51,6 +51,7 @@ class Statements(State):
         self.stmts(block.body)
         e.place(self.exit_label)
         e.mov_imm(0, 0)
+        e.place(self.return_label)
         e.exit()
         self.emit_pending()
 
@@ -131,7 +132,11 @@ class Statements(State):
             if s.value is not None:
                 self.assign(A.Assign(s.var, "=", s.value, pos=s.pos))
         elif isinstance(s, A.Return):
-            e.ja(self.exit_label)
+            if s.value is None:
+                e.ja(self.exit_label)
+            else:               # (never in a for loop's callback: the checker refuses it there)
+                self.scalar(s.value)
+                e.ja(self.return_label)
             return False
         elif isinstance(s, A.Break):
             e.ja(self._loops[-1][1])
