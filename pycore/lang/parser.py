@@ -532,6 +532,12 @@ def _split_probe(rest: str) -> list[tuple[str, bool]]:
     return parts
 
 
+def _plain_tuple(key: A.Expr) -> bool:
+    """Whether a map's one key is a tuple that stands for its keys (``@m[(a, b)]`` is ``@m[a, b]``);
+    a record (``@m[(a=1, b=2)]``) is one key, a record, with its names."""
+    return isinstance(key, A.Tuple) and not key.names
+
+
 def _probe_spec(text: str, line: int, col: int) -> A.ProbeSpec:
     """One probe token -> ProbeSpec: alias normalised, parts split and unquoted, offset and arity checked."""
     pos = A.Pos(line, col)
@@ -895,11 +901,11 @@ class _Builder:
             # bpftrace 0.22's delete(@m, key) and has_key(@m, key): the element @m[key] (a tuple of a
             # multi-key map's keys, as written, is its keys), so both read as delete(@m[key]) does
             key = args[1]
-            keys = key.elems if isinstance(key, A.Tuple) else (key,)
+            keys = key.elems if _plain_tuple(key) else (key,)
             args = (A.MapRef(args[0].name, tuple(keys), pos=args[0].pos),)
         if name == "find" and len(args) == 3 and isinstance(args[0], A.MapRef) and not args[0].keys:
             # bpftrace 0.25's find(@m, key, $v): the element, as has_key's, and the variable it sets
-            keys = args[1].elems if isinstance(args[1], A.Tuple) else (args[1],)
+            keys = args[1].elems if _plain_tuple(args[1]) else (args[1],)
             args = (A.MapRef(args[0].name, tuple(keys), pos=args[0].pos), args[2])
         return A.Call(str(name), args, pos=_tpos(name))
 
@@ -936,7 +942,7 @@ class _Builder:
     def map(self, c: list[Any]) -> A.MapRef:
         tok = c[0]
         keys = c[1] if len(c) > 1 and c[1] is not None else ()
-        if len(keys) == 1 and isinstance(keys[0], A.Tuple):   # @m[(a, b)] is @m[a, b] (bpftrace 0.23.2)
+        if len(keys) == 1 and _plain_tuple(keys[0]):   # @m[(a, b)] is @m[a, b] (bpftrace 0.23.2)
             keys = keys[0].elems
         return A.MapRef(str(tok)[1:], tuple(keys), pos=_tpos(tok))
 

@@ -544,7 +544,7 @@ class Checker(Types, Builtins, Calls, State):
         for k in ref.keys:
             t = self.expr(c, k)
             if isinstance(t, Tuple):
-                if len(ref.keys) == 1:
+                if len(ref.keys) == 1 and not t.names:      # (a record alone is one key: it keeps its names)
                     return tuple(self._key_type(k, x) for x in t.elems)
                 out.append(t)
                 continue
@@ -580,6 +580,10 @@ class Checker(Types, Builtins, Calls, State):
                 node = ref.keys[i] if len(ref.keys) == len(keys) else ref
                 if _enum_and_int(old, new) or isinstance(old, Enum) and old != new:
                     old = new = Int(8, old.signed and new.signed)   # type: ignore[union-attr]
+                if isinstance(old, Tuple) and isinstance(new, Tuple) and old != new:
+                    # a tuple or record key widened (a longer string, a wider integer) or a record's
+                    # fields in another order: one key type for both, as 0.23.2 (and upstream's records)
+                    old = new = merge_tuples(old, new) or old
                 if type(old) is not type(new) or isinstance(old, Tuple) and old != new:
                     raise self.error(node, f"{name}: key is {old} elsewhere, {new} here")
                 merged.append(Str(max(old.size, new.size)) if isinstance(old, Str) else old)

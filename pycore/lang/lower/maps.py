@@ -62,7 +62,9 @@ class Maps(State):
             return off
         pos = off
         for k, kt in zip(ref.keys, m.keys or ()):
-            if is_buffer(kt):
+            if isinstance(kt, Tuple) and isinstance(self.t(k), Tuple):
+                self.tuple_into(k, pos, kt)         # laid out as the map's key: widened, a record's order
+            elif is_buffer(kt):
                 self.string_into(k, pos, kt.size)
             else:
                 self.scalar(k)
@@ -81,7 +83,11 @@ class Maps(State):
         self.zero(off, size)
         pos = off
         for src, et, kt in zip(tt.offsets(), tt.elems, m.keys or ()):
-            self.copy_words(8, tmp + src, pos, min(width(et), width(kt)))
+            if isinstance(et, Tuple) and isinstance(kt, Tuple) and et != kt:
+                self.zero(pos, width(kt))
+                self._relayout(tmp + src, et, pos, kt)
+            else:
+                self.copy_words(8, tmp + src, pos, min(width(et), width(kt)))
             pos += width(kt)
         self.f.release(mark)
 
