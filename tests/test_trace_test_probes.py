@@ -93,13 +93,43 @@ def test_self_tests_of_the_language_pass() -> None:
 
 @pytest.mark.parametrize("script,where,message", [
     ("test:a { } test:a { }", "stdin:1:12:", '"a" was used as the name for more than one TEST probe'),
-    ("test:a { @m[1] = 1; for ($kv : @m) { return 1; } }", "stdin:1:38:", "return with a value in a for loop"),
+    ("test:a { return (1, 2) == (1, \"x\"); }", "stdin:1:17:", "'==' compares tuples of one shape"),
     ('test:a { return "x"; }', "stdin:1:17:", "return takes an integer, not string[2]"),
 ])
 def test_refusals(script: str, where: str, message: str) -> None:
     p = trace(script, "--test", "--dry-run")
     assert p.returncode != 0 and "Traceback" not in p.stderr, p.stderr
     assert p.stderr.startswith(where) and message in p.stderr.splitlines()[0], p.stderr
+
+
+def test_return_from_for_loops() -> None:
+    """'return N' in a for loop's body (a callback), nested or not, is the program's value; 'return'
+    alone and exit() there leave it with 0."""
+    require_root()
+    p = trace('test:flat { @m[1] = 1; @m[2] = 2; for ($kv : @m) { if ($kv.1 == 2) { return 7; } } return 0; } '
+              'test:nested { @a[1] = 1; for ($kv : @a) { for ($i : 0..3) { if ($i == 2) { return 3; } } } } '
+              'test:passes { @b[1] = 1; for ($kv : @b) { if ($kv.1 == 5) { return 1; } } $n = 0; '
+              'for ($i : 0..4) { $n += $i; } if ($n != 6) { return 1; } } '
+              'test:plain { @c[1] = 1; for ($kv : @c) { return; } return 9; } '
+              'test:exits { @d[1] = 1; for ($kv : @d) { exit(); } return 9; }', "--test")
+    report = re.sub(r"\033\[\d+m", "", _times(p.stdout)).splitlines()
+    assert [line for line in report if line.startswith(("[       OK ]", "[  FAILED  ] ")) and "(T)" in line] == [
+        "[  FAILED  ] flat (T)", "[  FAILED  ] nested (T)", "[       OK ] passes (T)", "[       OK ] plain (T)",
+        "[       OK ] exits (T)"], report
+
+
+def test_tuples_compared() -> None:
+    """== and != of tuples and records (bpftrace 0.25, upstream's tests/self/tuple.bt): as the type that
+    holds both, element by element, strings to their NUL, a record's fields by name."""
+    require_root()
+    p = trace('test:eq { $x = ("hello", -6); $a = (1, true, $x); @b = (1, true, ("hello", -6)); '
+              'if (!($a == @b) || $a != @b || $a == (1, true, ("ello", -6)) || !($a != (1, true, ("hell", -6)))) { '
+              'return 1; } } '
+              'test:records { $r = (a=1, b="xy"); if ($r != (b="xy", a=1) || $r == (a=2, b="xy")) { return 1; } } '
+              'test:keys { @k[1, 2] = (3, 4); if (@k[1, 2] != (3, 4)) { return 1; } } '
+              'test:wrong { if ((1, "a") == (1, "b")) { return 0; } return 1; }', "--test")
+    report = re.sub(r"\033\[\d+m", "", p.stdout)
+    assert "[  FAILED  ] 1 test, listed below:" in report and report.rstrip().endswith("[  FAILED  ] wrong"), report
 
 
 def test_without_test_mode_the_tests_are_left_out() -> None:

@@ -43,7 +43,6 @@ class Checker(Types, Builtins, Calls, State):
         self.maps: dict[str, MapInfo] = {}
         self.cpid = 0   # the -c command's pid, set by the runtime before checking
         self._loops = 0  # while loops around the statement being checked (break, continue)
-        self._for_loops = 0     # for loops around it: their bodies are callbacks (return)
         self._dead = 0   # if branches around it that a literal condition never takes (fail() is not reached)
         self._widened: dict[str, Tuple] = {}   # tuple variables' final types, once a check found them wider
         self._flat = False                           # this block checked without scoping (0.17's way)
@@ -101,7 +100,7 @@ class Checker(Types, Builtins, Calls, State):
         self._made = set()
         if block.predicate is not None:
             self.condition(c, block.predicate, "predicate")
-        self._loops = self._for_loops = 0
+        self._loops = 0
         self.stmts(c, block.body)
         return c
 
@@ -319,9 +318,7 @@ class Checker(Types, Builtins, Calls, State):
                 t = self.expr(c, s.value)
                 if not isinstance(t, Int):
                     raise self.error(s.value, f"return takes an integer, not {t}")
-                if self._for_loops:
-                    raise self.error(s, "return with a value in a for loop's body: not in pycore trace yet "
-                                        "(a for loop's body is a callback; return it after the loop)")
+
         elif isinstance(s, (A.Break, A.Continue)):
             if not self._loops:
                 raise self.error(s, f"{type(s).__name__.lower()} used outside of a loop")
@@ -355,10 +352,8 @@ class Checker(Types, Builtins, Calls, State):
             c.types[id(s.decl)] = vt
             c.loops[id(s)] = vt
             self._loops += 1
-            self._for_loops += 1
             self.stmts(c, s.body)
             self._loops -= 1
-            self._for_loops -= 1
         finally:
             self._scopes.pop()
 
@@ -829,6 +824,15 @@ class Checker(Types, Builtins, Calls, State):
         a, b = self.expr(c, e.left), self.expr(c, e.right)
         op = e.op
         if op in ("==", "!=") and isinstance(a, Str) and isinstance(b, Str):
+            return INT64
+        if op in ("==", "!=") and isinstance(a, Tuple) and isinstance(b, Tuple):
+            # tuples and records (bpftrace 0.25): as the type that holds both (a string as long as the
+            # longer, a record's fields by name), element by element
+            merged = a if a == b else merge_tuples(a, b)
+            if merged is None:
+                raise self.error(e, f"'{op}' compares tuples of one shape (as many elements, of one kind each; "
+                                    f"a record's names), not {a} and {b}")
+            c.merged[id(e)] = merged
             return INT64
         if op in ("==", "!=") and (is_aggregate(a) or isinstance(a, Buffer)) and (is_aggregate(b) or isinstance(b, Buffer)):
             if type(a) is not type(b) or a.size != b.size:   # bpftrace: the same type and size, byte for byte

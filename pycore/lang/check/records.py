@@ -62,6 +62,7 @@ class Checked:
     # (comm(pid): bpf_task_from_pid's and bpf_task_release's ids, comm's offset in task_struct)
     assigns: dict[int, A.Assign] = field(default_factory=dict)  # id(call) -> what it sets (find(): $v = @m[k])
     limits: dict[int, int] = field(default_factory=dict)   # id(call) -> bytes it reads (strlen(ptr): max_strlen + 1)
+    merged: dict[int, Type] = field(default_factory=dict)  # id(tuple == tuple) -> the type both are compared as
 
     def type_of(self, node: A.Expr) -> Type:
         return self.types[id(node)]

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from pycore.lang import ast as A
 from pycore.lang.check import USER_PROBES, member_offset
-from pycore.lang.lower.layout import BPF_F_USER_STACK
+from pycore.lang.lower.layout import BPF_F_USER_STACK, _align8
 from pycore.lang.lower.state import State
 from pycore.lang.probes import PT_REGS, REGS, CtxField
-from pycore.lang.types import Array, Buffer, Int, Ptr, Record, Str, Type, Void, from_btf, is_aggregate, is_buffer
+from pycore.lang.types import Array, Buffer, Int, Ptr, Record, Str, Tuple, Type, Void, from_btf, is_aggregate, is_buffer
 
 
 class Exprs(State):
@@ -156,6 +156,9 @@ class Exprs(State):
         if isinstance(lt, Str) and isinstance(rt, Str):
             self.string_compare(node.left, node.right, op == "!=")
             return
+        if id(node) in self.c.merged:
+            self.tuple_compare(node, op == "!=")
+            return
         if is_aggregate(lt) or isinstance(lt, Buffer):
             self.bytes_equal(node.left, node.right, op == "!=")
             return
@@ -203,6 +206,50 @@ class Exprs(State):
         e.place(same)
         e.mov_imm(0, 0 if negate else 1)
         e.place(done)
+
+    def tuple_compare(self, node: A.Binary, negate: bool) -> None:
+        """r0 = (left == right) of two tuples or records (bpftrace 0.25): both laid out as the type the
+        checker merged them to (zeroed first, so what no element covers is equal), then compared an
+        element at a time: a string up to its NUL, an integer by its 8-byte value, a nested tuple
+        alike, anything else byte by byte."""
+        e = self.e
+        t = self.c.merged[id(node)]
+        assert isinstance(t, Tuple)
+        mark = self.f.mark()
+        a, b = self.f.region(_align8(t.size)), self.f.region(_align8(t.size))
+        self.tuple_into(node.left, a, t)
+        self.tuple_into(node.right, b, t)
+        differ, done = e.label(), e.label()
+        self._equal_elements(a, b, t, differ)
+        e.mov_imm(0, 0 if negate else 1)
+        e.ja(done)
+        e.place(differ)
+        e.mov_imm(0, 1 if negate else 0)
+        e.place(done)
+        self.f.release(mark)
+
+    def _equal_elements(self, a: int, b: int, t: Tuple, differ: int) -> None:
+        e = self.e
+        for off, et in zip(t.offsets(), t.elems):
+            if isinstance(et, Tuple):
+                self._equal_elements(a + off, b + off, et, differ)
+            elif type(et) is Str:
+                same = e.label()
+                for i in range(et.size):
+                    e.ldx(1, 1, 8, a + off + i)
+                    e.ldx(1, 2, 8, b + off + i)
+                    e.jmp_reg("jne", 1, 2, differ)
+                    e.jmp_imm("jeq", 1, 0, same)
+                e.place(same)
+            elif isinstance(et, (Int, Ptr)):
+                e.ldx(8, 1, 8, a + off)
+                e.ldx(8, 2, 8, b + off)
+                e.jmp_reg("jne", 1, 2, differ)
+            else:
+                for i in range(et.size):
+                    e.ldx(1, 1, 8, a + off + i)
+                    e.ldx(1, 2, 8, b + off + i)
+                    e.jmp_reg("jne", 1, 2, differ)
 
     # builtins and context
 

@@ -34,8 +34,10 @@ class Loops(State):
                                 f"this kernel is {_kernel_release_text()}")
         save8, save9, stop = f.slot(), f.slot(), f.slot()
         start = f.slot() if isinstance(s, A.ForRange) else 0
-        stops = any(isinstance(n, A.Return) or isinstance(n, A.Call) and n.name == "exit"
-                    for n in A.walk(A.Block(s.body)))
+        inside = list(A.walk(A.Block(s.body)))
+        stops = any(isinstance(n, A.Return) or isinstance(n, A.Call) and n.name == "exit" for n in inside)
+        # 'return N' in the body (a test probe's verdict): the callback leaves N here, and stop 2
+        value = f.slot() if any(isinstance(n, A.Return) and n.value is not None for n in inside) else 0
         skip = e.label()
         if isinstance(s, A.ForRange):
             self.scalar(s.start)
@@ -60,11 +62,16 @@ class Loops(State):
         e.call("for_each_map_elem" if isinstance(s, A.ForMap) else "loop")
         if stops:
             e.ldx(8, 0, 10, stop)
-            e.jmp_imm("jne", 0, 0, self.exit_label)
+            e.jmp_imm("jeq", 0, 1, self.exit_label)
+            if value:
+                e.jmp_imm("jne", 0, 2, skip)
+                e.ldx(8, 0, 10, value)
+                e.ja(self.return_label)
         e.place(skip)
         frame = _Frame(self)
         frame.stack, frame.scratch = self._var_end, f.scratch
-        self._pending.append((s, callback, frame, dict(self.vars), self._var_end, (save8, save9, stop, start)))
+        self._pending.append((s, callback, frame, dict(self.vars), self._var_end,
+                              (save8, save9, stop, start, value)))
 
     def emit_pending(self) -> None:
         """Emit the callbacks of the loops met so far (and of the loops in them), after the program."""
@@ -72,9 +79,9 @@ class Loops(State):
             self._callback(*self._pending.pop(0))
 
     def _callback(self, s: A.ForMap | A.ForRange, label: object, frame: _Frame, vars_: dict[str, int],
-                  caller_end: int, slots: tuple[int, int, int, int]) -> None:
+                  caller_end: int, slots: tuple[int, int, int, int, int]) -> None:
         e = self.e
-        save8, save9, stop, start = slots
+        save8, save9, stop, start, value = slots
         self.f, self.vars = frame, vars_
         e.func(f"loop_{len(e.funcs)}")
         e.place(label)
@@ -110,8 +117,8 @@ class Loops(State):
                     e.stx(8, 8, var + voff + off, 0)
         self._var_end = caller_end
         self._var_stack, self._var_scratch = frame.stack, frame.scratch
-        nxt, brk, stopping = e.label(), e.label(), e.label()
-        self.exit_label = stopping
+        nxt, brk, stopping, returning = e.label(), e.label(), e.label(), e.label()
+        self.exit_label, self.return_label = stopping, returning
         self._loops = [(nxt, brk)]
         falls = self.stmts(s.body)
 
@@ -137,4 +144,10 @@ class Loops(State):
             e.place(stopping)
             e.ldx(8, 1, 10, home)
             e.st(8, 1, stop, 1)
+            leave(1)
+        if used(returning):         # 'return N': N (in r0) and stop 2 in the caller's frame
+            e.place(returning)
+            e.ldx(8, 1, 10, home)
+            e.stx(8, 1, value, 0)
+            e.st(8, 1, stop, 2)
             leave(1)
