@@ -213,6 +213,18 @@ def test_newer_syntax_as_upstream_documents(script: str, expected: str) -> None:
     assert ours.stdout.strip("\n") == expected.strip("\n"), ours.stdout
 
 
+def test_casts_to_bool() -> None:
+    """(bool)x (0.24's booleans; upstream's tests/self/bool.bt): true for a non-zero integer or pointer
+    and a non-empty string. bpftrace 0.23.2 stops at a BUG ('0 is not a valid type size')."""
+    require_root()
+    ours = pycore('BEGIN { $b = (bool)10; print($b); printf("%d %d\\n", (bool)256, (bool)0); '
+                  'print(((bool)"hello", (bool)"", (bool)(int64 *)1, (bool)(int64 *)0)); exit(); }', "-q")
+    assert ours.returncode == 0, ours.stderr
+    assert ours.stdout.startswith("true\n1 0\n(true, false, true, false)\n"), ours.stdout
+    refused = pycore("BEGIN { $t = (1, 2); $b = (bool)$t; }", "--dry-run")
+    assert refused.returncode != 0 and "cannot cast (int64, int64) to bool" in refused.stderr, refused.stderr
+
+
 def test_interval_with_a_duration() -> None:
     """interval:100ms and i:1s (0.24; upstream's loads.bt, pidpersec.bt, vfsstat.bt): as interval:ms:100."""
     require_root()

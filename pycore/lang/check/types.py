@@ -9,7 +9,7 @@ from pycore.lang import ast as A
 from pycore.lang.check.records import USER_PROBES, Checked
 from pycore.lang.check.state import State
 from pycore.lang.errors import CheckError, MapNotTypedYet, close_matches
-from pycore.lang.types import Array, Int, Ptr, Record, Str, Tuple, Type, Void, from_btf, type_name
+from pycore.lang.types import BOOL, Array, Int, Ptr, Record, Str, Tuple, Type, Void, from_btf, type_name
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -137,6 +137,11 @@ class Types(State):
                                     "integer or a pointer type")
         name = tn.name.strip()
         ints = _C_INTS
+        if tn.pointer_depth == 0 and name == "bool":
+            # bpftrace 0.24's booleans: true for a non-zero integer or pointer, a non-empty string
+            if isinstance(inner, (Int, Ptr, Str)):
+                return BOOL
+            raise self.error(e, f"cannot cast {inner} to bool")
         if tn.pointer_depth == 0 and ("[" in name or isinstance(inner, Array)):
             return self._array_cast(c, e, inner, name)
         if not isinstance(inner, (Int, Ptr)):

@@ -9,7 +9,8 @@ from pycore.lang.check import USER_PROBES, member_offset
 from pycore.lang.lower.layout import BPF_F_USER_STACK, _align8
 from pycore.lang.lower.state import State
 from pycore.lang.probes import PT_REGS, REGS, CtxField
-from pycore.lang.types import Array, Buffer, Int, Ptr, Record, Str, Tuple, Type, Void, from_btf, is_aggregate, is_buffer
+from pycore.lang.types import (Array, Bool, Buffer, Int, Ptr, Record, Str, Tuple, Type, Void, from_btf, is_aggregate,
+                               is_buffer)
 
 
 class Exprs(State):
@@ -106,6 +107,20 @@ class Exprs(State):
             self.f.release(mark)
             if isinstance(t, Int) and t.size < 8:
                 self.extend(0, t.size, t.signed)
+        elif isinstance(node, A.Cast) and isinstance(t, Bool):    # (bool)x: 1 or 0
+            inner = self.t(node.expr)
+            if isinstance(inner, Str):          # a string is true when it is not empty
+                mark = self.f.mark()
+                at = self.f.region(_align8(inner.size))
+                self.string_into(node.expr, at, inner.size)
+                self.e.ldx(1, 0, 8, at)
+                self.f.release(mark)
+            else:
+                self.scalar(node.expr)
+            zero = self.e.label()
+            self.e.jmp_imm("jeq", 0, 0, zero)
+            self.e.mov_imm(0, 1)
+            self.e.place(zero)
         elif isinstance(node, A.Cast):
             self.scalar(node.expr)
             if isinstance(t, Int) and t.size < 8:
