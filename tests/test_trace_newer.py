@@ -43,9 +43,6 @@ def test_has_key_refusal() -> None:
 # declarations, begin/end, durations, ?: and conditions without parentheses: tests/test_trace_syntax_new.py
 NEWER = [
     ('uprobe:/bin/bash:readline { print(dw_ustack()); }', "dw_ustack()", "0.26"),
-    # the standard library's compile-time helpers (0.25): found by `git tag --contains` in bpftrace's
-    # repository, the commit that added each to src/stdlib or to the parser
-    ('BEGIN { print(typeinfo(1)); exit(); }', "typeinfo()", "0.25"),
 ]
 
 

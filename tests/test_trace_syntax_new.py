@@ -225,6 +225,31 @@ def test_casts_to_bool() -> None:
     assert refused.returncode != 0 and "cannot cast (int64, int64) to bool" in refused.stderr, refused.stderr
 
 
+def test_typeinfo() -> None:
+    """typeinfo(x) (0.25, unstable: refused unless the config enables it, as 0.26.1 does): the record of
+    x's type as upstream names it (its src/types.cpp's typestr), of an expression or a type, its
+    strings folded by comptime (upstream's stdlib/meta.bt: is_str() is typeinfo(x).base_type ==
+    "string")."""
+    require_root()
+    ours = pycore('config = { unstable_typeinfo = enable } BEGIN { $a = (uint64)5; print(typeinfo($a)); '
+                  'print(typeinfo("hey")); print(typeinfo(curtask)); print(typeinfo((1, "ab"))); '
+                  'print(typeinfo((a=1, b=(int8)2))); print(typeinfo(struct task_struct)); print(typeinfo(true)); '
+                  'if comptime (typeinfo($a).base_type == "int") { printf("int\\n"); } else { printf("other\\n"); } '
+                  'if (typeinfo("x").full_type != "string[2]") { printf("wrong\\n"); } exit(); }', "-q")
+    assert ours.returncode == 0, ours.stderr
+    assert ours.stdout.splitlines()[:8] == [
+        "{ .btf_id = 0, .base_type = int, .full_type = uint64 }",
+        "{ .btf_id = 0, .base_type = string, .full_type = string[4] }",
+        "{ .btf_id = 0, .base_type = pointer, .full_type = struct task_struct * }",
+        "{ .btf_id = 0, .base_type = tuple, .full_type = (int64,string[3]) }",
+        "{ .btf_id = 0, .base_type = record, .full_type = record { .a = int64, .b = int8 } }",
+        "{ .btf_id = 0, .base_type = c_type, .full_type = struct task_struct }",
+        "{ .btf_id = 0, .base_type = bool, .full_type = bool }",
+        "int"], ours.stdout
+    refused = pycore("BEGIN { print(typeinfo(1)); }", "--dry-run")
+    assert refused.returncode != 0 and "typeinfo feature is not enabled by default" in refused.stderr, refused.stderr
+
+
 def test_interval_with_a_duration() -> None:
     """interval:100ms and i:1s (0.24; upstream's loads.bt, pidpersec.bt, vfsstat.bt): as interval:ms:100."""
     require_root()

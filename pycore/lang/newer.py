@@ -25,7 +25,6 @@ _SYNTAX: list[tuple[re.Pattern[str], str, str]] = [(re.compile(p, re.M), what, v
 _FUNCTIONS: dict[str, tuple[str, str]] = {
     "dw_ustack": ("dw_ustack()", "0.26"),
     # the standard library's compile-time helpers and the type queries they use (0.25)
-    "typeinfo": ("typeinfo()", "0.25"),
 }
 
 #: Builtins called with arguments that pycore does not take yet (any not named here: 0.24).

@@ -9,8 +9,9 @@ from collections.abc import Callable
 from pycore.lang import ast as A
 from pycore.lang.check.records import AGGREGATES, PRINT_ONLY, Checked, MapInfo
 from pycore.lang.check.state import State
+from pycore.lang.check.types import _C_INTS
 from pycore.lang.errors import close_matches
-from pycore.lang.types import (BOOL, INT64, STRING_SIZE, UINT64, USYM, Array, Bool, Buffer, Inet, Int, Mac, Ptr, Record, Stack,
+from pycore.lang.types import (BOOL, INT64, STRING_SIZE, UINT64, USYM, Array, Bool, Buffer, Enum, Inet, Int, Mac, Ptr, Record, Stack,
                                Str, Strerror, SignalName, SyscallName, TextInt, Timestamp, CgroupPath, Tuple, Type, Username,
                                Void, from_btf, type_name)
 
@@ -31,6 +32,35 @@ class Calls(State):
     """Function calls: each builtin function's arguments and its value's type."""
 
     # -- calls -----------------------------------------------------------------------------
+
+    def typeinfo(self, c: Checked, e: A.Call) -> Type:
+        """``typeinfo(x)`` (bpftrace 0.25, unstable: 0.26.1 refuses it unless the config says
+        ``unstable_typeinfo = enable``): the record ``(btf_id=0, base_type=..., full_type=...)`` of x's
+        type as upstream names it (:func:`upstream_type`); x, an expression or a type, is checked and
+        never run. The record is a literal the lowering builds (c.typeinfo), and comptime folds its
+        strings (Checker.fold)."""
+        mode = self.config.others.get("unstable_typeinfo", "error") if self.config is not None else "error"
+        if mode == "error":
+            raise self.error(e, "typeinfo feature is not enabled by default. To enable this unstable feature, set "
+                                "the config flag to enable. unstable_typeinfo=enable (bpftrace 0.26.1's words)")
+        if len(e.args) != 1:
+            raise self.error(e, "typeinfo() takes one expression or type")
+        a = e.args[0]
+        t: Type | A.TypeName = self.typeof(c, a) if isinstance(a, A.TypeName) and a.of is not None else a  # type: ignore[assignment]
+        if isinstance(t, A.Builtin) and t.name in _C_INTS:
+            t = Int(*_C_INTS[t.name])
+        elif isinstance(t, A.TypeName):
+            target, spec = self.named_type(c, t, t.name)
+            for _ in range(t.pointer_depth):
+                target = self._pointer_to(target, spec)
+            t = from_btf(spec, target)
+        elif isinstance(t, A.Expr):
+            t = self.expr(c, t)
+        base, full = upstream_type(t)  # type: ignore[arg-type]
+        record = A.Tuple((A.Int(0, pos=e.pos), A.Str(base, pos=e.pos), A.Str(full, pos=e.pos)),
+                         ("btf_id", "base_type", "full_type"), pos=e.pos)
+        c.typeinfo[id(e)] = record
+        return self.expr(c, record)
 
     def call(self, c: Checked, e: A.Call, statement: bool) -> Type:
         n = e.name
@@ -239,6 +269,8 @@ class Calls(State):
                 raise self.error(args[2], f"write_user(): {length} bytes from a {src.size}-byte {src}: "
                                           f"write 1 to {src.size}")
             return BOOL
+        if n == "typeinfo":
+            return self.typeinfo(c, e)
         if n in _TYPE_QUERIES:     # bpftrace 0.25's is_str(x)...: the type of x, known when checked
             if len(args) != 1 or not isinstance(args[0], A.Expr):
                 raise self.error(e, f"{n}(expression)")
@@ -608,6 +640,44 @@ def kernel_address(name: str) -> int | None:
 
 
 _KADDR: dict[str, int | None] = {}
+
+def upstream_type(t: Type) -> tuple[str, str]:
+    """(base type, full type) of ``t`` as upstream's typeinfo() names them (its src/types.cpp: the
+    Type's name, and typestr): ``("int", "uint64")``, ``("string", "string[6]")``, ``("pointer",
+    "struct task_struct *")``, ``("tuple", "(int64,string[3])")``, ``("record", "record { .a = int64 }")``."""
+    if isinstance(t, Bool):
+        return "bool", "bool"
+    if isinstance(t, Enum):
+        name = type_name(t.spec, t.enum_id) if t.spec is not None and t.enum_id else "enum"
+        return "int", name if name.startswith("enum ") else f"enum {name}"
+    if isinstance(t, Username):
+        return "username_t", "username_t"
+    if isinstance(t, Ptr):
+        pointee = from_btf(t.spec, t.target) if t.spec is not None and t.target else None
+        inner = "void" if pointee is None else upstream_type(pointee)[1] if isinstance(pointee, (Int, Ptr)) \
+            else type_name(t.spec, t.target)
+        return "pointer", f"{inner} *"
+    if isinstance(t, Int):
+        return "int", f"{'' if t.signed else 'u'}int{t.size * 8}"
+    if type(t) is Str:
+        return "string", f"string[{t.size}]"
+    if isinstance(t, Tuple):
+        fields = [upstream_type(x)[1] for x in t.elems]
+        if t.names:
+            return "record", "record { " + ", ".join(f".{n} = {f}" for n, f in zip(t.names, fields)) + " }"
+        return "tuple", "(" + ",".join(fields) + ")"
+    if isinstance(t, Stack):
+        return ("ustack", "ustack") if t.user else ("kstack", "kstack")
+    if isinstance(t, Array) and t.spec is not None:
+        elem = from_btf(t.spec, t.elem_id)
+        inner = upstream_type(elem)[1] if isinstance(elem, (Int, Ptr)) else type_name(t.spec, t.elem_id)
+        return "array", f"{inner}[{t.count}]"
+    if isinstance(t, Record) and t.spec is not None:
+        return "c_type", type_name(t.spec, t.btf_id)
+    if isinstance(t, Inet):
+        return "inet", f"inet[{t.size}]"
+    return str(t), str(t)
+
 
 # What upstream's strings are (typeinfo(x).base_type == "string"): pycore keeps strerror(), syscall_name(),
 # signal_name() and username as the number, printed as text

@@ -702,8 +702,9 @@ class Checker(Types, Builtins, Calls, State):
             v = self.fold(c, e.operand, consts)
             return None if v is None else {"!": lambda x: int(not x), "-": lambda x: -x, "~": lambda x: ~x}[e.op](v)
         if isinstance(e, A.Binary):
-            if e.op in ("==", "!=") and isinstance(e.left, A.Str) and isinstance(e.right, A.Str):
-                return int((e.left.value == e.right.value) == (e.op == "=="))
+            texts = self._fold_text(c, e.left), self._fold_text(c, e.right)
+            if e.op in ("==", "!=") and None not in texts:
+                return int((texts[0] == texts[1]) == (e.op == "=="))
             a, b = self.fold(c, e.left, consts), self.fold(c, e.right, consts)
             if a is None or b is None:
                 return None
@@ -715,6 +716,19 @@ class Checker(Types, Builtins, Calls, State):
                    ">": lambda: int(a > b), "<=": lambda: int(a <= b), ">=": lambda: int(a >= b),
                    "&&": lambda: int(bool(a) and bool(b)), "||": lambda: int(bool(a) or bool(b))}
             return ops[e.op]() if e.op in ops else None
+        return None
+
+    @staticmethod
+    def _fold_text(c: Checked, e: A.Expr) -> str | None:
+        """A string known when the script is checked: a literal, or a field of typeinfo(x)'s record
+        (upstream's stdlib: ``if comptime (typeinfo(e).base_type == "int")``)."""
+        if isinstance(e, A.Str):
+            return e.value
+        if isinstance(e, A.Field) and isinstance(e.expr, A.Call) and id(e.expr) in c.typeinfo:
+            record = c.typeinfo[id(e.expr)]
+            if e.name in record.names:
+                value = record.elems[record.names.index(e.name)]
+                return value.value if isinstance(value, A.Str) else None
         return None
 
     def constant(self, c: Checked, e: A.Expr) -> int:

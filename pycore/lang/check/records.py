@@ -63,6 +63,7 @@ class Checked:
     assigns: dict[int, A.Assign] = field(default_factory=dict)  # id(call) -> what it sets (find(): $v = @m[k])
     limits: dict[int, int] = field(default_factory=dict)   # id(call) -> bytes it reads (strlen(ptr): max_strlen + 1)
     merged: dict[int, Type] = field(default_factory=dict)  # id(tuple == tuple) -> the type both are compared as
+    typeinfo: dict[int, A.Tuple] = field(default_factory=dict)   # id(typeinfo(x)) -> the record it stands for
 
     def type_of(self, node: A.Expr) -> Type:
         return self.types[id(node)]

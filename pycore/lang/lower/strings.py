@@ -181,6 +181,7 @@ class Strings(State):
         """scratch[dst:dst+24] = an inet value: the address family, then the address bytes (bpftrace's
         layout); or a mac value (family 0, then six bytes); or a buffer (its length, then its bytes)."""
         e = self.e
+        node = self.c.typeinfo.get(id(node), node)     # typeinfo(x): the record it stands for
         size = _align8(self.t(node).size)
         for i in range(0, size, 8):
             e.st(8, 8, dst + i, 0)
