@@ -234,14 +234,20 @@ class Exprs(State):
         a, b = self.f.region(_align8(t.size)), self.f.region(_align8(t.size))
         self.tuple_into(node.left, a, t)
         self.tuple_into(node.right, b, t)
-        differ, done = e.label(), e.label()
+        differ = e.label()
         self._equal_elements(a, b, t, differ)
+        self.equality(differ, negate)
+        self.f.release(mark)
+
+    def equality(self, differ: object, negate: bool) -> None:
+        """r0 = equal (1, or 0 when ``negate``) where the comparison falls through, the other at ``differ``."""
+        e = self.e
+        done = e.label()
         e.mov_imm(0, 0 if negate else 1)
         e.ja(done)
         e.place(differ)
         e.mov_imm(0, 1 if negate else 0)
         e.place(done)
-        self.f.release(mark)
 
     def _equal_elements(self, a: int, b: int, t: Tuple, differ: int) -> None:
         e = self.e

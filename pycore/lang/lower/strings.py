@@ -581,16 +581,12 @@ class Strings(State):
         a, b = self.f.region(size), self.f.region(size)
         self.string_into(left, a, t.size)
         self.string_into(right, b, t.size)
-        differ, done = e.label(), e.label()
+        differ = e.label()
         for off in range(0, size, 8):
             e.ldx(8, 1, 8, a + off)
             e.ldx(8, 2, 8, b + off)
             e.jmp_reg("jne", 1, 2, differ)
-        e.mov_imm(0, 0 if negate else 1)
-        e.ja(done)
-        e.place(differ)
-        e.mov_imm(0, 1 if negate else 0)
-        e.place(done)
+        self.equality(differ, negate)
         self.f.release(mark)
 
     def memcmp(self, left: A.Expr, right: A.Expr, count: A.Expr) -> None:
