@@ -186,7 +186,7 @@ class Script:
         for block in self.program.probes:
             kinds = {spec.kind for spec in block.probes}
             # bpftrace 0.25: test probes run in test mode only, and in test mode nothing is attached
-            if "test" in kinds and not self.testing or self.testing and not kinds <= {"BEGIN", "END", "test"}:
+            if ("test" in kinds and not self.testing) or (self.testing and not kinds <= {"BEGIN", "END", "test"}):
                 continue
             for spec in block.probes:
                 name = spec.parts[0] if spec.kind == "test" and spec.parts else None
