@@ -44,6 +44,20 @@ def test_docs_example_as_upstream_reports_it() -> None:
         f"{RED}[  FAILED  ]{OFF} failure\n")
 
 
+def test_json_report_as_upstream() -> None:
+    """-f json: upstream's JsonOutput::test_result, a line a test (its time in ns, whether it passed,
+    its output as text), no summary."""
+    require_root()
+    p = trace(DOCS, "--test", "-f", "json")
+    assert p.returncode == 1, p.stderr
+    lines = [re.sub(r'"duration": \d+', '"duration": T', line) for line in p.stdout.splitlines()]
+    assert lines == [
+        '{"type": "test_result", "data": {"okay": {"duration": T, "passed": true, "output": '
+        '"I\'m okay! This output will be suppressed.\\n"}}}',
+        '{"type": "test_result", "data": {"failure": {"duration": T, "passed": false, "output": '
+        '"This is a failure! This output will be shown\\n"}}}'], p.stdout
+
+
 def test_verdicts_begin_and_end() -> None:
     """exit() with a code fails, exit() alone passes, errorf() fails; BEGIN's map is there for the tests,
     its output first, END's last; a while loop may return; no map printed."""

@@ -181,10 +181,6 @@ def run(args: argparse.Namespace) -> int:
                              folded=args.folded, duration=args.duration, out=out, quiet=args.quiet,
                              flush=args.buffering != "full", environ=os.environ)
         runner.script.testing = args.test
-        if args.test and args.format == "json":
-            print("pycore trace: --test reports in text only (bpftrace's JSON form of the report is not done)",
-                  file=sys.stderr)
-            return 2
         for line in runner.script.config.warnings:     # deprecated BPFTRACE_* names, as bpftrace says
             print(line, file=sys.stderr)
         if "--help" in params:     # bpftrace 0.24: '-- --help' lists the script's getopt() options

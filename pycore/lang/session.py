@@ -530,12 +530,14 @@ class TraceRunner:
         passed: list[bool] = []
         write = self.out.write
         for i, (name, prog) in enumerate(script.tests):
-            if i == 0:
+            if i == 0 and not self.json:
                 write(f"{green}[==========]{off} Running {len(names)} tests.\n")
-            write(f"{green}[ RUN      ]{off} {name}\n")
+            if not self.json:
+                write(f"{green}[ RUN      ]{off} {name}\n")
             captured = io.StringIO()
-            out, err, errors = self.out, self.err, self._errors
+            out, err, errors, json = self.out, self.err, self._errors, self.json
             self.out = self.err = captured
+            self.json = False       # a test's output is captured as text, in -f json too (upstream's)
             script.exit_code, script.exited = 0, False
             try:
                 t0 = time.perf_counter_ns()
@@ -543,15 +545,24 @@ class TraceRunner:
                 took = time.perf_counter_ns() - t0
                 self._poll()
             finally:
-                self.out, self.err = out, err
+                self.out, self.err, self.json = out, err, json
             ok = retval == 0 and script.exit_code == 0 and self._errors == errors
             passed.append(ok)
+            script.exit_code, script.exited = 0, False
+            if self.json:       # upstream's JsonOutput::test_result: one line a test, the output as text
+                from pycore.lang.output.values import quoted
+
+                write(f'{{"type": "test_result", "data": {{{quoted(name)}: {{"duration": {took}, "passed": '
+                      f'{"true" if ok else "false"}, "output": {quoted(captured.getvalue())}}}}}}}\n')
+                continue
             if not ok:
                 write("".join(line + "\n" for line in captured.getvalue().splitlines() if line))
             write(f"{green}[       OK ]{off} {name}" if ok else f"{red}[  FAILED  ]{off} {name}")
             write(f" ({_duration(took)})\n")
-            script.exit_code, script.exited = 0, False
         failed = passed.count(False)
+        if self.json:
+            self._write()
+            return failed
 
         def tests(n: int) -> str:
             return "test" if n == 1 else "tests"
